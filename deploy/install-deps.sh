@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Installs what gpuest needs on Debian 12 (bookworm): Debian's packages, plus
+# prometheus-cpp built from Debian's own trixie source archive into a private prefix
+# (bookworm does not package it). Idempotent: a second run checks and returns.
+#
+# Usage: deploy/install-deps.sh [PREFIX]   (PREFIX defaults to /opt/gpuest-deps)
+# Needs root for apt; run it with sudo otherwise.
+set -euo pipefail
+
+PREFIX=${1:-${GPUEST_DEPS_PREFIX:-/opt/gpuest-deps}}
+PROM_VERSION=1.0.2
+PROM_SHA256=65838fed64c4667140a574b78eb9f5c995bab80d575b082c9c677c6795c3c607
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git ca-certificates curl
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libspdlog-dev nlohmann-json3-dev libtorch-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcivetweb-dev civetweb zlib1g-dev
+  python3 python3-pytest python3-torch python3-torchvision python3-protobuf python3-grpcio
+  clang-format
+)
+
+log() { printf '[install-deps] %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${#missing[@]} Debian packages: ${missing[*]}"
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  log "Debian packages: all present"
+fi
+
+if [ -f "$PREFIX/lib/cmake/prometheus-cpp/prometheus-cpp-config.cmake" ]; then
+  log "prometheus-cpp: present in $PREFIX"
+  exit 0
+fi
+
+log "building prometheus-cpp $PROM_VERSION into $PREFIX"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# The archive URI comes from this machine's own apt configuration, so no host name
+# is written into the project.
+uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+if [ -z "$uri" ]; then
+  uri=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+fi
+[ -n "$uri" ] || { log "cannot find a Debian archive URI in the apt configuration"; exit 1; }
+mkdir -p "$work/lists/partial" "$work/src"
+echo "deb-src [trusted=yes] $uri trixie main" >"$work/sources.list"
+apt_opts=(-o "Dir::Etc::sourcelist=$work/sources.list" -o "Dir::Etc::sourceparts=/dev/null"
+  -o "Dir::State::Lists=$work/lists" -o "APT::Get::List-Cleanup=0")
+as_root apt-get "${apt_opts[@]}" update -q >/dev/null
+(cd "$work/src" && as_root apt-get "${apt_opts[@]}" source --download-only "prometheus-cpp=$PROM_VERSION-*" >/dev/null 2>&1 ||
+  as_root apt-get "${apt_opts[@]}" source --download-only prometheus-cpp >/dev/null 2>&1 || true)
+tarball="$work/src/prometheus-cpp_${PROM_VERSION}.orig.tar.gz"
+[ -f "$tarball" ] || { log "download of prometheus-cpp source failed"; exit 1; }
+echo "$PROM_SHA256  $tarball" | sha256sum -c --quiet - || { log "prometheus-cpp checksum mismatch"; exit 1; }
+tar -xzf "$tarball" -C "$work"
+srcdir=$(find "$work" -maxdepth 1 -type d -name 'prometheus-cpp*' | head -1)
+cmake -S "$srcdir" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_INSTALL_PREFIX="$PREFIX" -DUSE_THIRDPARTY_LIBRARIES=OFF -DENABLE_PUSH=OFF \
+  -DENABLE_TESTING=OFF -DBUILD_SHARED_LIBS=ON -DCMAKE_INSTALL_RPATH="$PREFIX/lib" >/dev/null
+cmake --build "$work/build" -j"$(nproc)" >/dev/null
+as_root cmake --install "$work/build" >/dev/null
+log "prometheus-cpp installed in $PREFIX"

@@ -1,0 +1,112 @@
+#include "estimators/engine.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "estimators/features.h"
+#include "estimators/layer_types.h"
+#include "estimators/recommendation.h"
+#include "estimators/status_macros.h"
+
+namespace gpuest {
+namespace {
+
+v1::Warning MakeWarning(std::string code, std::string message, std::string estimator = "") {
+  v1::Warning w;
+  w.set_code(std::move(code));
+  w.set_message(std::move(message));
+  w.set_estimator_id(std::move(estimator));
+  return w;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
+    const v1::EstimateRequest& request) const {
+  GPUEST_RETURN_IF_ERROR(ValidateRequest(request, limits_));
+
+  const GpuProfile* gpu = &registry_->gpus().Default();
+  if (!request.gpu().empty()) {
+    gpu = registry_->gpus().Find(request.gpu());
+    if (gpu == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("gpu: unknown GPU '", request.gpu(),
+                                                     "'; known: ",
+                                                     registry_->gpus().KnownIds()));
+    }
+  }
+
+  std::vector<const Estimator*> chosen;
+  for (int i = 0; i < request.estimators_size(); ++i) {
+    const Estimator* e = registry_->Find(request.estimators(i));
+    if (e == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("estimators[", i,
+                                                     "]: unknown estimator '",
+                                                     request.estimators(i), "'"));
+    }
+    chosen.push_back(e);
+  }
+  const bool explicit_choice = !chosen.empty();
+  if (!explicit_choice) {
+    for (const auto& e : registry_->estimators()) chosen.push_back(e.get());
+  }
+
+  const v1::FeatureVector features = FeaturesOf(request);
+  const EstimationInput input{request, features, *gpu};
+  v1::EstimateResponse response;
+  response.set_family(features.family());
+  response.set_models_version(registry_->models_version());
+  std::vector<v1::Warning> warnings;
+
+  if (const auto unknown = UnknownLayerTypes(features); !unknown.empty()) {
+    warnings.push_back(MakeWarning(
+        "UNKNOWN_LAYER_TYPE",
+        absl::StrCat("layer types no estimator was built for: ", absl::StrJoin(unknown, ", "),
+                     "; estimates treat them by their totals only")));
+  }
+
+  for (const Estimator* estimator : chosen) {
+    const v1::EstimatorInfo& info = estimator->Info();
+    if (!estimator->AppliesTo(input)) {
+      if (explicit_choice) {
+        warnings.push_back(MakeWarning(
+            "NOT_APPLICABLE",
+            absl::StrCat("estimator does not apply to a ", FamilyName(features.family()),
+                         " model", request.has_model() ? "" : " given as features"),
+            info.id()));
+      }
+      continue;
+    }
+    v1::EstimatorResult result;
+    const absl::Time start = absl::Now();
+    absl::Status status = estimator->Estimate(input, result, warnings);
+    if (!status.ok()) {
+      warnings.push_back(MakeWarning("ESTIMATOR_FAILED", std::string(status.message()),
+                                     info.id()));
+      continue;
+    }
+    result.set_estimator_id(info.id());
+    result.set_version(info.version());
+    result.set_kind(info.kind());
+    result.set_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
+    *response.add_results() = std::move(result);
+  }
+  if (response.results().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no estimator could answer: ",
+        warnings.empty() ? "none applies to this request" : warnings.back().message()));
+  }
+  if (auto rec = Recommend(response.results(), request.gpu().empty() ? nullptr : gpu)) {
+    *response.mutable_recommendation() = std::move(*rec);
+  }
+  for (auto& w : warnings) *response.add_warnings() = std::move(w);
+  return response;
+}
+
+v1::ListEstimatorsResponse Engine::ListEstimators() const {
+  v1::ListEstimatorsResponse response;
+  for (const auto& e : registry_->estimators()) *response.add_estimators() = e->Info();
+  response.set_models_version(registry_->models_version());
+  return response;
+}
+
+}  // namespace gpuest

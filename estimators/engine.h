@@ -1,0 +1,36 @@
+// File: engine.h
+//
+// Answers one EstimateRequest with every applicable estimator of a registry:
+// validation, feature extraction, estimator choice, warnings and the recommendation.
+// The gRPC service is a thin shell around it; tests and benchmarks call it directly.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "estimators/registry.h"
+#include "estimators/validation.h"
+#include "gpuest/v1/estimate.pb.h"
+
+namespace gpuest {
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<const EstimatorRegistry> registry, ValidationLimits limits)
+      : registry_(std::move(registry)), limits_(limits) {}
+
+  // InvalidArgument names the offending field; FailedPrecondition when no requested
+  // estimator applies. Each result carries its own latency; server_latency_us is left
+  // for the caller, who knows when the request arrived.
+  absl::StatusOr<v1::EstimateResponse> Estimate(const v1::EstimateRequest& request) const;
+
+  v1::ListEstimatorsResponse ListEstimators() const;
+
+  const EstimatorRegistry& registry() const { return *registry_; }
+
+ private:
+  std::shared_ptr<const EstimatorRegistry> registry_;
+  ValidationLimits limits_;
+};
+
+}  // namespace gpuest

@@ -1,0 +1,38 @@
+// File: estimator.h
+//
+// The interface every estimator implements, and what it is given. Estimators take
+// plain messages in and give plain messages out: no gRPC here.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "estimators/gpu_profiles.h"
+#include "gpuest/v1/estimate.pb.h"
+
+namespace gpuest {
+
+// One validated request, with what the engine already worked out from it.
+struct EstimationInput {
+  const v1::EstimateRequest& request;
+  const v1::FeatureVector& features;  // FeaturesOf(request); family always resolved.
+  const GpuProfile& gpu;              // Target GPU, the default when none was asked for.
+};
+
+class Estimator {
+ public:
+  virtual ~Estimator() = default;
+
+  // Id, kind, family, version and metrics; fixed for the estimator's lifetime.
+  virtual const v1::EstimatorInfo& Info() const = 0;
+
+  // Whether the estimator can answer this input at all (family, needs a trace, ...).
+  virtual bool AppliesTo(const EstimationInput& input) const = 0;
+
+  // Fills the memory and utilization parts of result (the engine fills id, version,
+  // kind and latency) and appends warnings about this input. Must be thread-safe.
+  virtual absl::Status Estimate(const EstimationInput& input, v1::EstimatorResult& result,
+                                std::vector<v1::Warning>& warnings) const = 0;
+};
+
+}  // namespace gpuest

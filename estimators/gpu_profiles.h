@@ -1,0 +1,43 @@
+// File: gpu_profiles.h
+//
+// The GPU models a request can target, read from gpu_profiles.json in the model
+// repository: capacity and architecture for fit decisions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace gpuest {
+
+struct GpuProfile {
+  std::string id;    // "a100-40gb"
+  std::string name;  // "NVIDIA A100-SXM4-40GB"
+  std::string architecture;
+  // Total memory as nvidia-smi reports it.
+  uint64_t memory_bytes = 0;
+  std::vector<std::string> aliases;
+};
+
+class GpuProfiles {
+ public:
+  static absl::StatusOr<GpuProfiles> LoadFile(const std::string& path);
+  static absl::StatusOr<GpuProfiles> Parse(const std::string& json_text);
+
+  // By id or alias, case-insensitively; nullptr when unknown.
+  const GpuProfile* Find(absl::string_view name) const;
+  // The GPU the shipped estimators were trained on.
+  const GpuProfile& Default() const { return profiles_[default_index_]; }
+  const std::vector<GpuProfile>& All() const { return profiles_; }
+  // "a100-40gb, a100-80gb, ..." for error messages.
+  std::string KnownIds() const;
+
+ private:
+  std::vector<GpuProfile> profiles_;
+  size_t default_index_ = 0;
+};
+
+}  // namespace gpuest

@@ -1,0 +1,23 @@
+// File: recommendation.h
+//
+// The one placement figure a response recommends, chosen by a conservative rule: an
+// OOM costs a whole job, an over-reservation a little packing.
+//
+// Rule: each memory result's safe figure is its upper bound when it gives one, else its
+// point estimate. Results are trusted by kind, simulator over classifier over formula;
+// among the results of the most trusted kind present, the largest safe figure wins.
+#pragma once
+
+#include <optional>
+
+#include "estimators/gpu_profiles.h"
+#include "gpuest/v1/estimate.pb.h"
+
+namespace gpuest {
+
+// nullopt when no result estimated memory. gpu, when given, adds the fit.
+std::optional<v1::Recommendation> Recommend(
+    const google::protobuf::RepeatedPtrField<v1::EstimatorResult>& results,
+    const GpuProfile* gpu);
+
+}  // namespace gpuest

@@ -1,0 +1,51 @@
+// File: registry.h
+//
+// Owns the loaded estimators and GPU profiles. Built once from a model repository:
+// the built-in analytical estimators plus one estimator per manifest. Immutable once
+// built, so it is shared freely across threads; a reload builds a new one.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "estimators/estimator.h"
+#include "estimators/gpu_profiles.h"
+#include "estimators/model_repository.h"
+
+namespace gpuest {
+
+struct RegistryOptions {
+  std::string models_dir = "models";
+  // Resolved device for ML estimators: "cpu" or "cuda".
+  std::string device = "cpu";
+};
+
+// Makes an estimator from one artifact; chosen by the manifest's "estimator_type".
+using EstimatorFactory = std::function<absl::StatusOr<std::unique_ptr<Estimator>>(
+    const ModelArtifact& artifact, const RegistryOptions& options)>;
+
+class EstimatorRegistry {
+ public:
+  static absl::StatusOr<std::unique_ptr<EstimatorRegistry>> Load(
+      const RegistryOptions& options);
+
+  const std::vector<std::unique_ptr<Estimator>>& estimators() const { return estimators_; }
+  // nullptr when no estimator has this id.
+  const Estimator* Find(absl::string_view id) const;
+  const GpuProfiles& gpus() const { return gpus_; }
+  const std::string& models_version() const { return models_version_; }
+
+ private:
+  EstimatorRegistry(GpuProfiles gpus, std::string models_version)
+      : gpus_(std::move(gpus)), models_version_(std::move(models_version)) {}
+
+  GpuProfiles gpus_;
+  std::string models_version_;
+  std::vector<std::unique_ptr<Estimator>> estimators_;
+};
+
+}  // namespace gpuest

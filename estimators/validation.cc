@@ -1,0 +1,165 @@
+#include "estimators/validation.h"
+
+#include "absl/strings/str_cat.h"
+#include "estimators/status_macros.h"
+
+namespace gpuest {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+absl::Status CheckCount(absl::string_view field, int64_t value, int64_t max) {
+  if (value < 0) return Invalid(field, absl::StrCat("must be non-negative, got ", value));
+  if (value > max) return Invalid(field, absl::StrCat("must be at most ", max, ", got ", value));
+  return absl::OkStatus();
+}
+
+absl::Status CheckBatchSize(absl::string_view field, int64_t value,
+                            const ValidationLimits& limits) {
+  if (value <= 0) return Invalid(field, absl::StrCat("must be positive, got ", value));
+  if (value > limits.max_batch_size) {
+    return Invalid(field, absl::StrCat("must be at most ", limits.max_batch_size, ", got ",
+                                       value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTrace(const v1::AllocationTrace& trace, const ValidationLimits& limits) {
+  const int n = trace.size_bytes_size();
+  if (n > limits.max_trace_events) {
+    return Invalid("model.trace.size_bytes",
+                   absl::StrCat(n, " events exceed the limit of ", limits.max_trace_events));
+  }
+  if (trace.alloc_at_size() != n || trace.free_at_size() != n || trace.category_size() != n) {
+    return Invalid("model.trace",
+                   absl::StrCat("columns must have equal lengths (size_bytes ", n,
+                                ", alloc_at ", trace.alloc_at_size(), ", free_at ",
+                                trace.free_at_size(), ", category ", trace.category_size(),
+                                ")"));
+  }
+  for (int i = 0; i < n; ++i) {
+    if (!v1::AllocationCategory_IsValid(trace.category(i)) ||
+        trace.category(i) == v1::ALLOCATION_CATEGORY_UNSPECIFIED) {
+      return Invalid(absl::StrCat("model.trace.category[", i, "]"),
+                     absl::StrCat("unknown category ", trace.category(i)));
+    }
+    if (trace.free_at(i) != 0 && trace.free_at(i) <= trace.alloc_at(i)) {
+      return Invalid(absl::StrCat("model.trace.free_at[", i, "]"),
+                     absl::StrCat("must be 0 (alive at the end) or after alloc_at ",
+                                  trace.alloc_at(i), ", got ", trace.free_at(i)));
+    }
+    if (trace.size_bytes(i) > static_cast<uint64_t>(limits.max_count)) {
+      return Invalid(absl::StrCat("model.trace.size_bytes[", i, "]"),
+                     absl::StrCat("must be at most ", limits.max_count));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFeatures(const v1::FeatureVector& f, const ValidationLimits& limits) {
+  if (!v1::ModelFamily_IsValid(f.family())) {
+    return Invalid("features.family", absl::StrCat("unknown value ", f.family()));
+  }
+  if (!v1::Optimizer_IsValid(f.optimizer())) {
+    return Invalid("features.optimizer", absl::StrCat("unknown value ", f.optimizer()));
+  }
+  GPUEST_RETURN_IF_ERROR(CheckBatchSize("features.batch_size", f.batch_size(), limits));
+  GPUEST_RETURN_IF_ERROR(
+      CheckCount("features.total_parameters", f.total_parameters(), limits.max_count));
+  GPUEST_RETURN_IF_ERROR(
+      CheckCount("features.total_activations", f.total_activations(), limits.max_count));
+  GPUEST_RETURN_IF_ERROR(CheckCount("features.depth", f.depth(), limits.max_layers));
+  GPUEST_RETURN_IF_ERROR(
+      CheckCount("features.sequence_length", f.sequence_length(), limits.max_count));
+  for (const auto& [type, count] : f.layer_counts()) {
+    const std::string field = absl::StrCat("features.layer_counts[\"", type, "\"]");
+    if (type.empty()) return Invalid("features.layer_counts", "a layer type is empty");
+    GPUEST_RETURN_IF_ERROR(CheckCount(field, count, limits.max_layers));
+  }
+  if (f.total_parameters() == 0 && f.total_activations() == 0) {
+    return Invalid("features", "total_parameters and total_activations are both 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateModel(const v1::ModelDescription& model,
+                           const ValidationLimits& limits) {
+  if (static_cast<int64_t>(model.name().size()) > limits.max_name_length) {
+    return Invalid("model.name", absl::StrCat("longer than ", limits.max_name_length));
+  }
+  if (!v1::ModelFamily_IsValid(model.family())) {
+    return Invalid("model.family", absl::StrCat("unknown value ", model.family()));
+  }
+  if (!v1::Optimizer_IsValid(model.optimizer())) {
+    return Invalid("model.optimizer", absl::StrCat("unknown value ", model.optimizer()));
+  }
+  if (!v1::DType_IsValid(model.dtype())) {
+    return Invalid("model.dtype", absl::StrCat("unknown value ", model.dtype()));
+  }
+  GPUEST_RETURN_IF_ERROR(CheckBatchSize("model.batch_size", model.batch_size(), limits));
+  for (int i = 0; i < model.input_shape_size(); ++i) {
+    if (model.input_shape(i) <= 0) {
+      return Invalid(absl::StrCat("model.input_shape[", i, "]"),
+                     absl::StrCat("must be positive, got ", model.input_shape(i)));
+    }
+  }
+  GPUEST_RETURN_IF_ERROR(
+      CheckCount("model.sequence_length", model.sequence_length(), limits.max_count));
+  if (model.layers_size() == 0) {
+    return Invalid("model.layers", "at least one layer is required");
+  }
+  if (model.layers_size() > limits.max_layers) {
+    return Invalid("model.layers", absl::StrCat(model.layers_size(),
+                                                " layers exceed the limit of ",
+                                                limits.max_layers));
+  }
+  int64_t total_params = 0, total_acts = 0;
+  for (int i = 0; i < model.layers_size(); ++i) {
+    const v1::Layer& layer = model.layers(i);
+    const std::string prefix = absl::StrCat("model.layers[", i, "]");
+    if (layer.type().empty()) return Invalid(absl::StrCat(prefix, ".type"), "is empty");
+    if (static_cast<int64_t>(layer.type().size() + layer.name().size()) >
+        limits.max_name_length) {
+      return Invalid(absl::StrCat(prefix, ".name"), "type or name too long");
+    }
+    GPUEST_RETURN_IF_ERROR(CheckCount(absl::StrCat(prefix, ".output_activations"),
+                                      layer.output_activations(), limits.max_count));
+    GPUEST_RETURN_IF_ERROR(CheckCount(absl::StrCat(prefix, ".parameters"),
+                                      layer.parameters(), limits.max_count));
+    total_params += layer.parameters();
+    total_acts += layer.output_activations();
+  }
+  GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total parameters)", total_params,
+                                    limits.max_count));
+  GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total output_activations)", total_acts,
+                                    limits.max_count));
+  if (model.has_trace()) GPUEST_RETURN_IF_ERROR(CheckTrace(model.trace(), limits));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const v1::EstimateRequest& request,
+                             const ValidationLimits& limits) {
+  switch (request.input_case()) {
+    case v1::EstimateRequest::kModel:
+      GPUEST_RETURN_IF_ERROR(ValidateModel(request.model(), limits));
+      break;
+    case v1::EstimateRequest::kFeatures:
+      GPUEST_RETURN_IF_ERROR(CheckFeatures(request.features(), limits));
+      break;
+    default:
+      return Invalid("input", "one of model or features is required");
+  }
+  if (request.gpu().size() > 64) return Invalid("gpu", "longer than 64 characters");
+  for (int i = 0; i < request.estimators_size(); ++i) {
+    if (request.estimators(i).empty()) {
+      return Invalid(absl::StrCat("estimators[", i, "]"), "is empty");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpuest

@@ -1,0 +1,158 @@
+#include "server/metrics.h"
+
+#include <array>
+#include <atomic>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace gpuest {
+namespace {
+
+constexpr std::array<const char*, kRpcMethodCount> kMethodNames = {"Estimate",
+                                                                   "ListEstimators"};
+constexpr int kStatusCodes = 17;  // OK .. UNAUTHENTICATED, as in gRPC.
+
+// Latency buckets from 25 us, with a boundary at the 1 ms objective.
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 0.1, 0.5, 2.5};
+  return *buckets;
+}
+
+std::string CodeName(absl::StatusCode code) {
+  // absl's names match gRPC's ("INVALID_ARGUMENT"), which dashboards expect.
+  return absl::StatusCodeToString(code);
+}
+
+}  // namespace
+
+struct Metrics::State {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<prometheus::Exposer> exposer;
+
+  // The metric table: each family declared once, here.
+  prometheus::Family<prometheus::Histogram>& request_duration =
+      prometheus::BuildHistogram()
+          .Name("gpuest_request_duration_seconds")
+          .Help("Server-side latency of gRPC requests, by method and status code.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& requests_total =
+      prometheus::BuildCounter()
+          .Name("gpuest_requests_total")
+          .Help("gRPC requests answered, by method and status code.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& in_flight =
+      prometheus::BuildGauge()
+          .Name("gpuest_requests_in_flight")
+          .Help("gRPC requests being handled now, by method.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Histogram>& estimator_duration =
+      prometheus::BuildHistogram()
+          .Name("gpuest_estimator_duration_seconds")
+          .Help("Time one estimator took for one request, by estimator id.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& build_info =
+      prometheus::BuildGauge()
+          .Name("gpuest_build_info")
+          .Help("Build of this server; always 1.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& models_info =
+      prometheus::BuildGauge()
+          .Name("gpuest_models_info")
+          .Help("Loaded model repository version and estimator count; always 1.")
+          .Register(*registry);
+
+  // Series cached on first use: prometheus-cpp's Add() is a slow, locked lookup.
+  struct Series {
+    std::atomic<prometheus::Histogram*> duration{nullptr};
+    std::atomic<prometheus::Counter*> total{nullptr};
+  };
+  std::array<std::array<Series, kStatusCodes>, kRpcMethodCount> series;
+  std::array<prometheus::Gauge*, kRpcMethodCount> in_flight_series{};
+  absl::Mutex add_mu;
+  // Written once by SetModels before serving, then only read.
+  absl::flat_hash_map<std::string, prometheus::Histogram*> estimator_series;
+
+  Series& SeriesFor(RpcMethod method, absl::StatusCode code) {
+    const int c = static_cast<int>(code);
+    Series& s = series[static_cast<int>(method)][c >= 0 && c < kStatusCodes ? c : 2];
+    if (s.duration.load(std::memory_order_acquire) == nullptr) {
+      absl::MutexLock lock(&add_mu);
+      if (s.duration.load(std::memory_order_relaxed) == nullptr) {
+        const std::map<std::string, std::string> labels = {
+            {"method", kMethodNames[static_cast<int>(method)]}, {"code", CodeName(code)}};
+        s.total.store(&requests_total.Add(labels), std::memory_order_release);
+        s.duration.store(&request_duration.Add(labels, LatencyBuckets()),
+                         std::memory_order_release);
+      }
+    }
+    return s;
+  }
+};
+
+Metrics::Metrics(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Metrics::~Metrics() = default;
+
+absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen_address) {
+  auto state = std::make_unique<State>();
+  for (int m = 0; m < kRpcMethodCount; ++m) {
+    state->in_flight_series[m] = &state->in_flight.Add({{"method", kMethodNames[m]}});
+  }
+  if (!listen_address.empty()) {
+    try {
+      state->exposer = std::make_unique<prometheus::Exposer>(listen_address, 2);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve /metrics on ", listen_address, ": ", e.what()));
+    }
+    state->exposer->RegisterCollectable(state->registry);
+  }
+  return std::unique_ptr<Metrics>(new Metrics(std::move(state)));
+}
+
+int Metrics::port() const {
+  if (!state_->exposer) return 0;
+  const auto ports = state_->exposer->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+void Metrics::SetBuildInfo(const std::string& version, const std::string& grpc_version) {
+  state_->build_info.Add({{"version", version}, {"grpc_version", grpc_version}}).Set(1);
+}
+
+void Metrics::SetModels(const std::string& models_version,
+                        const std::vector<std::string>& ids) {
+  state_->models_info
+      .Add({{"models_version", models_version}, {"estimators", std::to_string(ids.size())}})
+      .Set(1);
+  for (const std::string& id : ids) {
+    state_->estimator_series[id] =
+        &state_->estimator_duration.Add({{"estimator", id}}, LatencyBuckets());
+  }
+}
+
+void Metrics::RequestStarted(RpcMethod method) {
+  state_->in_flight_series[static_cast<int>(method)]->Increment();
+}
+
+void Metrics::RequestFinished(RpcMethod method, absl::StatusCode code, double seconds) {
+  state_->in_flight_series[static_cast<int>(method)]->Decrement();
+  State::Series& s = state_->SeriesFor(method, code);
+  s.total.load(std::memory_order_acquire)->Increment();
+  s.duration.load(std::memory_order_acquire)->Observe(seconds);
+}
+
+void Metrics::EstimatorObserved(const std::string& estimator_id, double seconds) {
+  auto it = state_->estimator_series.find(estimator_id);
+  if (it != state_->estimator_series.end()) it->second->Observe(seconds);
+}
+
+}  // namespace gpuest

@@ -1,0 +1,43 @@
+// File: metrics.h
+//
+// The one module that knows Prometheus: it owns the registry, every metric family and
+// the /metrics HTTP exposer. Every metric is declared once, in the table in metrics.cc.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace gpuest {
+
+enum class RpcMethod { kEstimate = 0, kListEstimators = 1 };
+inline constexpr int kRpcMethodCount = 2;
+
+class Metrics {
+ public:
+  // Starts serving /metrics on listen_address ("127.0.0.1:9464"; port 0 picks one)
+  // unless it is empty.
+  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& listen_address);
+  ~Metrics();
+
+  // 0 when /metrics is not served.
+  int port() const;
+
+  void SetBuildInfo(const std::string& version, const std::string& grpc_version);
+  // The estimators whose latency is tracked; call once, before serving.
+  void SetModels(const std::string& models_version, const std::vector<std::string>& ids);
+
+  void RequestStarted(RpcMethod method);
+  void RequestFinished(RpcMethod method, absl::StatusCode code, double seconds);
+  void EstimatorObserved(const std::string& estimator_id, double seconds);
+
+ private:
+  struct State;
+  explicit Metrics(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gpuest

@@ -1,0 +1,40 @@
+// File: options.h
+//
+// Everything the server is configured with, parsed once from flags in main.cc and
+// passed down; nothing deeper reads flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "estimators/validation.h"
+
+namespace gpuest {
+
+struct GrpcOptions {
+  std::string listen_address = "127.0.0.1:50051";
+  int max_message_bytes = 16 << 20;
+};
+
+struct ModelOptions {
+  std::string directory = "models";
+  std::string device = "auto";  // auto|cpu|cuda
+};
+
+struct WorkOptions {
+  int worker_threads = 0;  // 0: one per CPU core.
+  size_t max_queued = 4096;
+  ValidationLimits limits;
+};
+
+struct ServerOptions {
+  GrpcOptions grpc;
+  std::string metrics_listen_address = "127.0.0.1:9464";  // Empty: no /metrics.
+  ModelOptions models;
+  WorkOptions work;
+  absl::Duration grace_period = absl::Seconds(10);
+  std::string ready_file;  // Written once serving: the bound ports, as JSON.
+};
+
+}  // namespace gpuest

@@ -1,0 +1,128 @@
+#include "server/server.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "estimators/engine.h"
+#include "estimators/layer_types.h"
+#include "estimators/registry.h"
+#include "estimators/status_macros.h"
+#include "estimators/torch_device.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "nlohmann/json.hpp"
+#include "server/metrics.h"
+#include "server/service.h"
+#include "server/worker_pool.h"
+#include "spdlog/spdlog.h"
+
+namespace gpuest {
+namespace {
+
+constexpr char kServiceName[] = "gpuest.v1.Estimator";
+
+// Written to a temporary name and renamed, so a reader never sees half a file.
+absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << nlohmann::json{{"grpc_port", grpc_port},
+                          {"metrics_port", metrics_port},
+                          {"pid", static_cast<int>(getpid())}}
+               .dump()
+        << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+GpuestServer::GpuestServer(const ServerOptions& options) : options_(options) {}
+GpuestServer::~GpuestServer() { Shutdown(); }
+
+int GpuestServer::metrics_port() const { return metrics_->port(); }
+
+absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
+    const ServerOptions& options) {
+  std::unique_ptr<GpuestServer> s(new GpuestServer(options));
+
+  GPUEST_ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.models.device));
+  RegistryOptions registry_options{options.models.directory, device};
+  GPUEST_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorRegistry> registry,
+                          EstimatorRegistry::Load(registry_options));
+  std::vector<std::string> ids;
+  for (const auto& e : registry->estimators()) {
+    const v1::EstimatorInfo& info = e->Info();
+    ids.push_back(info.id());
+    spdlog::info("loaded estimator {} (version {}, family {}) on {}", info.id(),
+                 info.version(), FamilyName(info.family()), device);
+  }
+  spdlog::info("model repository {}: version {}, {} estimators, {} GPU profiles",
+               options.models.directory, registry->models_version(), ids.size(),
+               registry->gpus().All().size());
+
+  GPUEST_ASSIGN_OR_RETURN(s->metrics_, Metrics::Create(options.metrics_listen_address));
+  s->metrics_->SetBuildInfo(GPUEST_VERSION, grpc::Version());
+  s->metrics_->SetModels(registry->models_version(), ids);
+
+  s->engine_ = std::make_unique<Engine>(registry, options.work.limits);
+  const int threads = options.work.worker_threads > 0
+                          ? options.work.worker_threads
+                          : std::max(1u, std::thread::hardware_concurrency());
+  s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
+  s->service_ = std::make_unique<EstimatorService>(*s->engine_, *s->metrics_, *s->pool_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.grpc.listen_address, grpc::InsecureServerCredentials(),
+                           &s->grpc_port_);
+  builder.SetMaxReceiveMessageSize(options.grpc.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.grpc.max_message_bytes);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || s->grpc_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.grpc.listen_address));
+  }
+  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(true);
+
+  spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}", s->grpc_port_,
+               threads,
+               s->metrics_port() ? absl::StrCat("port ", s->metrics_port()) : "nothing");
+  if (!options.ready_file.empty()) {
+    GPUEST_RETURN_IF_ERROR(
+        WriteReadyFile(options.ready_file, s->grpc_port_, s->metrics_port()));
+  }
+  return s;
+}
+
+void GpuestServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    spdlog::info("shutting down: health NOT_SERVING, draining for up to {}",
+                 absl::FormatDuration(options_.grace_period));
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grace_period));
+  }
+  if (pool_) pool_->Stop();
+  if (!options_.ready_file.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(options_.ready_file, ec);
+  }
+  spdlog::info("stopped");
+}
+
+}  // namespace gpuest
