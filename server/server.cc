@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     const v1::EstimatorInfo& info = e->Info();
     ids.push_back(info.id());
     spdlog::info("loaded estimator {} (version {}, family {}) on {}", info.id(),
-                 info.version(), FamilyName(info.family()), device);
+                 info.version(), std::string(FamilyName(info.family())), device);
   }
   spdlog::info("model repository {}: version {}, {} estimators, {} GPU profiles",
                options.models.directory, registry->models_version(), ids.size(),

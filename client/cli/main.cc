@@ -1,0 +1,147 @@
+// gpuest: the operator's command line for gpuest-server.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "client/cli/input.h"
+#include "client/cli/render.h"
+#include "common/flags.h"
+#include "google/protobuf/util/json_util.h"
+#include "gpuest/client.h"
+
+ABSL_FLAG(std::string, target, "",
+          "server address(es), host:port[,host:port...]; default $GPUEST_TARGET, else "
+          "127.0.0.1:50051");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "deadline of each call");
+ABSL_FLAG(std::string, gpu, "", "estimate: target GPU model, e.g. a100-40gb, h100-80gb");
+ABSL_FLAG(std::string, estimators, "", "estimate: comma-separated estimator ids to run");
+ABSL_FLAG(bool, json, false, "print the response as JSON instead of a table");
+
+namespace {
+
+enum ExitCode { kOk = 0, kFailed = 1, kBadInput = 2, kUnavailable = 3 };
+
+constexpr char kEpilogue[] =
+    "Commands:\n"
+    "  estimate FILE   estimate a job; FILE is a ModelDescription (or EstimateRequest)\n"
+    "                  in JSON, e.g. from `python3 -m gpuest.describe`, or - for stdin\n"
+    "  models          list the estimators the server has loaded\n"
+    "  health          report whether the server is serving\n"
+    "\n"
+    "Environment: GPUEST_TARGET is the default --target.\n"
+    "Exit codes: 0 ok, 1 other failure, 2 bad input (usage, file, or a request the\n"
+    "server rejects as INVALID_ARGUMENT), 3 server unavailable (not reachable, not\n"
+    "serving, or no answer before the deadline).";
+
+int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk: return kOk;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition: return kBadInput;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded: return kUnavailable;
+    default: return kFailed;
+  }
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "gpuest: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return ExitCodeFor(status);
+}
+
+std::string Json(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = false;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+int Estimate(const gpuest::Client& client, const std::string& path) {
+  auto request = gpuest::cli::ReadRequest(path);
+  if (!request.ok()) return Fail(request.status());
+  if (!absl::GetFlag(FLAGS_gpu).empty()) request->set_gpu(absl::GetFlag(FLAGS_gpu));
+  for (absl::string_view id :
+       absl::StrSplit(absl::GetFlag(FLAGS_estimators), ',', absl::SkipEmpty())) {
+    request->add_estimators(std::string(id));
+  }
+  auto response = client.Estimate(*request, absl::GetFlag(FLAGS_timeout));
+  if (!response.ok()) return Fail(response.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << Json(*response);
+  } else {
+    const bool has_model = request->has_model();
+    std::cout << gpuest::cli::RenderEstimate(
+        *response, has_model ? request->model().name() : "(features)",
+        has_model ? request->model().batch_size() : request->features().batch_size());
+  }
+  return kOk;
+}
+
+int Models(const gpuest::Client& client) {
+  auto response = client.ListEstimators(absl::GetFlag(FLAGS_timeout));
+  if (!response.ok()) return Fail(response.status());
+  std::cout << (absl::GetFlag(FLAGS_json) ? Json(*response)
+                                          : gpuest::cli::RenderEstimators(*response));
+  return kOk;
+}
+
+int Health(const gpuest::Client& client) {
+  auto state = client.Health("", absl::GetFlag(FLAGS_timeout));
+  if (!state.ok()) return Fail(state.status());
+  const char* name = *state == gpuest::ServingState::kServing      ? "SERVING"
+                     : *state == gpuest::ServingState::kNotServing ? "NOT_SERVING"
+                                                                   : "UNKNOWN";
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("{\"status\": \"%s\", \"target\": \"%s\"}\n", name,
+                client.channel_target().c_str());
+  } else {
+    std::printf("%s %s\n", client.channel_target().c_str(), name);
+  }
+  return *state == gpuest::ServingState::kServing ? kOk : kUnavailable;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const gpuest::ProgramUsage usage{
+      "gpuest [flags] COMMAND [ARGS]",
+      "Asks a gpuest-server for the peak GPU memory and utilization of a training job.",
+      kEpilogue, __FILE__};
+  const std::vector<std::string> args = gpuest::ParseFlags(argc, argv, usage);
+  if (args.empty()) {
+    std::fprintf(stderr, "gpuest: a command is required\n\n%s", gpuest::UsageText(usage).c_str());
+    return kBadInput;
+  }
+  std::string target = absl::GetFlag(FLAGS_target);
+  if (target.empty()) {
+    const char* env = std::getenv("GPUEST_TARGET");
+    target = env != nullptr && *env != '\0' ? env : "127.0.0.1:50051";
+  }
+  gpuest::ClientOptions options;
+  options.targets = absl::StrSplit(target, ',', absl::SkipEmpty());
+  options.default_deadline = absl::GetFlag(FLAGS_timeout);
+  auto client = gpuest::Client::Create(options);
+  if (!client.ok()) return Fail(client.status());
+
+  const std::string& command = args.front();
+  const size_t want_args = command == "estimate" ? 2 : 1;
+  if ((command == "estimate" || command == "models" || command == "health") &&
+      args.size() != want_args) {
+    std::fprintf(stderr, "gpuest: '%s' takes %s; see --help\n", command.c_str(),
+                 want_args == 2 ? "one FILE argument (or -)" : "no arguments");
+    return kBadInput;
+  }
+  if (command == "estimate") return Estimate(**client, args[1]);
+  if (command == "models") return Models(**client);
+  if (command == "health") return Health(**client);
+  std::fprintf(stderr, "gpuest: unknown command '%s'; see --help\n", command.c_str());
+  return kBadInput;
+}

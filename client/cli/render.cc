@@ -1,0 +1,154 @@
+#include "client/cli/render.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+
+namespace gpuest::cli {
+namespace {
+
+// Enum value names without their type prefix, lower-cased: "cnn", "classifier".
+std::string ShortName(const std::string& full, absl::string_view prefix) {
+  std::string name(absl::StripPrefix(full, prefix));
+  return absl::AsciiStrToLower(name);
+}
+
+std::string KindName(v1::EstimatorKind kind) {
+  return ShortName(v1::EstimatorKind_Name(kind), "ESTIMATOR_KIND_");
+}
+
+std::string FamilyName(v1::ModelFamily family) {
+  if (family == v1::MODEL_FAMILY_UNSPECIFIED) return "any";
+  return ShortName(v1::ModelFamily_Name(family), "MODEL_FAMILY_");
+}
+
+std::string MetricName(v1::UtilizationMetric metric) {
+  return ShortName(v1::UtilizationMetric_Name(metric),
+                                          "UTILIZATION_METRIC_");
+}
+
+// Left-aligned columns, two spaces apart.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      absl::StrAppend(&line, row[i]);
+      if (i + 1 < row.size()) line.append(width[i] - row[i].size() + 2, ' ');
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+std::string BinText(const v1::MemoryBin& bin) {
+  if (bin.upper_bytes() == 0) return absl::StrCat("> ", FormatBytes(bin.lower_bytes()));
+  return absl::StrCat(FormatBytes(bin.lower_bytes()), " - ", FormatBytes(bin.upper_bytes()));
+}
+
+std::string UtilizationText(const v1::UtilizationEstimate& u) {
+  const int k = u.predicted_class();
+  std::string range = "?";
+  if (k >= 0 && k + 1 < u.bin_edges_size()) {
+    range = absl::StrFormat("[%.2g, %.2g)", u.bin_edges(k), u.bin_edges(k + 1));
+  }
+  const double p = k >= 0 && k < u.probabilities_size() ? u.probabilities(k) : 0;
+  return absl::StrFormat("%s %s p=%.2f", MetricName(u.metric()), range, p);
+}
+
+}  // namespace
+
+std::string FormatBytes(uint64_t bytes) {
+  constexpr uint64_t kKiB = 1024, kMiB = kKiB << 10, kGiB = kMiB << 10;
+  if (bytes >= kGiB) return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / kGiB);
+  if (bytes >= kMiB) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / kMiB);
+  if (bytes >= kKiB) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / kKiB);
+  return absl::StrCat(bytes, " B");
+}
+
+std::string RenderEstimate(const v1::EstimateResponse& response, const std::string& model_name,
+                           int64_t batch_size) {
+  std::string out = absl::StrCat("model ", model_name.empty() ? "(unnamed)" : model_name, " (",
+                                 FamilyName(response.family()));
+  if (batch_size > 0) absl::StrAppend(&out, ", batch ", batch_size);
+  absl::StrAppend(&out, ")  models ", response.models_version(), "\n\n");
+
+  std::vector<std::vector<std::string>> rows = {
+      {"ESTIMATOR", "KIND", "MEMORY", "UPPER", "CONF", "TIME", "BASIS"}};
+  for (const v1::EstimatorResult& r : response.results()) {
+    const v1::MemoryEstimate& m = r.memory();
+    std::string memory = m.point_bytes() ? FormatBytes(m.point_bytes()) : "-";
+    std::string upper = m.upper_bytes() ? FormatBytes(m.upper_bytes()) : "-";
+    if (m.bins_size() > 0 && m.predicted_bin() >= 0 && m.predicted_bin() < m.bins_size()) {
+      memory = BinText(m.bins(m.predicted_bin()));
+    }
+    rows.push_back({r.estimator_id(), KindName(r.kind()), memory, upper,
+                    absl::StrFormat("%.2f", r.confidence()), absl::StrCat(r.latency_us(), " us"),
+                    r.basis()});
+  }
+  absl::StrAppend(&out, Table(rows));
+
+  for (const v1::EstimatorResult& r : response.results()) {
+    if (r.utilization().empty()) continue;
+    std::vector<std::string> parts;
+    for (const auto& u : r.utilization()) parts.push_back(UtilizationText(u));
+    absl::StrAppend(&out, "utilization (", r.estimator_id(), "): ", absl::StrJoin(parts, "; "),
+                    "\n");
+  }
+
+  if (response.has_recommendation()) {
+    const v1::Recommendation& rec = response.recommendation();
+    absl::StrAppend(&out, "\nrecommended: ", FormatBytes(rec.memory_bytes()), " (", rec.basis(),
+                    ")\n");
+    if (rec.has_fit()) {
+      const v1::GpuFit& fit = rec.fit();
+      const uint64_t headroom = static_cast<uint64_t>(std::abs(fit.headroom_bytes()));
+      absl::StrAppend(&out, "fits ", fit.gpu(), " (", FormatBytes(fit.capacity_bytes()),
+                      "): ", fit.fits() ? "yes" : "NO", ", ",
+                      fit.fits() ? "headroom " : "short by ", FormatBytes(headroom), "\n");
+    }
+  }
+  if (!response.warnings().empty()) {
+    absl::StrAppend(&out, "\nwarnings:\n");
+    for (const v1::Warning& w : response.warnings()) {
+      absl::StrAppend(&out, "  ", w.code(), w.estimator_id().empty() ? "" : " [",
+                      w.estimator_id(), w.estimator_id().empty() ? "" : "]", ": ",
+                      w.message(), "\n");
+    }
+  }
+  absl::StrAppend(&out, "\nserver latency: ", response.server_latency_us(), " us\n");
+  return out;
+}
+
+std::string RenderEstimators(const v1::ListEstimatorsResponse& response) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "KIND", "FAMILY", "VERSION", "TARGETS", "HELD-OUT METRICS"}};
+  for (const v1::EstimatorInfo& e : response.estimators()) {
+    std::vector<std::string> targets;
+    if (e.estimates_memory()) targets.push_back("memory");
+    for (int m : e.utilization_metrics()) {
+      targets.push_back(MetricName(static_cast<v1::UtilizationMetric>(m)));
+    }
+    std::vector<std::pair<std::string, double>> metrics(e.training_metrics().begin(),
+                                                        e.training_metrics().end());
+    std::sort(metrics.begin(), metrics.end());
+    std::string metric_text = absl::StrJoin(metrics, " ", [](std::string* o, const auto& kv) {
+      absl::StrAppendFormat(o, "%s=%.3g", kv.first, kv.second);
+    });
+    rows.push_back({e.id(), KindName(e.kind()), FamilyName(e.family()), e.version(),
+                    absl::StrJoin(targets, ","), metric_text.empty() ? "-" : metric_text});
+  }
+  return absl::StrCat(Table(rows), "\nmodels ", response.models_version(), "\n");
+}
+
+}  // namespace gpuest::cli

@@ -1,0 +1,188 @@
+#include "gpuest/client.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "gpuest/v1/estimate.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace gpuest {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+bool IsIpv4Address(absl::string_view host_port) {
+  const size_t colon = host_port.rfind(':');
+  if (colon == absl::string_view::npos) return false;
+  int dots = 0;
+  for (char c : host_port.substr(0, colon)) {
+    if (c == '.') {
+      ++dots;
+    } else if (c < '0' || c > '9') {
+      return false;
+    }
+  }
+  return dots == 3;
+}
+
+// One channel target for the whole list: the ipv4:/ipv6: resolvers take several
+// addresses, which round_robin then balances.
+absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& targets) {
+  if (targets.empty()) return absl::InvalidArgumentError("targets: at least one is required");
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("targets[", i, "]: is empty"));
+    }
+  }
+  if (targets.size() == 1) return targets.front();
+  bool all_v4 = true, all_v6 = true;
+  for (const std::string& t : targets) {
+    all_v4 = all_v4 && IsIpv4Address(t);
+    all_v6 = all_v6 && absl::StartsWith(t, "[") && absl::StrContains(t, "]:");
+  }
+  if (all_v4) return absl::StrCat("ipv4:", absl::StrJoin(targets, ","));
+  if (all_v6) return absl::StrCat("ipv6:", absl::StrJoin(targets, ","));
+  return absl::InvalidArgumentError(
+      "targets: several targets must all be IPv4 or all [IPv6] host:port addresses; "
+      "for host names give one DNS target (dns:///name:port) and let it resolve to many");
+}
+
+std::string ServiceConfig(int max_attempts) {
+  // Retries only UNAVAILABLE: the call never reached a server, so it is safe to resend.
+  return absl::StrFormat(R"({
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [{"service": "gpuest.v1.Estimator"}],
+    "waitForReady": false,
+    "retryPolicy": {
+      "maxAttempts": %d,
+      "initialBackoff": "0.002s",
+      "maxBackoff": "0.05s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+})",
+                         std::max(2, std::min(max_attempts, 5)));
+}
+
+}  // namespace
+
+struct Client::Impl {
+  ClientOptions options;
+  std::string target;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Estimator::Stub> stub;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health;
+
+  void SetDeadline(grpc::ClientContext& context, absl::Duration deadline) const {
+    if (deadline <= absl::ZeroDuration()) deadline = options.default_deadline;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  }
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
+  if (options.default_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("default_deadline: must be positive");
+  }
+  if (options.max_attempts < 1) {
+    return absl::InvalidArgumentError("max_attempts: must be at least 1");
+  }
+  auto target = ChannelTarget(options.targets);
+  if (!target.ok()) return target.status();
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->target = *target;
+  grpc::ChannelArguments args;
+  if (options.max_attempts > 1) {
+    args.SetServiceConfigJSON(ServiceConfig(options.max_attempts));
+  } else {
+    args.SetLoadBalancingPolicyName("round_robin");
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  }
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  impl->channel =
+      grpc::CreateCustomChannel(impl->target, grpc::InsecureChannelCredentials(), args);
+  if (!impl->channel) {
+    return absl::InvalidArgumentError(absl::StrCat("targets: cannot use '", impl->target, "'"));
+  }
+  impl->stub = v1::Estimator::NewStub(impl->channel);
+  impl->health = grpc::health::v1::Health::NewStub(impl->channel);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+absl::StatusOr<v1::EstimateResponse> Client::Estimate(const v1::EstimateRequest& request,
+                                                      absl::Duration deadline) const {
+  grpc::ClientContext context;
+  impl_->SetDeadline(context, deadline);
+  v1::EstimateResponse response;
+  absl::Status status = FromGrpc(impl_->stub->Estimate(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+void Client::EstimateAsync(const v1::EstimateRequest& request,
+                           std::function<void(absl::StatusOr<v1::EstimateResponse>)> done,
+                           absl::Duration deadline) const {
+  // The call owns a copy of the request: the caller's may be gone before gRPC is done.
+  struct Call {
+    grpc::ClientContext context;
+    v1::EstimateRequest request;
+    v1::EstimateResponse response;
+  };
+  auto call = std::make_shared<Call>();
+  call->request = request;
+  impl_->SetDeadline(call->context, deadline);
+  impl_->stub->async()->Estimate(
+      &call->context, &call->request, &call->response,
+      [call, done = std::move(done)](grpc::Status status) {
+        if (status.ok()) {
+          done(std::move(call->response));
+        } else {
+          done(FromGrpc(status));
+        }
+      });
+}
+
+absl::StatusOr<v1::ListEstimatorsResponse> Client::ListEstimators(
+    absl::Duration deadline) const {
+  grpc::ClientContext context;
+  impl_->SetDeadline(context, deadline);
+  v1::ListEstimatorsResponse response;
+  absl::Status status = FromGrpc(
+      impl_->stub->ListEstimators(&context, v1::ListEstimatorsRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<ServingState> Client::Health(const std::string& service,
+                                            absl::Duration deadline) const {
+  grpc::ClientContext context;
+  impl_->SetDeadline(context, deadline);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  absl::Status status = FromGrpc(impl_->health->Check(&context, request, &response));
+  if (!status.ok()) return status;
+  switch (response.status()) {
+    case grpc::health::v1::HealthCheckResponse::SERVING: return ServingState::kServing;
+    case grpc::health::v1::HealthCheckResponse::NOT_SERVING:
+      return ServingState::kNotServing;
+    default: return ServingState::kUnknown;
+  }
+}
+
+const std::string& Client::channel_target() const { return impl_->target; }
+
+}  // namespace gpuest
