@@ -14,6 +14,12 @@ namespace {
 
 absl::Status FromGrpc(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
+  // This API gives callers no way to cancel, so a CANCELLED came from the server's side,
+  // typically a call that raced its shutdown: to the caller the server is unavailable.
+  if (status.error_code() == grpc::StatusCode::CANCELLED) {
+    return absl::UnavailableError(
+        absl::StrCat("the server cancelled the call (shutting down?): ", status.error_message()));
+  }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       status.error_message());
 }
@@ -55,7 +61,8 @@ absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& target
 }
 
 std::string ServiceConfig(int max_attempts) {
-  // Retries only UNAVAILABLE: the call never reached a server, so it is safe to resend.
+  // Estimate and ListEstimators are pure reads, so resending is always safe: UNAVAILABLE
+  // (no server took the call) and CANCELLED (a server dropped it while shutting down).
   return absl::StrFormat(R"({
   "loadBalancingConfig": [{"round_robin": {}}],
   "methodConfig": [{
@@ -66,7 +73,7 @@ std::string ServiceConfig(int max_attempts) {
       "initialBackoff": "0.002s",
       "maxBackoff": "0.05s",
       "backoffMultiplier": 2,
-      "retryableStatusCodes": ["UNAVAILABLE"]
+      "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"]
     }
   }]
 })",

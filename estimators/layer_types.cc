@@ -20,21 +20,30 @@ std::string Squash(absl::string_view type) {
   return out;
 }
 
-const absl::flat_hash_map<std::string, LayerTypeInfo>& Table() {
+struct Tables {
+  // Exact PyTorch class names first: GPT-2's Conv1D (a linear layer) and torch's
+  // Conv1d differ only in case.
+  absl::flat_hash_map<std::string, LayerTypeInfo> exact;
+  // Then any spelling, squashed.
+  absl::flat_hash_map<std::string, LayerTypeInfo> squashed;
+};
+
+const Tables& Table() {
   static const auto* table = [] {
-    auto* t = new absl::flat_hash_map<std::string, LayerTypeInfo>();
+    auto* t = new Tables();
     auto add = [t](std::string canonical, LayerKind kind,
                    std::initializer_list<const char*> aliases) {
       LayerTypeInfo info{canonical, kind};
-      (*t)[Squash(canonical)] = info;
-      for (const char* alias : aliases) (*t)[Squash(alias)] = info;
+      t->exact[canonical] = info;
+      t->squashed.try_emplace(Squash(canonical), info);
+      for (const char* alias : aliases) t->squashed.try_emplace(Squash(alias), info);
     };
     using K = LayerKind;
     add("Linear", K::kLinear, {"dense", "fc"});
     add("NonDynamicallyQuantizableLinear", K::kLinear, {"ndq_linear"});
-    add("Conv1D", K::kLinear, {});  // GPT-2's transposed linear (HF transformers).
     add("Bilinear", K::kLinear, {});
     add("Conv1d", K::kConv, {});
+    add("Conv1D", K::kLinear, {});  // GPT-2's transposed linear (HF transformers).
     add("Conv2d", K::kConv, {});
     add("Conv3d", K::kConv, {});
     add("ConvTranspose1d", K::kConv, {});
@@ -81,9 +90,11 @@ const absl::flat_hash_map<std::string, LayerTypeInfo>& Table() {
 }  // namespace
 
 LayerTypeInfo ClassifyLayerType(absl::string_view type) {
-  const auto& table = Table();
-  auto it = table.find(Squash(type));
-  if (it != table.end()) return it->second;
+  const Tables& table = Table();
+  if (auto it = table.exact.find(type); it != table.exact.end()) return it->second;
+  if (auto it = table.squashed.find(Squash(type)); it != table.squashed.end()) {
+    return it->second;
+  }
   return LayerTypeInfo{std::string(type), LayerKind::kUnknown};
 }
 

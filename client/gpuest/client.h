@@ -2,7 +2,8 @@
 //
 // The C++ client a scheduler links to ask gpuest-server for estimates on its critical
 // path. One channel, round-robin over every target, a per-call deadline (a few
-// milliseconds by default) and retries of UNAVAILABLE through the service config.
+// milliseconds by default) and retries of UNAVAILABLE (and of CANCELLED, which only a
+// shutting-down server causes here) through the service config; the calls are pure reads.
 // Errors come back as absl::Status values; no exception crosses this API.
 //
 //   auto client = gpuest::Client::Create({.targets = {"127.0.0.1:50051"}});
@@ -27,6 +28,7 @@ struct ClientOptions {
   std::vector<std::string> targets = {"127.0.0.1:50051"};
   absl::Duration default_deadline = absl::Milliseconds(5);
   // Attempts per call, the first included, when the server answers UNAVAILABLE.
+  // 1 turns retries off.
   int max_attempts = 3;
   int max_message_bytes = 16 << 20;
 };

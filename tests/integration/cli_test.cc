@@ -1,0 +1,149 @@
+// The gpuest CLI and the server's own command line, run as a user would.
+#include <signal.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+#include "gpuest/v1/estimate.pb.h"
+#include "gtest/gtest.h"
+#include "tests/support/server_process.h"
+
+namespace gpuest {
+namespace {
+
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::ServerProcess;
+
+const std::string kCli = GPUEST_CLI_PATH;
+std::string Example(const std::string& name) {
+  return std::string(GPUEST_EXAMPLES_DIR) + "/" + name;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = ServerProcess::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() { delete server_; }
+  static CommandResult Cli(std::vector<std::string> args, const std::string& stdin_text = "") {
+    args.insert(args.begin(), {kCli, "--target", server_->target()});
+    return RunCommand(args, stdin_text);
+  }
+  static ServerProcess* server_;
+};
+ServerProcess* CliTest::server_ = nullptr;
+
+TEST_F(CliTest, EstimatePrintsATable) {
+  for (const char* file : {"mlp.json", "cnn.json", "transformer.json"}) {
+    const CommandResult r = Cli({"estimate", Example(file), "--gpu", "a100-40gb"});
+    EXPECT_EQ(r.exit_code, 0) << file << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, "horus")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "recommended:")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "fits a100-40gb")) << r.out;
+  }
+}
+
+TEST_F(CliTest, EstimateJsonIsAnEstimateResponse) {
+  const CommandResult r = Cli({"estimate", "--json", Example("cnn.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::EstimateResponse response;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &response).ok()) << r.out;
+  EXPECT_EQ(response.family(), v1::MODEL_FAMILY_CNN);
+  EXPECT_GT(response.recommendation().memory_bytes(), 0u);
+}
+
+TEST_F(CliTest, EstimateReadsStdin) {
+  const CommandResult r = Cli({"estimate", "-"}, testing::ReadFileOrDie(Example("mlp.json")));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "synthetic-mlp-pyramid")) << r.out;
+}
+
+TEST_F(CliTest, BadInputExitsTwo) {
+  CommandResult r = Cli({"estimate", "/nonexistent.json"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "/nonexistent.json")) << r.err;
+
+  r = Cli({"estimate", "-"}, "{ this is not json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "not a ModelDescription")) << r.err;
+
+  r = Cli({"estimate", "-"}, R"({"batchSize": 0, "layers": [{"type": "Linear", "parameters": 4}]})");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "INVALID_ARGUMENT: model.batch_size")) << r.err;
+
+  r = Cli({"estimate", Example("mlp.json"), "--gpu", "abacus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "gpu: unknown GPU 'abacus'")) << r.err;
+
+  EXPECT_EQ(Cli({"estimate"}).exit_code, 2);
+  EXPECT_EQ(Cli({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(Cli({"--no-such-flag", "models"}).exit_code, 2);
+  EXPECT_EQ(RunCommand({kCli}).exit_code, 2);
+}
+
+TEST_F(CliTest, ModelsAndHealth) {
+  CommandResult r = Cli({"models"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "horus")) << r.out;
+  r = Cli({"health"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "SERVING")) << r.out;
+}
+
+TEST_F(CliTest, TargetComesFromTheEnvironment) {
+  const CommandResult r =
+      RunCommand({kCli, "health"}, "", {"GPUEST_TARGET=" + server_->target()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(CliUnavailable, NoServerExitsThree) {
+  CommandResult r = RunCommand({kCli, "--target", "127.0.0.1:1", "health"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  r = RunCommand({kCli, "--target", "127.0.0.1:1", "estimate", Example("mlp.json")});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "UNAVAILABLE")) << r.err;
+}
+
+TEST(CliHelp, TellsTheCommandsAndExitCodes) {
+  const CommandResult r = RunCommand({kCli, "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* word : {"estimate FILE", "models", "health", "--target", "--gpu", "--json",
+                           "GPUEST_TARGET", "Exit codes"}) {
+    EXPECT_TRUE(absl::StrContains(r.out, word)) << word << "\n" << r.out;
+  }
+}
+
+TEST(ServerCommandLine, HelpBadFlagsAndMissingModels) {
+  CommandResult r = RunCommand({GPUEST_SERVER_PATH, "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--listen", "--metrics-listen", "--models", "--device", "--workers",
+                           "--max-message-size", "--log-level", "--log-format", "--grace-period"}) {
+    EXPECT_TRUE(absl::StrContains(r.out, flag)) << flag;
+  }
+  EXPECT_EQ(RunCommand({GPUEST_SERVER_PATH, "--bogus"}).exit_code, 2);
+  EXPECT_EQ(RunCommand({GPUEST_SERVER_PATH, "--workers=many"}).exit_code, 2);
+  EXPECT_EQ(RunCommand({GPUEST_SERVER_PATH, "--log-format=xml"}).exit_code, 2);
+  r = RunCommand({GPUEST_SERVER_PATH, "--models=/nonexistent", "--listen=127.0.0.1:0",
+                  "--metrics-listen="});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "/nonexistent")) << r.err;
+}
+
+TEST(ServerCommandLine, JsonLogsAreOneObjectPerLine) {
+  auto server = ServerProcess::Start({"--log-format=json"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->Signal(SIGTERM);
+  ASSERT_TRUE((*server)->WaitForExit(absl::Seconds(15)).ok());
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit((*server)->Log(), '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(line, "{\"time\":\"") && absl::EndsWith(line, "}")) << line;
+    ++lines;
+  }
+  EXPECT_GE(lines, 4);
+}
+
+}  // namespace
+}  // namespace gpuest

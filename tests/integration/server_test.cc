@@ -1,0 +1,246 @@
+// The real gpuest-server on loopback, through the client library.
+#include <functional>
+
+#include "absl/strings/match.h"
+#include "estimators/features.h"
+#include "estimators/horus.h"
+#include "google/protobuf/util/json_util.h"
+#include "gpuest/client.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/support/prometheus_text.h"
+#include "tests/support/server_process.h"
+
+namespace gpuest {
+namespace {
+
+using testing::ReadFileOrDie;
+using testing::ServerProcess;
+
+v1::EstimateRequest ExampleRequest(const std::string& name) {
+  v1::EstimateRequest request;
+  const std::string json = ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/" + name);
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, request.mutable_model()).ok());
+  return request;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = ServerProcess::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+    auto client = Client::Create({.targets = {server_->target()},
+                                  .default_deadline = absl::Seconds(5)});
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = client->release();
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    delete server_;
+  }
+  static ServerProcess* server_;
+  static Client* client_;
+};
+ServerProcess* ServerTest::server_ = nullptr;
+Client* ServerTest::client_ = nullptr;
+
+TEST_F(ServerTest, HealthIsServing) {
+  auto whole = client_->Health();
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(*whole, ServingState::kServing);
+  auto service = client_->Health("gpuest.v1.Estimator");
+  ASSERT_TRUE(service.ok()) << service.status();
+  EXPECT_EQ(*service, ServingState::kServing);
+  EXPECT_EQ(client_->Health("no.such.Service").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ServerTest, EstimatesEachExampleFamily) {
+  const std::map<std::string, v1::ModelFamily> examples = {
+      {"mlp.json", v1::MODEL_FAMILY_MLP},
+      {"cnn.json", v1::MODEL_FAMILY_CNN},
+      {"transformer.json", v1::MODEL_FAMILY_TRANSFORMER}};
+  for (const auto& [file, family] : examples) {
+    v1::EstimateRequest request = ExampleRequest(file);
+    request.set_gpu("h100-80gb");
+    auto response = client_->Estimate(request);
+    ASSERT_TRUE(response.ok()) << file << ": " << response.status();
+    EXPECT_EQ(response->family(), family) << file;
+    const v1::FeatureVector f = ExtractFeatures(request.model());
+    const v1::EstimatorResult* horus = nullptr;
+    for (const auto& r : response->results()) {
+      if (r.estimator_id() == "horus") horus = &r;
+    }
+    ASSERT_NE(horus, nullptr) << file;
+    EXPECT_EQ(horus->memory().point_bytes(),
+              HorusBytes(f.total_activations(), f.total_parameters(), f.batch_size()));
+    EXPECT_GT(response->recommendation().memory_bytes(), 0u);
+    EXPECT_EQ(response->recommendation().fit().gpu(), "h100-80gb");
+    EXPECT_GT(response->server_latency_us(), 0);
+    EXPECT_FALSE(response->models_version().empty());
+  }
+}
+
+TEST_F(ServerTest, AcceptsFeatureVectors) {
+  v1::EstimateRequest request;
+  v1::FeatureVector* f = request.mutable_features();
+  f->set_batch_size(32);
+  f->set_total_parameters(25'000'000);
+  f->set_total_activations(10'000'000);
+  (*f->mutable_layer_counts())["conv2d"] = 53;
+  auto response = client_->Estimate(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->family(), v1::MODEL_FAMILY_CNN);
+  EXPECT_EQ(response->results(0).memory().point_bytes(),
+            HorusBytes(10'000'000, 25'000'000, 32));
+}
+
+TEST_F(ServerTest, ListsEstimators) {
+  auto list = client_->ListEstimators();
+  ASSERT_TRUE(list.ok()) << list.status();
+  bool horus = false;
+  for (const auto& e : list->estimators()) {
+    if (e.id() == "horus") {
+      horus = true;
+      EXPECT_EQ(e.kind(), v1::ESTIMATOR_KIND_ANALYTICAL);
+      EXPECT_TRUE(e.estimates_memory());
+    }
+  }
+  EXPECT_TRUE(horus);
+}
+
+struct BadInput {
+  const char* name;
+  std::function<void(v1::EstimateRequest&)> mutate;
+  const char* field;
+};
+
+TEST_F(ServerTest, EachKindOfBadInputIsInvalidArgumentNamingTheField) {
+  const std::vector<BadInput> cases = {
+      {"no input", [](auto& r) { r.clear_model(); }, "input"},
+      {"batch 0", [](auto& r) { r.mutable_model()->set_batch_size(0); }, "model.batch_size"},
+      {"negative shape", [](auto& r) { r.mutable_model()->set_input_shape(0, -3); },
+       "model.input_shape[0]"},
+      {"negative parameters",
+       [](auto& r) { r.mutable_model()->mutable_layers(1)->set_parameters(-5); },
+       "model.layers[1].parameters"},
+      {"negative activations",
+       [](auto& r) { r.mutable_model()->mutable_layers(0)->set_output_activations(-1); },
+       "model.layers[0].output_activations"},
+      {"empty type", [](auto& r) { r.mutable_model()->mutable_layers(2)->set_type(""); },
+       "model.layers[2].type"},
+      {"too many layers",
+       [](auto& r) {
+         for (int i = 0; i < 10001; ++i) r.mutable_model()->add_layers()->set_type("ReLU");
+       },
+       "model.layers"},
+      {"unknown family",
+       [](auto& r) { r.mutable_model()->set_family(static_cast<v1::ModelFamily>(17)); },
+       "model.family"},
+      {"unknown optimizer",
+       [](auto& r) { r.mutable_model()->set_optimizer(static_cast<v1::Optimizer>(99)); },
+       "model.optimizer"},
+      {"unknown dtype",
+       [](auto& r) { r.mutable_model()->set_dtype(static_cast<v1::DType>(99)); },
+       "model.dtype"},
+      {"ragged trace",
+       [](auto& r) { r.mutable_model()->mutable_trace()->add_size_bytes(1024); },
+       "model.trace"},
+      {"features without batch",
+       [](auto& r) { r.mutable_features()->set_total_parameters(100); },
+       "features.batch_size"},
+      {"unknown gpu", [](auto& r) { r.set_gpu("quantum-9000"); }, "gpu"},
+      {"unknown estimator", [](auto& r) { r.add_estimators("crystal-ball"); }, "estimators[0]"},
+  };
+  for (const BadInput& c : cases) {
+    v1::EstimateRequest request = ExampleRequest("mlp.json");
+    c.mutate(request);
+    auto response = client_->Estimate(request);
+    ASSERT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.name << ": " << response.status();
+    EXPECT_TRUE(absl::StartsWith(response.status().message(), std::string(c.field) + ":"))
+        << c.name << ": " << response.status().message();
+  }
+  // The server is unharmed.
+  EXPECT_TRUE(client_->Estimate(ExampleRequest("mlp.json")).ok());
+}
+
+TEST_F(ServerTest, ExceededDeadlineIsReportedAndHarmless) {
+  auto response = client_->Estimate(ExampleRequest("cnn.json"), absl::Microseconds(1));
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kDeadlineExceeded) << response.status();
+  EXPECT_TRUE(client_->Estimate(ExampleRequest("cnn.json")).ok());
+}
+
+TEST_F(ServerTest, ReflectionListsTheServicesAsGrpcurlSeesThem) {
+  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  auto stream = stub->ServerReflectionInfo(&context);
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  grpc::reflection::v1alpha::ServerReflectionResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<std::string> services;
+  for (const auto& s : response.list_services_response().service()) services.push_back(s.name());
+  EXPECT_NE(std::find(services.begin(), services.end(), "gpuest.v1.Estimator"), services.end());
+  EXPECT_NE(std::find(services.begin(), services.end(), "grpc.health.v1.Health"), services.end());
+
+  request.set_file_containing_symbol("gpuest.v1.EstimateRequest");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_GT(response.file_descriptor_response().file_descriptor_proto_size(), 0);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST(RoundRobin, SpreadsCallsOverEveryTargetAndSkipsDeadOnes) {
+  auto a = ServerProcess::Start();
+  auto b = ServerProcess::Start();
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto client = Client::Create({.targets = {(*a)->target(), (*b)->target()},
+                                .default_deadline = absl::Seconds(5)});
+  ASSERT_TRUE(client.ok()) << client.status();
+  const v1::EstimateRequest request = ExampleRequest("mlp.json");
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE((*client)->Estimate(request).ok());
+  for (const auto* server : {a->get(), b->get()}) {
+    auto text = testing::HttpGet(server->metrics_port(), "/metrics");
+    ASSERT_TRUE(text.ok()) << text.status();
+    auto samples = testing::ParsePrometheusText(*text);
+    ASSERT_TRUE(samples.ok()) << samples.status();
+    EXPECT_GE(testing::SumSamples(*samples, "gpuest_requests_total", {{"method", "Estimate"}}), 5)
+        << "both targets should get a share of the calls";
+  }
+  (*b)->Signal(SIGKILL);
+  ASSERT_TRUE((*b)->WaitForExit(absl::Seconds(10)).ok());
+  int ok = 0;
+  for (int i = 0; i < 20; ++i) ok += (*client)->Estimate(request).ok();
+  EXPECT_GE(ok, 19) << "round_robin should route around the dead target";
+}
+
+TEST(ClientOptions, RejectsUnusableTargets) {
+  EXPECT_EQ(Client::Create({.targets = {}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Client::Create({.targets = {"a.example:1", "b.example:2"}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Client::Create({.targets = {"127.0.0.1:1"},
+                            .default_deadline = absl::ZeroDuration()})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  auto ok = Client::Create({.targets = {"127.0.0.1:1", "127.0.0.1:2"}});
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ((*ok)->channel_target(), "ipv4:127.0.0.1:1,127.0.0.1:2");
+}
+
+TEST(Unavailable, AServerThatIsNotThereIsUnavailable) {
+  auto client = Client::Create({.targets = {"127.0.0.1:1"}, .default_deadline = absl::Seconds(2)});
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ((*client)->Estimate(ExampleRequest("mlp.json")).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace gpuest

@@ -1,0 +1,56 @@
+// File: server_process.h
+//
+// Starts the real gpuest-server binary on ephemeral loopback ports for a test and
+// stops it afterwards. Ports come from the server's --ready-file.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace gpuest::testing {
+
+class ServerProcess {
+ public:
+  // Extra flags are appended after the defaults (--listen 127.0.0.1:0,
+  // --metrics-listen 127.0.0.1:0, --models <repo models>), so they win.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
+      const std::vector<std::string>& extra_flags = {});
+  ~ServerProcess();  // SIGKILL if still running.
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  int pid() const { return pid_; }
+
+  void Signal(int signal_number) const;
+  // The exit code, or DeadlineExceeded if it is still running after timeout.
+  absl::StatusOr<int> WaitForExit(absl::Duration timeout);
+  // What the server wrote to stderr so far.
+  std::string Log() const;
+
+ private:
+  ServerProcess() = default;
+  int pid_ = -1;
+  bool exited_ = false;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  std::string dir_;
+};
+
+// Runs a program to completion with a timeout, capturing stdout and stderr.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& stdin_text = "",
+                         const std::vector<std::string>& env = {},
+                         absl::Duration timeout = absl::Seconds(30));
+
+std::string ReadFileOrDie(const std::string& path);
+
+}  // namespace gpuest::testing

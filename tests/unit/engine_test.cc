@@ -1,0 +1,120 @@
+#include "estimators/engine.h"
+
+#include "absl/strings/match.h"
+#include "estimators/horus.h"
+#include "gtest/gtest.h"
+
+namespace gpuest {
+namespace {
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto registry = EstimatorRegistry::Load({GPUEST_MODELS_DIR, "cpu"});
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    engine_ = std::make_unique<Engine>(std::move(*registry), ValidationLimits{});
+  }
+
+  static v1::EstimateRequest Request() {
+    v1::EstimateRequest r;
+    v1::ModelDescription* m = r.mutable_model();
+    m->set_batch_size(16);
+    for (const char* type : {"Linear", "ReLU", "Linear"}) {
+      v1::Layer* l = m->add_layers();
+      l->set_type(type);
+      l->set_output_activations(256);
+      l->set_parameters(std::string(type) == "Linear" ? 65792 : 0);
+    }
+    return r;
+  }
+
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(EngineTest, AnswersWithHorusAndARecommendation) {
+  auto response = engine_->Estimate(Request());
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->results_size(), 1);
+  const v1::EstimatorResult& horus = response->results(0);
+  EXPECT_EQ(horus.estimator_id(), "horus");
+  EXPECT_EQ(horus.kind(), v1::ESTIMATOR_KIND_ANALYTICAL);
+  EXPECT_EQ(horus.memory().point_bytes(), HorusBytes(768, 131584, 16));
+  EXPECT_EQ(response->family(), v1::MODEL_FAMILY_MLP);
+  EXPECT_EQ(response->recommendation().memory_bytes(), horus.memory().point_bytes());
+  EXPECT_EQ(response->recommendation().estimator_id(), "horus");
+  EXPECT_FALSE(response->recommendation().has_fit());  // No GPU asked for.
+  EXPECT_FALSE(response->models_version().empty());
+}
+
+TEST_F(EngineTest, FitOnTheRequestedGpu) {
+  v1::EstimateRequest r = Request();
+  r.set_gpu("A100");  // An alias, any case.
+  auto response = engine_->Estimate(r);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::GpuFit& fit = response->recommendation().fit();
+  EXPECT_EQ(fit.gpu(), "a100-40gb");
+  EXPECT_EQ(fit.capacity_bytes(), 40960ull << 20);
+  EXPECT_TRUE(fit.fits());
+  EXPECT_EQ(fit.headroom_bytes(), static_cast<int64_t>(fit.capacity_bytes()) -
+                                      static_cast<int64_t>(response->recommendation().memory_bytes()));
+
+  r.mutable_model()->set_batch_size(1 << 20);  // Far beyond any card.
+  response = engine_->Estimate(r);
+  ASSERT_TRUE(response.ok());
+  EXPECT_FALSE(response->recommendation().fit().fits());
+  EXPECT_LT(response->recommendation().fit().headroom_bytes(), 0);
+}
+
+TEST_F(EngineTest, UnknownGpuAndEstimatorAreInvalidArguments) {
+  v1::EstimateRequest r = Request();
+  r.set_gpu("tpu-v9");
+  auto response = engine_->Estimate(r);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(response.status().message(), "gpu:")) << response.status();
+
+  r = Request();
+  r.add_estimators("horus");
+  r.add_estimators("oracle");
+  response = engine_->Estimate(r);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(response.status().message(), "estimators[1]:"))
+      << response.status();
+}
+
+TEST_F(EngineTest, WarnsAboutUnknownLayerTypes) {
+  v1::EstimateRequest r = Request();
+  r.mutable_model()->mutable_layers(1)->set_type("CapsuleRouting");
+  auto response = engine_->Estimate(r);
+  ASSERT_TRUE(response.ok());
+  ASSERT_EQ(response->warnings_size(), 1);
+  EXPECT_EQ(response->warnings(0).code(), "UNKNOWN_LAYER_TYPE");
+  EXPECT_NE(response->warnings(0).message().find("CapsuleRouting"), std::string::npos);
+  EXPECT_EQ(response->family(), v1::MODEL_FAMILY_OTHER);
+}
+
+TEST_F(EngineTest, ListsTheLoadedEstimators) {
+  const v1::ListEstimatorsResponse list = engine_->ListEstimators();
+  ASSERT_GE(list.estimators_size(), 1);
+  EXPECT_EQ(list.estimators(0).id(), "horus");
+  EXPECT_TRUE(list.estimators(0).estimates_memory());
+  EXPECT_EQ(list.models_version(), engine_->registry().models_version());
+}
+
+TEST(Registry, MissingRepositoryIsAnError) {
+  auto registry = EstimatorRegistry::Load({"/nonexistent/models", "cpu"});
+  EXPECT_EQ(registry.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(GpuProfiles, ParsesAndRejects) {
+  auto ok = GpuProfiles::Parse(
+      R"({"default":"x","gpus":[{"id":"x","name":"X","architecture":"a","memory_mib":1024}]})");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->Default().memory_bytes, 1ull << 30);
+  EXPECT_EQ(ok->Find("X"), &ok->Default());
+  EXPECT_EQ(ok->Find("y"), nullptr);
+  EXPECT_FALSE(GpuProfiles::Parse(R"({"default":"y","gpus":[]})").ok());
+  EXPECT_FALSE(GpuProfiles::Parse("not json").ok());
+}
+
+}  // namespace
+}  // namespace gpuest

@@ -1,0 +1,153 @@
+#include "estimators/validation.h"
+
+#include <functional>
+
+#include "gtest/gtest.h"
+
+namespace gpuest {
+namespace {
+
+v1::EstimateRequest ValidRequest() {
+  v1::EstimateRequest r;
+  v1::ModelDescription* m = r.mutable_model();
+  m->set_batch_size(32);
+  m->add_input_shape(3);
+  m->add_input_shape(32);
+  m->add_input_shape(32);
+  for (int i = 0; i < 3; ++i) {
+    v1::Layer* l = m->add_layers();
+    l->set_type("Conv2d");
+    l->set_output_activations(1000);
+    l->set_parameters(100);
+  }
+  return r;
+}
+
+struct Case {
+  const char* name;
+  std::function<void(v1::EstimateRequest&)> mutate;
+  const char* field;  // The message must start with it.
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class ValidationTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ValidationTest, RejectsTheBadFieldByName) {
+  v1::EstimateRequest r = ValidRequest();
+  GetParam().mutate(r);
+  const absl::Status s = ValidateRequest(r, ValidationLimits{});
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(s.message().substr(0, std::string(GetParam().field).size()), GetParam().field)
+      << s.message();
+}
+
+v1::AllocationTrace* Trace(v1::EstimateRequest& r, int n) {
+  v1::AllocationTrace* t = r.mutable_model()->mutable_trace();
+  for (int i = 0; i < n; ++i) {
+    t->add_size_bytes(512);
+    t->add_alloc_at(i);
+    t->add_free_at(0);
+    t->add_category(v1::ALLOCATION_CATEGORY_ACTIVATION);
+  }
+  return t;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, ValidationTest,
+    ::testing::Values(
+        Case{"no_input", [](auto& r) { r.clear_model(); }, "input:"},
+        Case{"zero_batch", [](auto& r) { r.mutable_model()->set_batch_size(0); },
+             "model.batch_size:"},
+        Case{"negative_batch", [](auto& r) { r.mutable_model()->set_batch_size(-4); },
+             "model.batch_size:"},
+        Case{"huge_batch", [](auto& r) { r.mutable_model()->set_batch_size(int64_t{1} << 40); },
+             "model.batch_size:"},
+        Case{"bad_shape", [](auto& r) { r.mutable_model()->set_input_shape(1, 0); },
+             "model.input_shape[1]:"},
+        Case{"negative_sequence",
+             [](auto& r) { r.mutable_model()->set_sequence_length(-1); },
+             "model.sequence_length:"},
+        Case{"no_layers", [](auto& r) { r.mutable_model()->clear_layers(); }, "model.layers:"},
+        Case{"negative_params",
+             [](auto& r) { r.mutable_model()->mutable_layers(2)->set_parameters(-1); },
+             "model.layers[2].parameters:"},
+        Case{"negative_activations",
+             [](auto& r) { r.mutable_model()->mutable_layers(1)->set_output_activations(-7); },
+             "model.layers[1].output_activations:"},
+        Case{"absurd_params",
+             [](auto& r) {
+               r.mutable_model()->mutable_layers(0)->set_parameters(int64_t{1} << 60);
+             },
+             "model.layers[0].parameters:"},
+        Case{"empty_type", [](auto& r) { r.mutable_model()->mutable_layers(0)->set_type(""); },
+             "model.layers[0].type:"},
+        Case{"too_many_layers",
+             [](auto& r) {
+               for (int i = 0; i < 10001; ++i) r.mutable_model()->add_layers()->set_type("ReLU");
+             },
+             "model.layers:"},
+        Case{"unknown_family",
+             [](auto& r) { r.mutable_model()->set_family(static_cast<v1::ModelFamily>(42)); },
+             "model.family:"},
+        Case{"unknown_optimizer",
+             [](auto& r) { r.mutable_model()->set_optimizer(static_cast<v1::Optimizer>(42)); },
+             "model.optimizer:"},
+        Case{"unknown_dtype",
+             [](auto& r) { r.mutable_model()->set_dtype(static_cast<v1::DType>(9)); },
+             "model.dtype:"},
+        Case{"trace_columns",
+             [](auto& r) { Trace(r, 3)->add_size_bytes(1); }, "model.trace:"},
+        Case{"trace_free_before_alloc",
+             [](auto& r) {
+               auto* t = Trace(r, 3);
+               t->set_alloc_at(1, 5);
+               t->set_free_at(1, 2);
+             },
+             "model.trace.free_at[1]:"},
+        Case{"trace_category",
+             [](auto& r) {
+               Trace(r, 2)->set_category(0, v1::ALLOCATION_CATEGORY_UNSPECIFIED);
+             },
+             "model.trace.category[0]:"},
+        Case{"features_batch",
+             [](auto& r) {
+               r.mutable_features()->set_total_parameters(10);
+             },
+             "features.batch_size:"},
+        Case{"features_negative",
+             [](auto& r) {
+               auto* f = r.mutable_features();
+               f->set_batch_size(2);
+               f->set_total_parameters(-10);
+             },
+             "features.total_parameters:"},
+        Case{"features_count",
+             [](auto& r) {
+               auto* f = r.mutable_features();
+               f->set_batch_size(2);
+               f->set_total_parameters(10);
+               (*f->mutable_layer_counts())["Linear"] = -1;
+             },
+             "features.layer_counts[\"Linear\"]:"},
+        Case{"features_empty",
+             [](auto& r) { r.mutable_features()->set_batch_size(2); }, "features:"},
+        Case{"empty_estimator", [](auto& r) { r.add_estimators(""); }, "estimators[0]:"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Validation, AcceptsAValidRequestAndTrace) {
+  v1::EstimateRequest r = ValidRequest();
+  Trace(r, 4)->set_free_at(0, 3);
+  EXPECT_TRUE(ValidateRequest(r, ValidationLimits{}).ok());
+}
+
+TEST(Validation, LimitsAreConfigurable) {
+  ValidationLimits limits;
+  limits.max_layers = 2;
+  const absl::Status s = ValidateRequest(ValidRequest(), limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("limit of 2"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace gpuest
