@@ -1,0 +1,135 @@
+"""python3 -m gpuest.describe: write a model's ModelDescription as JSON."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+
+EPILOG = """\
+The JSON is protobuf's JSON mapping of gpuest.v1.ModelDescription
+(proto/gpuest/v1/model.proto). Nothing runs on a GPU: the training step (forward,
+loss, backward, one optimizer step, whose state and temporaries are emulated) runs
+on fake tensors, so a large batch size costs no memory or compute here. Where the
+step cannot be traced, the description still carries the layers (from a forward of
+2 real samples on the CPU if even a fake forward fails) and says why in
+traceUnavailableReason.
+
+example:
+  python3 -m gpuest.describe --model torchvision.models:resnet50 \\
+      --input-shape 3,224,224 --batch-size 32 -o resnet50.json
+exit status: 0 on success, 2 on bad arguments or a model that cannot be loaded."""
+
+
+def _parser():
+    from .optim import OPTIMIZERS
+    from .step import DTYPES
+    p = argparse.ArgumentParser(
+        prog="python3 -m gpuest.describe",
+        description="Describe a PyTorch model (layer sequence and the allocation trace "
+                    "of one training step) for the gpuest estimator service.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, metavar="MODULE:FACTORY",
+                   help="importable callable that returns a torch.nn.Module, e.g. "
+                        "torchvision.models:resnet50 or mypkg.nets:MyNet")
+    p.add_argument("--kwargs", default="{}", metavar="JSON",
+                   help="keyword arguments for the factory, as a JSON object "
+                        "(default: {})")
+    p.add_argument("--input-shape", required=True, metavar="D1,D2,...",
+                   help="input shape of one sample, without the batch dimension, "
+                        "e.g. 3,224,224, or 512 for token ids (with --input-dtype int64)")
+    p.add_argument("--input-dtype", default=None, metavar="DTYPE",
+                   help="dtype of the input: int64 (or int32, bool) for token ids; "
+                        "default: float, in the parameters' dtype")
+    p.add_argument("--batch-size", required=True, type=int, metavar="N",
+                   help="training batch size to trace at")
+    p.add_argument("--optimizer", default="adamw", choices=OPTIMIZERS,
+                   help="optimizer whose state the step creates (default: adamw)")
+    p.add_argument("--dtype", default="float32", choices=list(DTYPES),
+                   help="parameter dtype (default: float32)")
+    p.add_argument("--amp", action="store_true",
+                   help="mixed precision (autocast) training; traced with CPU autocast to "
+                        "bfloat16, which has the bytes of float16")
+    p.add_argument("--no-trace", dest="trace", action="store_false",
+                   help="layer sequence only, no allocation trace")
+    p.add_argument("--name", default=None, help="model name (default: its class name)")
+    p.add_argument("-o", "--output", default="-", metavar="FILE",
+                   help="where to write the JSON (default: standard output)")
+    return p
+
+
+def _load_factory(p, spec):
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        p.error(f"--model must look like MODULE:FACTORY, got {spec!r}")
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as e:
+        p.error(f"cannot import module {module_name!r}: {e}")
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            p.error(f"module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        p.error(f"{spec!r} is not callable")
+    return obj
+
+
+def main(argv=None) -> int:
+    p = _parser()
+    args = p.parse_args(argv)
+    try:
+        kwargs = json.loads(args.kwargs)
+    except json.JSONDecodeError as e:
+        p.error(f"--kwargs is not valid JSON: {e}")
+    if not isinstance(kwargs, dict):
+        p.error("--kwargs must be a JSON object")
+    try:
+        shape = [int(x) for x in args.input_shape.replace("x", ",").split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--input-shape must be comma-separated integers, got {args.input_shape!r}")
+    if not shape or any(x <= 0 for x in shape):
+        p.error(f"--input-shape must be positive integers, got {args.input_shape!r}")
+    if args.batch_size <= 0:
+        p.error(f"--batch-size must be positive, got {args.batch_size}")
+
+    import torch.nn as nn  # after argument checks: --help stays quick
+    from .api import DescribeError, describe
+    from .message import as_json_dict
+
+    factory = _load_factory(p, args.model)
+    try:
+        model = factory(**kwargs)
+    except Exception as e:
+        p.error(f"{args.model}(**{kwargs}) failed: {type(e).__name__}: {e}")
+    if not isinstance(model, nn.Module):
+        p.error(f"{args.model} returned {type(model).__name__}, not a torch.nn.Module")
+
+    started = time.perf_counter()
+    try:
+        desc = describe(model, input_shape=shape, batch_size=args.batch_size,
+                        optimizer=args.optimizer, dtype=args.dtype, amp=args.amp,
+                        trace=args.trace, input_dtype=args.input_dtype, name=args.name)
+    except DescribeError as e:
+        p.error(str(e))
+    d = as_json_dict(desc)
+    text = json.dumps(d, separators=(",", ":")) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        try:
+            with open(args.output, "w") as f:
+                f.write(text)
+        except OSError as e:
+            p.error(f"cannot write {args.output}: {e}")
+        trace = d.get("trace")
+        note = (f"{len(trace.get('sizeBytes', []))} allocations traced" if trace is not None
+                else f"no trace ({d.get('traceUnavailableReason', '')})")
+        print(f"{args.output}: {len(d.get('layers', []))} layers, {note}, "
+              f"{time.perf_counter() - started:.2f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

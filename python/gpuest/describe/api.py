@@ -1,0 +1,170 @@
+"""``describe``: a model in, a ModelDescription out (layers, and a traced step)."""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import torch
+import torch.nn as nn
+
+from ._compat import TORCH_VERSION, data_dependent_errors
+from .layers import LayerRecorder, infer_activation, infer_family
+from .message import description_json, to_message, trace_json
+from .optim import ENUM_NAMES as OPTIMIZER_ENUMS
+from .optim import OPTIMIZERS
+from .step import DTYPES, InputSpec, fake_forward, real_forward, traced_step
+
+DTYPE_ENUMS = {"float32": "DTYPE_FLOAT32", "float16": "DTYPE_FLOAT16",
+               "bfloat16": "DTYPE_BFLOAT16"}
+_INPUT_DTYPES = {"float32": torch.float32, "float16": torch.float16,
+                 "bfloat16": torch.bfloat16, "int64": torch.int64, "long": torch.int64,
+                 "int32": torch.int32, "bool": torch.bool}
+
+
+class DescribeError(ValueError):
+    """Bad arguments to describe (the CLI turns it into exit code 2)."""
+
+
+def _input_dtype(value) -> Optional[torch.dtype]:
+    if value is None or isinstance(value, torch.dtype):
+        return value
+    try:
+        return _INPUT_DTYPES[str(value)]
+    except KeyError:
+        raise DescribeError(f"unknown input dtype {value!r}; one of "
+                            f"{', '.join(sorted(_INPUT_DTYPES))}") from None
+
+
+def _specs(input_shape, example_inputs, batch_size, input_dtype):
+    """Input specs at the real batch size, the per-sample shape, and the batch size."""
+    if example_inputs is not None:
+        items = list(example_inputs) if isinstance(example_inputs, (tuple, list)) \
+            else [example_inputs]
+        tensors = [t for t in items if isinstance(t, torch.Tensor)]
+        if not tensors or tensors[0].dim() == 0:
+            raise DescribeError("example_inputs needs a tensor with a batch dimension")
+        batch = int(batch_size or tensors[0].shape[0])
+        specs = [InputSpec((batch, *t.shape[1:]), t.dtype) if isinstance(t, torch.Tensor)
+                 else InputSpec(value=t) for t in items]
+        return specs, [int(x) for x in tensors[0].shape[1:]], batch
+    if input_shape is None:
+        raise DescribeError("give input_shape (per sample, e.g. (3, 224, 224)) or "
+                            "example_inputs")
+    shape = [int(x) for x in input_shape]
+    if not shape or any(x <= 0 for x in shape):
+        raise DescribeError(f"input_shape must be positive sizes, got {list(input_shape)}")
+    if batch_size is None:
+        raise DescribeError("batch_size is required with input_shape")
+    return [InputSpec((int(batch_size), *shape), input_dtype)], shape, int(batch_size)
+
+
+def describe(model: nn.Module,
+             input_shape: Optional[Sequence[int]] = None,
+             example_inputs=None,
+             batch_size: Optional[int] = None,
+             optimizer: str = "adamw",
+             dtype: str = "float32",
+             amp: bool = False,
+             trace: bool = True,
+             *,
+             input_dtype: Union[str, torch.dtype, None] = None,
+             name: Optional[str] = None,
+             sequence_length: Optional[int] = None):
+    """Describe ``model`` for gpuest: its layer sequence and, with ``trace``, the
+    allocations of one training step at ``batch_size``, without a GPU and without
+    computing anything (fake tensors).
+
+    Inputs: ``input_shape`` is per sample (``(3, 224, 224)``; ``(seq_len,)`` with
+    ``input_dtype="int64"`` for token ids); or ``example_inputs``, a tensor or tuple
+    whose first dimension is the batch (re-sized to ``batch_size`` when given).
+    ``optimizer``: sgd, sgd_momentum, adam, adamw, rmsprop or adagrad. ``dtype``:
+    float32, float16 or bfloat16 for the parameters; ``amp`` for mixed precision.
+
+    Returns a ``gpuest.v1.model_pb2.ModelDescription`` when that generated module
+    imports, else its protobuf-JSON form as a dict. The model is left as it was.
+    If the step cannot be traced (an op FakeTensor cannot run, ``.item()`` in the
+    forward), the description still has the layers and says why in
+    ``traceUnavailableReason``.
+    """
+    if not isinstance(model, nn.Module):
+        raise DescribeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if optimizer not in OPTIMIZERS:
+        raise DescribeError(f"unknown optimizer {optimizer!r}; one of {', '.join(OPTIMIZERS)}")
+    if dtype not in DTYPES:
+        raise DescribeError(f"unknown dtype {dtype!r}; one of {', '.join(DTYPES)}")
+    if batch_size is not None and int(batch_size) <= 0:
+        raise DescribeError(f"batch_size must be positive, got {batch_size}")
+    in_dtype = _input_dtype(input_dtype)
+    specs, sample_shape, batch = _specs(input_shape, example_inputs, batch_size, in_dtype)
+    torch_dtype = DTYPES[dtype]
+
+    recorder = LayerRecorder(model, batch)
+    reason = ""
+    trace_msg = None
+    layers = None
+    recorder.attach()
+    try:
+        if trace:
+            try:
+                tracer = traced_step(model, specs, batch, optimizer, torch_dtype, amp, recorder)
+                layers = recorder.layers()
+                how = (f"torch {TORCH_VERSION} FakeTensorMode, one step: forward, loss, "
+                       f"backward, {optimizer} step emulated (multi-tensor, first step)"
+                       + (", autocast bfloat16 for AMP" if amp else "")
+                       + f"; {tracer.ops} ops")
+                trace_msg = trace_json(tracer.sizes, tracer.alloc_at, tracer.free_at,
+                                       tracer.category, how)
+            except Exception as e:  # any failure of the fake step: say why, keep going
+                reason = _reason(e)
+        if layers is None:
+            layers = _layers_without_trace(model, specs, torch_dtype, amp, recorder)
+            if isinstance(layers, str):  # no forward ran at all
+                reason = (reason + "; " if reason else "") + layers
+                layers = []
+    finally:
+        recorder.detach()
+
+    if trace and trace_msg is None and not reason:
+        reason = "trace failed for an unknown reason"
+    family = infer_family(model, layers)
+    if sequence_length is None:
+        tokens = specs[0].dtype is not None and not specs[0].dtype.is_floating_point
+        sequence_length = sample_shape[0] if tokens and len(sample_shape) == 1 else 0
+    d = description_json(
+        name=name or type(model).__name__, family=family, batch_size=batch,
+        input_shape=sample_shape, sequence_length=sequence_length, layers=layers,
+        activation_function=infer_activation(model, layers),
+        optimizer=OPTIMIZER_ENUMS[optimizer], dtype=DTYPE_ENUMS[dtype],
+        mixed_precision=amp, framework_version=TORCH_VERSION, trace=trace_msg,
+        trace_unavailable_reason=reason if trace else
+        "; ".join(x for x in ("tracing was turned off", reason) if x))
+    return to_message(d)
+
+
+def _layers_without_trace(model, specs, dtype, amp, recorder):
+    """Layers from a gradient-free fake forward, else a tiny real one; a string
+    saying why when neither runs."""
+    errors = []
+    for label, run in (("fake forward", lambda: fake_forward(model, specs, dtype, amp)),
+                       ("real forward (batch 2)", lambda: real_forward(model, specs, 2))):
+        recorder.reset()
+        recorder.batch_size = 2 if label.startswith("real") else _specs_batch(specs)
+        try:
+            run()
+            return recorder.layers()
+        except Exception as e:
+            errors.append(f"{label}: {_reason(e)}")
+    return "no layer sequence: " + "; ".join(errors)
+
+
+def _specs_batch(specs):
+    for s in specs:
+        if s.is_tensor:
+            return s.shape[0]
+    return 1
+
+
+def _reason(e: BaseException) -> str:
+    kind = ("needs real values (data-dependent op)"
+            if isinstance(e, data_dependent_errors()) else type(e).__name__)
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{kind}: {text[:300]}" if text else kind

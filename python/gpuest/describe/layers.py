@@ -1,0 +1,144 @@
+"""The layer sequence of a model, recorded with forward hooks during one forward.
+
+A layer is a module that is a leaf or owns parameters directly (MultiheadAttention
+owns its input projection; a ViT encoder owns its position embedding). Layers are
+listed in the order their forward starts. Parameters are counted once per module
+(a module called twice lists its parameters on its first call only), and those of
+modules that never run as modules (MultiheadAttention uses ``out_proj`` functionally)
+are credited to their nearest recorded ancestor, so the layers add up to the model.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Dict, List
+
+import torch
+import torch.nn as nn
+from torch.utils._pytree import tree_flatten
+
+ACTIVATION_TYPES = {
+    "ReLU", "ReLU6", "LeakyReLU", "PReLU", "RReLU", "ELU", "SELU", "CELU", "GELU",
+    "SiLU", "Mish", "Tanh", "Sigmoid", "Hardtanh", "Hardswish", "Hardsigmoid",
+    "Softplus", "Softsign", "Tanhshrink", "LogSigmoid", "GLU", "Threshold",
+}
+# Layer types an MLP is made of (besides activations).
+MLP_TYPES = {"Linear", "BatchNorm1d", "Dropout", "Identity", "Flatten", "Softmax",
+             "LogSoftmax", "LayerNorm"}
+TRANSFORMER_TYPES = {"MultiheadAttention", "TransformerEncoderLayer",
+                     "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder",
+                     "Transformer"}
+_FUNCTIONAL_ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU", "silu": "SiLU", "tanh": "Tanh"}
+
+
+def _direct_params(m: nn.Module) -> int:
+    return sum(p.numel() for p in m._parameters.values() if p is not None)
+
+
+class LayerRecorder:
+    """Register with ``attach``; run a forward; ``detach``; then read ``layers()``."""
+
+    def __init__(self, model: nn.Module, batch_size: int):
+        self.model = model
+        self.batch_size = max(1, int(batch_size))
+        self.names: Dict[int, str] = {}
+        self.parent: Dict[str, str] = {}
+        self.modules: Dict[str, nn.Module] = {}
+        for name, m in model.named_modules():
+            self.names[id(m)] = name
+            self.modules[name] = m
+            if name:
+                self.parent[name] = name.rsplit(".", 1)[0] if "." in name else ""
+        self._recordable = {id(m) for m in model.modules()
+                            if not any(True for _ in m.children()) or _direct_params(m)}
+        self.entries: List[dict] = []
+        self._open: Dict[int, List[int]] = {}
+        self._counted: set = set()
+        self._handles = []
+
+    def attach(self):
+        for m in self.model.modules():
+            if id(m) in self._recordable:
+                self._handles.append(m.register_forward_pre_hook(self._pre))
+                self._handles.append(m.register_forward_hook(self._post))
+        return self
+
+    def detach(self):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def reset(self):
+        self.entries.clear()
+        self._open.clear()
+        self._counted.clear()
+
+    def _pre(self, module, inputs):
+        key = id(module)
+        params = 0
+        if key not in self._counted:  # parameters once per module
+            self._counted.add(key)
+            params = _direct_params(module)
+        self._open.setdefault(key, []).append(len(self.entries))
+        self.entries.append({"type": type(module).__name__, "name": self.names.get(key, ""),
+                             "output_activations": 0, "parameters": params})
+
+    def _post(self, module, inputs, output):
+        stack = self._open.get(id(module))
+        if not stack:
+            return
+        entry = self.entries[stack.pop()]
+        for t in tree_flatten(output)[0]:
+            if isinstance(t, torch.Tensor):
+                entry["output_activations"] = int(t.numel()) // self.batch_size
+                break
+
+    def layers(self) -> List[dict]:
+        """Recorded layers, with unexecuted modules' parameters credited upward."""
+        first_entry = {}
+        for i, e in enumerate(self.entries):
+            first_entry.setdefault(e["name"], i)
+        for name, m in self.modules.items():
+            if id(m) in self._counted:
+                continue
+            n = _direct_params(m)
+            if not n:
+                continue
+            up = self.parent.get(name)
+            while up is not None and up not in first_entry:
+                up = self.parent.get(up)
+            if up is not None:
+                self.entries[first_entry[up]]["parameters"] += n
+        return [dict(e) for e in self.entries]
+
+
+def infer_family(model: nn.Module, layers: List[dict]) -> str:
+    """MODEL_FAMILY_* name. Attention comes first: a ViT's patch convolution does not
+    make it a CNN."""
+    module_types = {type(m).__name__ for m in model.modules()}
+    layer_types = {l["type"] for l in layers}
+    if (module_types & TRANSFORMER_TYPES
+            or any("Attention" in t for t in module_types)
+            or ("Embedding" in module_types and "LayerNorm" in module_types)):
+        return "MODEL_FAMILY_TRANSFORMER"
+    if any(t.startswith("Conv") for t in layer_types):
+        return "MODEL_FAMILY_CNN"
+    if layer_types and layer_types <= (MLP_TYPES | ACTIVATION_TYPES) and "Linear" in layer_types:
+        return "MODEL_FAMILY_MLP"
+    return "MODEL_FAMILY_OTHER"
+
+
+def infer_activation(model: nn.Module, layers: List[dict]) -> str:
+    """The most common activation module among the layers (first seen wins a tie);
+    for PyTorch transformer layers, which call it as a function, that function."""
+    counts = Counter(l["type"] for l in layers if l["type"] in ACTIVATION_TYPES)
+    if counts:
+        return counts.most_common(1)[0][0]
+    for m in model.modules():
+        act = getattr(m, "activation", None)
+        if isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)) and act is not None:
+            if isinstance(act, nn.Module):
+                return type(act).__name__
+            name = getattr(act, "__name__", "")
+            if name in _FUNCTIONAL_ACTIVATIONS:
+                return _FUNCTIONAL_ACTIVATIONS[name]
+    return ""

@@ -1,0 +1,74 @@
+"""The JSON form is exactly protobuf's JSON mapping of gpuest.v1.ModelDescription.
+
+Compiles proto/gpuest/v1/model.proto with protoc into a temporary directory (nothing
+is written to the project) and parses describe's output strictly: an unknown key,
+a wrong enum name or a wrong type fails.
+"""
+import importlib.util
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch.nn as nn
+
+import gpuest
+from gpuest.describe import message
+
+PROTO_ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "proto"))
+PROTO = os.path.join(PROTO_ROOT, "gpuest", "v1", "model.proto")
+
+
+@pytest.fixture(scope="module")
+def model_pb2(tmp_path_factory):
+    protoc = shutil.which("protoc")
+    if not protoc or not os.path.exists(PROTO):
+        pytest.skip("protoc or proto/gpuest/v1/model.proto not available")
+    out = tmp_path_factory.mktemp("pb")
+    subprocess.run([protoc, f"-I{PROTO_ROOT}", f"--python_out={out}", PROTO], check=True)
+    path = out / "gpuest" / "v1" / "model_pb2.py"
+    spec = importlib.util.spec_from_file_location("gpuest_test_model_pb2", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _small():
+    return nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.GELU(), nn.Dropout(0.1),
+                         nn.Linear(16, 3))
+
+
+def _normalise(d):
+    """MessageToDict writes 64-bit integers as strings; compare as numbers."""
+    if isinstance(d, dict):
+        return {k: _normalise(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_normalise(v) for v in d]
+    if isinstance(d, str) and d.isdigit():
+        return int(d)
+    return d
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(trace=False), dict(optimizer="sgd", amp=True)])
+def test_json_form_parses_strictly_and_round_trips(model_pb2, kwargs):
+    from google.protobuf import json_format
+    d = gpuest.describe(_small(), input_shape=(8,), batch_size=4, **kwargs)
+    assert isinstance(d, dict)
+    msg = json_format.ParseDict(d, model_pb2.ModelDescription())  # strict: no unknown keys
+    assert _normalise(json_format.MessageToDict(msg)) == _normalise(d)
+    assert msg.family == model_pb2.MODEL_FAMILY_MLP
+    assert len(msg.layers) == 5 and msg.layers[0].type == "Linear"
+    if kwargs.get("trace", True):
+        t = msg.trace
+        assert len(t.size_bytes) == len(t.alloc_at) == len(t.free_at) == len(t.category) > 0
+        assert set(t.category) <= {model_pb2.ALLOCATION_CATEGORY_PARAMETER + i for i in range(6)}
+    else:
+        assert not msg.HasField("trace") and msg.trace_unavailable_reason
+
+
+def test_returns_the_message_when_generated_module_imports(model_pb2, monkeypatch):
+    monkeypatch.setattr(message, "load_model_pb2", lambda: model_pb2)
+    desc = gpuest.describe(_small(), input_shape=(8,), batch_size=4)
+    assert isinstance(desc, model_pb2.ModelDescription)
+    assert desc.optimizer == model_pb2.OPTIMIZER_ADAMW and desc.batch_size == 4
+    assert message.as_json_dict(desc)["family"] == "MODEL_FAMILY_MLP"

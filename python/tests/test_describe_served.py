@@ -1,0 +1,106 @@
+"""Descriptions with traces are accepted by the real gpuest-server through the gpuest CLI.
+
+ctest sets GPUEST_SERVER, GPUEST_CLI and GPUEST_MODELS to what the build made.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+import torch.nn as nn
+import torchvision
+
+import gpuest
+
+SERVER = os.environ.get("GPUEST_SERVER")
+CLI = os.environ.get("GPUEST_CLI")
+MODELS = os.environ.get("GPUEST_MODELS")
+pytestmark = pytest.mark.skipif(not (SERVER and CLI and MODELS),
+                                reason="run through ctest, which builds the server and CLI")
+
+
+class TextClassifier(nn.Module):
+    def __init__(self, vocab=5000, d=128, heads=4, layers=2, classes=5):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, 0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        return self.head(self.encoder(self.embed(x)).mean(dim=1))
+
+
+@pytest.fixture(scope="module")
+def server():
+    workdir = tempfile.mkdtemp(prefix="gpuest-served-")
+    ready = os.path.join(workdir, "ready.json")
+    log = open(os.path.join(workdir, "server.log"), "w")
+    proc = subprocess.Popen([SERVER, "--listen=127.0.0.1:0", "--metrics-listen=",
+                             f"--models={MODELS}", f"--ready-file={ready}"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while not os.path.exists(ready):
+        assert proc.poll() is None, open(log.name).read()
+        assert time.time() < deadline, "server did not become ready"
+        time.sleep(0.02)
+    with open(ready) as f:
+        port = json.load(f)["grpc_port"]
+    yield f"127.0.0.1:{port}", workdir
+    proc.terminate()
+    assert proc.wait(timeout=20) == 0
+
+
+def estimate(target, path):
+    return subprocess.run([CLI, "--target", target, "estimate", "--json", path],
+                          capture_output=True, text=True, timeout=60)
+
+
+CASES = [
+    ("resnet18", lambda: torchvision.models.resnet18(), dict(input_shape=(3, 224, 224), batch_size=8),
+     "MODEL_FAMILY_CNN"),
+    ("resnet50", lambda: torchvision.models.resnet50(), dict(input_shape=(3, 224, 224), batch_size=4),
+     "MODEL_FAMILY_CNN"),
+    ("mobilenet_v2", lambda: torchvision.models.mobilenet_v2(),
+     dict(input_shape=(3, 224, 224), batch_size=8), "MODEL_FAMILY_CNN"),
+    ("vit_b_16", lambda: torchvision.models.vit_b_16(), dict(input_shape=(3, 224, 224), batch_size=2),
+     "MODEL_FAMILY_TRANSFORMER"),
+    ("text_classifier", TextClassifier,
+     dict(input_shape=(64,), input_dtype="int64", batch_size=16), "MODEL_FAMILY_TRANSFORMER"),
+]
+
+
+@pytest.mark.parametrize("name,factory,kwargs,family", CASES, ids=[c[0] for c in CASES])
+def test_description_is_served(server, name, factory, kwargs, family):
+    target, workdir = server
+    d = gpuest.describe(factory(), name=name, **kwargs)
+    if not isinstance(d, dict):  # A generated message: use its JSON form.
+        from google.protobuf import json_format
+        d = json.loads(json_format.MessageToJson(d))
+    assert "trace" in d and d["trace"]["sizeBytes"], d.get("traceUnavailableReason")
+    path = os.path.join(workdir, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(d, f)
+    r = estimate(target, path)
+    assert r.returncode == 0, r.stderr
+    response = json.loads(r.stdout)
+    assert response["family"] == family
+    assert int(response["recommendation"]["memoryBytes"]) > 0
+    assert any(x["estimatorId"] == "horus" for x in response["results"])
+
+
+def test_describe_cli_output_is_served(server):
+    target, workdir = server
+    out = os.path.join(workdir, "mlp.json")
+    r = subprocess.run([sys.executable, "-m", "gpuest.describe", "--model",
+                        "torchvision.models:resnet18", "--input-shape", "3,64,64",
+                        "--batch-size", "4", "-o", out],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__))))
+    assert r.returncode == 0, r.stderr
+    r = estimate(target, out)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["family"] == "MODEL_FAMILY_CNN"

@@ -1,0 +1,47 @@
+"""A model small enough to work out its training step's memory by hand."""
+import torch.nn as nn
+
+import gpuest
+from helpers import bytes_by_category, check_trace_shape, live_curve
+
+B, IN, OUT = 32, 64, 512
+
+
+def _describe(optimizer="sgd"):
+    model = nn.Sequential(nn.Linear(IN, OUT, bias=False), nn.ReLU())
+    return gpuest.describe(model, input_shape=(IN,), batch_size=B, optimizer=optimizer)
+
+
+def test_peak_by_hand():
+    d = _describe()
+    trace = d["trace"]
+    check_trace_shape(trace)
+    params = IN * OUT * 4          # the weight, fp32
+    inputs = B * IN * 4 + B * 8    # the batch and its int64 labels
+    act = B * OUT * 4              # one (batch, 512) fp32 activation
+    by_cat = bytes_by_category(trace)
+    assert by_cat["PARAMETER"] == params
+    assert by_cat["INPUT"] == inputs
+    assert by_cat["GRADIENT"] == params
+    # Saved for backward: the ReLU output and log_softmax's output (cross entropy),
+    # plus nll_loss's 4-byte total weight. Linear saves the input and weight, which
+    # are counted as INPUT and PARAMETER.
+    assert by_cat["ACTIVATION"] == 2 * act + 4
+    # The peak is in backward: weight, batch, the two saved activations, and two
+    # activation-sized gradients in flight (d log_softmax, d ReLU-out) plus the
+    # 4-byte loss and 4-byte ones that seed backward.
+    _, peak = live_curve(trace)
+    assert peak == params + inputs + 4 * act + 8
+    # After the step: weight, its gradient, the batch (plain SGD keeps no state).
+    curve, _ = live_curve(trace)
+    assert curve[-1] == params + params + inputs
+
+
+def test_optimizer_state_sizes():
+    params = IN * OUT * 4
+    expect = {"sgd": 0, "sgd_momentum": params, "adam": 2 * params, "adamw": 2 * params,
+              "rmsprop": params, "adagrad": params}
+    for name, state in expect.items():
+        d = _describe(name)
+        assert bytes_by_category(d["trace"])["OPTIMIZER_STATE"] == state, name
+        assert d["optimizer"] == "OPTIMIZER_" + name.upper()
