@@ -120,16 +120,22 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
   int64_t total_params = 0, total_acts = 0;
   for (int i = 0; i < model.layers_size(); ++i) {
     const v1::Layer& layer = model.layers(i);
-    const std::string prefix = absl::StrCat("model.layers[", i, "]");
-    if (layer.type().empty()) return Invalid(absl::StrCat(prefix, ".type"), "is empty");
+    // Field paths are built only on failure: this loop runs for every layer of every call.
+    auto field = [i](absl::string_view name) {
+      return absl::StrCat("model.layers[", i, "].", name);
+    };
+    if (layer.type().empty()) return Invalid(field("type"), "is empty");
     if (static_cast<int64_t>(layer.type().size() + layer.name().size()) >
         limits.max_name_length) {
-      return Invalid(absl::StrCat(prefix, ".name"), "type or name too long");
+      return Invalid(field("name"), "type or name too long");
     }
-    GPUEST_RETURN_IF_ERROR(CheckCount(absl::StrCat(prefix, ".output_activations"),
-                                      layer.output_activations(), limits.max_count));
-    GPUEST_RETURN_IF_ERROR(CheckCount(absl::StrCat(prefix, ".parameters"),
-                                      layer.parameters(), limits.max_count));
+    if (layer.output_activations() < 0 || layer.output_activations() > limits.max_count) {
+      return CheckCount(field("output_activations"), layer.output_activations(),
+                        limits.max_count);
+    }
+    if (layer.parameters() < 0 || layer.parameters() > limits.max_count) {
+      return CheckCount(field("parameters"), layer.parameters(), limits.max_count);
+    }
     total_params += layer.parameters();
     total_acts += layer.output_activations();
   }
