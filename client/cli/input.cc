@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "client/parsers/summary_parser.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace gpuest::cli {
@@ -22,23 +23,59 @@ absl::StatusOr<std::string> ReadAll(const std::string& path) {
   return text.str();
 }
 
+absl::StatusOr<v1::EstimateRequest> ReadSummary(const std::string& text,
+                                                const std::string& name,
+                                                const ReadOptions& options) {
+  auto model = ParseModelSummary(text, name);
+  if (!model.ok()) return model.status();
+  if (options.batch_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name,
+                     ": a model summary does not give the training batch size; pass "
+                     "--batch-size N"));
+  }
+  model->set_batch_size(options.batch_size);
+  model->set_name(name == "stdin" ? name : name.substr(name.find_last_of('/') + 1));
+  v1::EstimateRequest request;
+  *request.mutable_model() = *std::move(model);
+  return request;
+}
+
 }  // namespace
 
-absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path) {
+absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
+                                                const ReadOptions& options) {
+  if (options.batch_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch-size must be positive, got ", options.batch_size));
+  }
   auto text = ReadAll(path);
   if (!text.ok()) return text.status();
   const std::string name = path == "-" ? "stdin" : path;
-  if (text->find_first_not_of(" \t\r\n") == std::string::npos) {
+  const size_t first = text->find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": empty input"));
   }
+  if ((*text)[first] != '{') return ReadSummary(*text, name, options);
   v1::EstimateRequest request;
-  auto as_model = google::protobuf::util::JsonStringToMessage(*text, request.mutable_model());
-  if (as_model.ok()) return request;
-  request.Clear();
-  if (google::protobuf::util::JsonStringToMessage(*text, &request).ok()) return request;
-  return absl::InvalidArgumentError(
-      absl::StrCat(name, ": not a ModelDescription (nor an EstimateRequest) in JSON: ",
-                   std::string(as_model.message())));
+  auto as_model =
+      google::protobuf::util::JsonStringToMessage(*text, request.mutable_model());
+  if (!as_model.ok()) {
+    request.Clear();
+    if (!google::protobuf::util::JsonStringToMessage(*text, &request).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": not a ModelDescription (nor an EstimateRequest) in JSON: ",
+          std::string(as_model.message())));
+    }
+  }
+  if (options.batch_size > 0) {
+    if (request.has_features()) {
+      request.mutable_features()->set_batch_size(options.batch_size);
+    } else {
+      request.mutable_model()->set_batch_size(options.batch_size);
+    }
+  }
+  return request;
 }
 
 }  // namespace gpuest::cli

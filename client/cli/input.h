@@ -1,9 +1,11 @@
 // File: input.h
 //
-// Reads what `gpuest estimate` is given: a ModelDescription in its JSON form, or a
-// whole EstimateRequest, from a file or stdin.
+// Reads what `gpuest estimate` is given, from a file or stdin: a ModelDescription in its
+// JSON form, a whole EstimateRequest, or a model summary printed by torchsummary or
+// torchinfo (anything whose first non-space character is not '{').
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -11,8 +13,17 @@
 
 namespace gpuest::cli {
 
+struct ReadOptions {
+  // Training batch size; 0 keeps the file's. A summary does not say it (its batch
+  // dimension is whatever the summary was run with), so a summary needs one here.
+  int64_t batch_size = 0;
+};
+
 // path "-" reads stdin. NotFound when the file cannot be read; InvalidArgument, naming
-// the file and the parser's complaint, when it is neither form.
-absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path);
+// the file (and for a summary the line) and the parser's complaint, when it is none of
+// the forms, or when a summary comes without options.batch_size. A summary's model is
+// named after the file's base name.
+absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
+                                                const ReadOptions& options = {});
 
 }  // namespace gpuest::cli

@@ -1,4 +1,5 @@
 // gpuest: the operator's command line for gpuest-server.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -19,6 +20,9 @@ ABSL_FLAG(std::string, target, "",
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "deadline of each call");
 ABSL_FLAG(std::string, gpu, "", "estimate: target GPU model, e.g. a100-40gb, h100-80gb");
 ABSL_FLAG(std::string, estimators, "", "estimate: comma-separated estimator ids to run");
+ABSL_FLAG(int64_t, batch_size, 0,
+          "estimate: training batch size; sets (overrides) the file's, and is required "
+          "when FILE is a torchsummary/torchinfo summary");
 ABSL_FLAG(bool, json, false, "print the response as JSON instead of a table");
 
 namespace {
@@ -27,8 +31,11 @@ enum ExitCode { kOk = 0, kFailed = 1, kBadInput = 2, kUnavailable = 3 };
 
 constexpr char kEpilogue[] =
     "Commands:\n"
-    "  estimate FILE   estimate a job; FILE is a ModelDescription (or EstimateRequest)\n"
-    "                  in JSON, e.g. from `python3 -m gpuest.describe`, or - for stdin\n"
+    "  estimate FILE   estimate a job; FILE (or - for stdin) is a ModelDescription\n"
+    "                  (or EstimateRequest) in JSON, e.g. from\n"
+    "                  `python3 -m gpuest.describe`, or the text printed by\n"
+    "                  torchsummary.summary() or torchinfo.summary(model,\n"
+    "                  input_size=...), which also needs --batch-size\n"
     "  models          list the estimators the server has loaded\n"
     "  health          report whether the server is serving\n"
     "\n"
@@ -39,18 +46,23 @@ constexpr char kEpilogue[] =
 
 int ExitCodeFor(const absl::Status& status) {
   switch (status.code()) {
-    case absl::StatusCode::kOk: return kOk;
+    case absl::StatusCode::kOk:
+      return kOk;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kFailedPrecondition: return kBadInput;
+    case absl::StatusCode::kFailedPrecondition:
+      return kBadInput;
     case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded: return kUnavailable;
-    default: return kFailed;
+    case absl::StatusCode::kDeadlineExceeded:
+      return kUnavailable;
+    default:
+      return kFailed;
   }
 }
 
 int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "gpuest: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+  std::fprintf(stderr, "gpuest: %s: %s\n",
+               absl::StatusCodeToString(status.code()).c_str(),
                std::string(status.message()).c_str());
   return ExitCodeFor(status);
 }
@@ -65,7 +77,9 @@ std::string Json(const google::protobuf::Message& message) {
 }
 
 int Estimate(const gpuest::Client& client, const std::string& path) {
-  auto request = gpuest::cli::ReadRequest(path);
+  gpuest::cli::ReadOptions read_options;
+  read_options.batch_size = absl::GetFlag(FLAGS_batch_size);
+  auto request = gpuest::cli::ReadRequest(path, read_options);
   if (!request.ok()) return Fail(request.status());
   if (!absl::GetFlag(FLAGS_gpu).empty()) request->set_gpu(absl::GetFlag(FLAGS_gpu));
   for (absl::string_view id :
@@ -117,7 +131,8 @@ int main(int argc, char** argv) {
       kEpilogue, __FILE__};
   const std::vector<std::string> args = gpuest::ParseFlags(argc, argv, usage);
   if (args.empty()) {
-    std::fprintf(stderr, "gpuest: a command is required\n\n%s", gpuest::UsageText(usage).c_str());
+    std::fprintf(stderr, "gpuest: a command is required\n\n%s",
+                 gpuest::UsageText(usage).c_str());
     return kBadInput;
   }
   std::string target = absl::GetFlag(FLAGS_target);

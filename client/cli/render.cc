@@ -28,8 +28,7 @@ std::string FamilyName(v1::ModelFamily family) {
 }
 
 std::string MetricName(v1::UtilizationMetric metric) {
-  return ShortName(v1::UtilizationMetric_Name(metric),
-                                          "UTILIZATION_METRIC_");
+  return ShortName(v1::UtilizationMetric_Name(metric), "UTILIZATION_METRIC_");
 }
 
 // Left-aligned columns, two spaces apart.
@@ -53,7 +52,8 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
 
 std::string BinText(const v1::MemoryBin& bin) {
   if (bin.upper_bytes() == 0) return absl::StrCat("> ", FormatBytes(bin.lower_bytes()));
-  return absl::StrCat(FormatBytes(bin.lower_bytes()), " - ", FormatBytes(bin.upper_bytes()));
+  return absl::StrCat(FormatBytes(bin.lower_bytes()), " - ",
+                      FormatBytes(bin.upper_bytes()));
 }
 
 std::string UtilizationText(const v1::UtilizationEstimate& u) {
@@ -70,16 +70,19 @@ std::string UtilizationText(const v1::UtilizationEstimate& u) {
 
 std::string FormatBytes(uint64_t bytes) {
   constexpr uint64_t kKiB = 1024, kMiB = kKiB << 10, kGiB = kMiB << 10;
-  if (bytes >= kGiB) return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / kGiB);
-  if (bytes >= kMiB) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / kMiB);
-  if (bytes >= kKiB) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / kKiB);
+  if (bytes >= kGiB)
+    return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / kGiB);
+  if (bytes >= kMiB)
+    return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / kMiB);
+  if (bytes >= kKiB)
+    return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / kKiB);
   return absl::StrCat(bytes, " B");
 }
 
-std::string RenderEstimate(const v1::EstimateResponse& response, const std::string& model_name,
-                           int64_t batch_size) {
-  std::string out = absl::StrCat("model ", model_name.empty() ? "(unnamed)" : model_name, " (",
-                                 FamilyName(response.family()));
+std::string RenderEstimate(const v1::EstimateResponse& response,
+                           const std::string& model_name, int64_t batch_size) {
+  std::string out = absl::StrCat("model ", model_name.empty() ? "(unnamed)" : model_name,
+                                 " (", FamilyName(response.family()));
   if (batch_size > 0) absl::StrAppend(&out, ", batch ", batch_size);
   absl::StrAppend(&out, ")  models ", response.models_version(), "\n\n");
 
@@ -89,12 +92,13 @@ std::string RenderEstimate(const v1::EstimateResponse& response, const std::stri
     const v1::MemoryEstimate& m = r.memory();
     std::string memory = m.point_bytes() ? FormatBytes(m.point_bytes()) : "-";
     std::string upper = m.upper_bytes() ? FormatBytes(m.upper_bytes()) : "-";
-    if (m.bins_size() > 0 && m.predicted_bin() >= 0 && m.predicted_bin() < m.bins_size()) {
+    if (m.bins_size() > 0 && m.predicted_bin() >= 0 &&
+        m.predicted_bin() < m.bins_size()) {
       memory = BinText(m.bins(m.predicted_bin()));
     }
     rows.push_back({r.estimator_id(), KindName(r.kind()), memory, upper,
-                    absl::StrFormat("%.2f", r.confidence()), absl::StrCat(r.latency_us(), " us"),
-                    r.basis()});
+                    absl::StrFormat("%.2f", r.confidence()),
+                    absl::StrCat(r.latency_us(), " us"), r.basis()});
   }
   absl::StrAppend(&out, Table(rows));
 
@@ -102,20 +106,21 @@ std::string RenderEstimate(const v1::EstimateResponse& response, const std::stri
     if (r.utilization().empty()) continue;
     std::vector<std::string> parts;
     for (const auto& u : r.utilization()) parts.push_back(UtilizationText(u));
-    absl::StrAppend(&out, "utilization (", r.estimator_id(), "): ", absl::StrJoin(parts, "; "),
-                    "\n");
+    absl::StrAppend(&out, "utilization (", r.estimator_id(),
+                    "): ", absl::StrJoin(parts, "; "), "\n");
   }
 
   if (response.has_recommendation()) {
     const v1::Recommendation& rec = response.recommendation();
-    absl::StrAppend(&out, "\nrecommended: ", FormatBytes(rec.memory_bytes()), " (", rec.basis(),
-                    ")\n");
+    absl::StrAppend(&out, "\nrecommended: ", FormatBytes(rec.memory_bytes()), " (",
+                    rec.basis(), ")\n");
     if (rec.has_fit()) {
       const v1::GpuFit& fit = rec.fit();
       const uint64_t headroom = static_cast<uint64_t>(std::abs(fit.headroom_bytes()));
       absl::StrAppend(&out, "fits ", fit.gpu(), " (", FormatBytes(fit.capacity_bytes()),
                       "): ", fit.fits() ? "yes" : "NO", ", ",
-                      fit.fits() ? "headroom " : "short by ", FormatBytes(headroom), "\n");
+                      fit.fits() ? "headroom " : "short by ", FormatBytes(headroom),
+                      "\n");
     }
   }
   if (!response.warnings().empty()) {
@@ -142,11 +147,13 @@ std::string RenderEstimators(const v1::ListEstimatorsResponse& response) {
     std::vector<std::pair<std::string, double>> metrics(e.training_metrics().begin(),
                                                         e.training_metrics().end());
     std::sort(metrics.begin(), metrics.end());
-    std::string metric_text = absl::StrJoin(metrics, " ", [](std::string* o, const auto& kv) {
-      absl::StrAppendFormat(o, "%s=%.3g", kv.first, kv.second);
-    });
+    std::string metric_text =
+        absl::StrJoin(metrics, " ", [](std::string* o, const auto& kv) {
+          absl::StrAppendFormat(o, "%s=%.3g", kv.first, kv.second);
+        });
     rows.push_back({e.id(), KindName(e.kind()), FamilyName(e.family()), e.version(),
-                    absl::StrJoin(targets, ","), metric_text.empty() ? "-" : metric_text});
+                    absl::StrJoin(targets, ","),
+                    metric_text.empty() ? "-" : metric_text});
   }
   return absl::StrCat(Table(rows), "\nmodels ", response.models_version(), "\n");
 }

@@ -1,6 +1,8 @@
 // The gpuest CLI and the server's own command line, run as a user would.
 #include <signal.h>
 
+#include <fstream>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
@@ -19,6 +21,9 @@ const std::string kCli = GPUEST_CLI_PATH;
 std::string Example(const std::string& name) {
   return std::string(GPUEST_EXAMPLES_DIR) + "/" + name;
 }
+std::string Summary(const std::string& name) {
+  return std::string(GPUEST_TEST_DATA_DIR) + "/summaries/" + name;
+}
 
 class CliTest : public ::testing::Test {
  protected:
@@ -28,7 +33,8 @@ class CliTest : public ::testing::Test {
     server_ = server->release();
   }
   static void TearDownTestSuite() { delete server_; }
-  static CommandResult Cli(std::vector<std::string> args, const std::string& stdin_text = "") {
+  static CommandResult Cli(std::vector<std::string> args,
+                           const std::string& stdin_text = "") {
     args.insert(args.begin(), {kCli, "--target", server_->target()});
     return RunCommand(args, stdin_text);
   }
@@ -50,13 +56,15 @@ TEST_F(CliTest, EstimateJsonIsAnEstimateResponse) {
   const CommandResult r = Cli({"estimate", "--json", Example("cnn.json")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   v1::EstimateResponse response;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &response).ok()) << r.out;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &response).ok())
+      << r.out;
   EXPECT_EQ(response.family(), v1::MODEL_FAMILY_CNN);
   EXPECT_GT(response.recommendation().memory_bytes(), 0u);
 }
 
 TEST_F(CliTest, EstimateReadsStdin) {
-  const CommandResult r = Cli({"estimate", "-"}, testing::ReadFileOrDie(Example("mlp.json")));
+  const CommandResult r =
+      Cli({"estimate", "-"}, testing::ReadFileOrDie(Example("mlp.json")));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "synthetic-mlp-pyramid")) << r.out;
 }
@@ -70,7 +78,8 @@ TEST_F(CliTest, BadInputExitsTwo) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "not a ModelDescription")) << r.err;
 
-  r = Cli({"estimate", "-"}, R"({"batchSize": 0, "layers": [{"type": "Linear", "parameters": 4}]})");
+  r = Cli({"estimate", "-"},
+          R"({"batchSize": 0, "layers": [{"type": "Linear", "parameters": 4}]})");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "INVALID_ARGUMENT: model.batch_size")) << r.err;
 
@@ -82,6 +91,31 @@ TEST_F(CliTest, BadInputExitsTwo) {
   EXPECT_EQ(Cli({"frobnicate"}).exit_code, 2);
   EXPECT_EQ(Cli({"--no-such-flag", "models"}).exit_code, 2);
   EXPECT_EQ(RunCommand({kCli}).exit_code, 2);
+}
+
+TEST_F(CliTest, EstimateTakesAModelSummary) {
+  for (const char* file : {"gpumemnet_resnet50_32.model", "torchinfo_bert.out"}) {
+    const CommandResult r = Cli({"estimate", Summary(file), "--batch-size", "32"});
+    EXPECT_EQ(r.exit_code, 0) << file << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, "horus")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, file)) << "named after the file\n" << r.out;
+  }
+  // A summary does not say the training batch size.
+  CommandResult r = Cli({"estimate", Summary("gpumemnet_resnet50_32.model")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "--batch-size")) << r.err;
+
+  // Cut off in the middle of the table: the error names the line.
+  const std::string truncated = ::testing::TempDir() + "/truncated_summary.txt";
+  {
+    const std::string text =
+        testing::ReadFileOrDie(Summary("gpumemnet_resnet50_32.model"));
+    const size_t cut = text.rfind('\n', text.find("Conv2d-37")) + 1;  // After row 36.
+    std::ofstream(truncated) << text.substr(0, cut);
+  }
+  r = Cli({"estimate", truncated, "--batch-size", "32"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "truncated_summary.txt line 39: ")) << r.err;
 }
 
 TEST_F(CliTest, ModelsAndHealth) {
@@ -110,8 +144,9 @@ TEST(CliUnavailable, NoServerExitsThree) {
 TEST(CliHelp, TellsTheCommandsAndExitCodes) {
   const CommandResult r = RunCommand({kCli, "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* word : {"estimate FILE", "models", "health", "--target", "--gpu", "--json",
-                           "GPUEST_TARGET", "Exit codes"}) {
+  for (const char* word :
+       {"estimate FILE", "models", "health", "--target", "--gpu", "--json",
+        "--batch-size", "torchsummary", "torchinfo", "GPUEST_TARGET", "Exit codes"}) {
     EXPECT_TRUE(absl::StrContains(r.out, word)) << word << "\n" << r.out;
   }
 }
@@ -119,8 +154,9 @@ TEST(CliHelp, TellsTheCommandsAndExitCodes) {
 TEST(ServerCommandLine, HelpBadFlagsAndMissingModels) {
   CommandResult r = RunCommand({GPUEST_SERVER_PATH, "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* flag : {"--listen", "--metrics-listen", "--models", "--device", "--workers",
-                           "--max-message-size", "--log-level", "--log-format", "--grace-period"}) {
+  for (const char* flag :
+       {"--listen", "--metrics-listen", "--models", "--device", "--workers",
+        "--max-message-size", "--log-level", "--log-format", "--grace-period"}) {
     EXPECT_TRUE(absl::StrContains(r.out, flag)) << flag;
   }
   EXPECT_EQ(RunCommand({GPUEST_SERVER_PATH, "--bogus"}).exit_code, 2);
@@ -132,14 +168,32 @@ TEST(ServerCommandLine, HelpBadFlagsAndMissingModels) {
   EXPECT_TRUE(absl::StrContains(r.err, "/nonexistent")) << r.err;
 }
 
+TEST(ServerCommandLine, PerRequestLinesOnlyAtDebugLevel) {
+  for (const char* level : {"info", "debug"}) {
+    auto server = ServerProcess::Start({std::string("--log-level=") + level});
+    ASSERT_TRUE(server.ok()) << server.status();
+    const CommandResult r = RunCommand(
+        {kCli, "--target", (*server)->target(), "estimate", Example("mlp.json")});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    (*server)->Signal(SIGTERM);
+    ASSERT_TRUE((*server)->WaitForExit(absl::Seconds(15)).ok());
+    EXPECT_EQ(absl::StrContains((*server)->Log(), "Estimate: 1 results"),
+              std::string(level) == "debug")
+        << level << ":\n"
+        << (*server)->Log();
+  }
+}
+
 TEST(ServerCommandLine, JsonLogsAreOneObjectPerLine) {
   auto server = ServerProcess::Start({"--log-format=json"});
   ASSERT_TRUE(server.ok()) << server.status();
   (*server)->Signal(SIGTERM);
   ASSERT_TRUE((*server)->WaitForExit(absl::Seconds(15)).ok());
   int lines = 0;
-  for (absl::string_view line : absl::StrSplit((*server)->Log(), '\n', absl::SkipEmpty())) {
-    EXPECT_TRUE(absl::StartsWith(line, "{\"time\":\"") && absl::EndsWith(line, "}")) << line;
+  for (absl::string_view line :
+       absl::StrSplit((*server)->Log(), '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(line, "{\"time\":\"") && absl::EndsWith(line, "}"))
+        << line;
     ++lines;
   }
   EXPECT_GE(lines, 4);
