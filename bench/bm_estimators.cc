@@ -17,7 +17,8 @@ v1::EstimateRequest Example(const std::string& name) {
   std::stringstream text;
   text << in.rdbuf();
   v1::EstimateRequest request;
-  if (!google::protobuf::util::JsonStringToMessage(text.str(), request.mutable_model()).ok()) {
+  if (!google::protobuf::util::JsonStringToMessage(text.str(), request.mutable_model())
+           .ok()) {
     std::abort();
   }
   return request;
@@ -35,7 +36,8 @@ BENCHMARK(BM_ExtractFeatures)->DenseRange(0, 2);
 void BM_Validate(benchmark::State& state) {
   const v1::EstimateRequest request = Example(kExamples[state.range(0)]);
   state.SetLabel(kExamples[state.range(0)]);
-  for (auto _ : state) benchmark::DoNotOptimize(ValidateRequest(request, ValidationLimits{}));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(ValidateRequest(request, ValidationLimits{}));
 }
 BENCHMARK(BM_Validate)->DenseRange(0, 2);
 

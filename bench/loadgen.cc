@@ -64,7 +64,8 @@ class ClosedLoop {
             if (response.ok()) {
               recorder_.latencies_us.push_back(absl::ToDoubleMicroseconds(end - start));
             } else {
-              if (recorder_.errors++ == 0) recorder_.first_error = response.status().ToString();
+              if (recorder_.errors++ == 0)
+                recorder_.first_error = response.status().ToString();
             }
           }
           if (end < until_) {
@@ -108,7 +109,8 @@ int main(int argc, char** argv) {
   std::stringstream text;
   text << in.rdbuf();
   gpuest::v1::EstimateRequest request;
-  if (auto s = google::protobuf::util::JsonStringToMessage(text.str(), request.mutable_model());
+  if (auto s = google::protobuf::util::JsonStringToMessage(text.str(),
+                                                           request.mutable_model());
       !s.ok()) {
     std::fprintf(stderr, "%s: %s\n", absl::GetFlag(FLAGS_request).c_str(),
                  std::string(s.message()).c_str());

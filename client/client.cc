@@ -17,8 +17,8 @@ absl::Status FromGrpc(const grpc::Status& status) {
   // This API gives callers no way to cancel, so a CANCELLED came from the server's side,
   // typically a call that raced its shutdown: to the caller the server is unavailable.
   if (status.error_code() == grpc::StatusCode::CANCELLED) {
-    return absl::UnavailableError(
-        absl::StrCat("the server cancelled the call (shutting down?): ", status.error_message()));
+    return absl::UnavailableError(absl::StrCat(
+        "the server cancelled the call (shutting down?): ", status.error_message()));
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       status.error_message());
@@ -41,7 +41,8 @@ bool IsIpv4Address(absl::string_view host_port) {
 // One channel target for the whole list: the ipv4:/ipv6: resolvers take several
 // addresses, which round_robin then balances.
 absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& targets) {
-  if (targets.empty()) return absl::InvalidArgumentError("targets: at least one is required");
+  if (targets.empty())
+    return absl::InvalidArgumentError("targets: at least one is required");
   for (size_t i = 0; i < targets.size(); ++i) {
     if (targets[i].empty()) {
       return absl::InvalidArgumentError(absl::StrCat("targets[", i, "]: is empty"));
@@ -122,7 +123,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   impl->channel =
       grpc::CreateCustomChannel(impl->target, grpc::InsecureChannelCredentials(), args);
   if (!impl->channel) {
-    return absl::InvalidArgumentError(absl::StrCat("targets: cannot use '", impl->target, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("targets: cannot use '", impl->target, "'"));
   }
   impl->stub = v1::Estimator::NewStub(impl->channel);
   impl->health = grpc::health::v1::Health::NewStub(impl->channel);
@@ -151,15 +153,14 @@ void Client::EstimateAsync(const v1::EstimateRequest& request,
   auto call = std::make_shared<Call>();
   call->request = request;
   impl_->SetDeadline(call->context, deadline);
-  impl_->stub->async()->Estimate(
-      &call->context, &call->request, &call->response,
-      [call, done = std::move(done)](grpc::Status status) {
-        if (status.ok()) {
-          done(std::move(call->response));
-        } else {
-          done(FromGrpc(status));
-        }
-      });
+  impl_->stub->async()->Estimate(&call->context, &call->request, &call->response,
+                                 [call, done = std::move(done)](grpc::Status status) {
+                                   if (status.ok()) {
+                                     done(std::move(call->response));
+                                   } else {
+                                     done(FromGrpc(status));
+                                   }
+                                 });
 }
 
 absl::StatusOr<v1::ListEstimatorsResponse> Client::ListEstimators(
@@ -183,10 +184,12 @@ absl::StatusOr<ServingState> Client::Health(const std::string& service,
   absl::Status status = FromGrpc(impl_->health->Check(&context, request, &response));
   if (!status.ok()) return status;
   switch (response.status()) {
-    case grpc::health::v1::HealthCheckResponse::SERVING: return ServingState::kServing;
+    case grpc::health::v1::HealthCheckResponse::SERVING:
+      return ServingState::kServing;
     case grpc::health::v1::HealthCheckResponse::NOT_SERVING:
       return ServingState::kNotServing;
-    default: return ServingState::kUnknown;
+    default:
+      return ServingState::kUnknown;
   }
 }
 

@@ -30,7 +30,8 @@ std::string Underscored(const std::string& arg) {
 // absl normalises a flag's file name (it may drop a leading "/"), so compare ends.
 bool DefinedIn(const absl::CommandLineFlag& flag, absl::string_view file) {
   const std::string defined = flag.Filename();
-  return !defined.empty() && (absl::EndsWith(file, defined) || absl::EndsWith(defined, file));
+  return !defined.empty() &&
+         (absl::EndsWith(file, defined) || absl::EndsWith(defined, file));
 }
 
 bool IsHelp(const std::string& arg) {
@@ -46,8 +47,8 @@ std::string UsageText(const ProgramUsage& usage) {
   }
   std::sort(flags.begin(), flags.end(),
             [](auto* a, auto* b) { return a->Name() < b->Name(); });
-  std::string text = absl::StrCat("Usage: ", usage.synopsis, "\n\n", usage.description,
-                                  "\n\nFlags:\n");
+  std::string text =
+      absl::StrCat("Usage: ", usage.synopsis, "\n\n", usage.description, "\n\nFlags:\n");
   for (const absl::CommandLineFlag* flag : flags) {
     std::string def = flag->DefaultValue();
     if (flag->IsOfType<std::string>()) def = absl::StrCat("\"", def, "\"");

@@ -11,7 +11,8 @@
 namespace gpuest {
 namespace {
 
-v1::Warning MakeWarning(std::string code, std::string message, std::string estimator = "") {
+v1::Warning MakeWarning(std::string code, std::string message,
+                        std::string estimator = "") {
   v1::Warning w;
   w.set_code(std::move(code));
   w.set_message(std::move(message));
@@ -29,9 +30,9 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
   if (!request.gpu().empty()) {
     gpu = registry_->gpus().Find(request.gpu());
     if (gpu == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("gpu: unknown GPU '", request.gpu(),
-                                                     "'; known: ",
-                                                     registry_->gpus().KnownIds()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("gpu: unknown GPU '", request.gpu(),
+                       "'; known: ", registry_->gpus().KnownIds()));
     }
   }
 
@@ -39,9 +40,8 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
   for (int i = 0; i < request.estimators_size(); ++i) {
     const Estimator* e = registry_->Find(request.estimators(i));
     if (e == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("estimators[", i,
-                                                     "]: unknown estimator '",
-                                                     request.estimators(i), "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "estimators[", i, "]: unknown estimator '", request.estimators(i), "'"));
     }
     chosen.push_back(e);
   }
@@ -60,8 +60,9 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
   if (const auto unknown = UnknownLayerTypes(features); !unknown.empty()) {
     warnings.push_back(MakeWarning(
         "UNKNOWN_LAYER_TYPE",
-        absl::StrCat("layer types no estimator was built for: ", absl::StrJoin(unknown, ", "),
-                     "; estimates treat them by their totals only")));
+        absl::StrCat(
+            "layer types no estimator was built for: ", absl::StrJoin(unknown, ", "),
+            "; estimates treat them by their totals only")));
   }
 
   for (const Estimator* estimator : chosen) {
@@ -80,8 +81,8 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
     const absl::Time start = absl::Now();
     absl::Status status = estimator->Estimate(input, result, warnings);
     if (!status.ok()) {
-      warnings.push_back(MakeWarning("ESTIMATOR_FAILED", std::string(status.message()),
-                                     info.id()));
+      warnings.push_back(
+          MakeWarning("ESTIMATOR_FAILED", std::string(status.message()), info.id()));
       continue;
     }
     result.set_estimator_id(info.id());

@@ -21,9 +21,9 @@ std::string DominantActivation(const v1::ModelDescription& model) {
       ++it->second;
     }
   }
-  auto best = std::max_element(seen.begin(), seen.end(), [](const auto& a, const auto& b) {
-    return a.second < b.second;
-  });
+  auto best =
+      std::max_element(seen.begin(), seen.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
   return best == seen.end() ? std::string() : best->first;
 }
 
@@ -44,8 +44,9 @@ v1::FeatureVector ExtractFeatures(const v1::ModelDescription& model) {
   }
   features.set_total_parameters(parameters);
   features.set_total_activations(activations);
-  features.set_family(model.family() != v1::MODEL_FAMILY_UNSPECIFIED ? model.family()
-                                                                    : InferFamily(counts));
+  features.set_family(model.family() != v1::MODEL_FAMILY_UNSPECIFIED
+                          ? model.family()
+                          : InferFamily(counts));
   features.set_activation_function(model.activation_function().empty()
                                        ? DominantActivation(model)
                                        : CanonicalLayerType(model.activation_function()));

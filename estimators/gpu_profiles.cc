@@ -34,7 +34,8 @@ absl::StatusOr<GpuProfiles> GpuProfiles::Parse(const std::string& json_text) {
       p.name = g.at("name").get<std::string>();
       p.architecture = g.at("architecture").get<std::string>();
       p.memory_bytes = g.at("memory_mib").get<uint64_t>() << 20;
-      if (g.contains("aliases")) p.aliases = g.at("aliases").get<std::vector<std::string>>();
+      if (g.contains("aliases"))
+        p.aliases = g.at("aliases").get<std::vector<std::string>>();
       if (p.id.empty() || p.memory_bytes == 0) {
         return absl::InvalidArgumentError("every GPU needs an id and memory_mib > 0");
       }

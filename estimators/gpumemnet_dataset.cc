@@ -64,8 +64,8 @@ absl::StatusOr<std::vector<v1::Layer>> ParseLayerList(absl::string_view text) {
     std::vector<absl::string_view> parts =
         absl::StrSplit(text.substr(pos + 1, close - pos - 1), ',');
     if (parts.size() != 3) {
-      return absl::InvalidArgumentError(absl::StrCat("tuple at offset ", pos,
-                                                     " does not have 3 fields"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tuple at offset ", pos, " does not have 3 fields"));
     }
     absl::string_view type = absl::StripAsciiWhitespace(parts[0]);
     absl::ConsumePrefix(&type, "'");
@@ -97,7 +97,8 @@ absl::StatusOr<std::vector<MeasuredRun>> LoadGpuMemNetCsv(const std::string& pat
   for (const char* required : {"Filename", "Activations-Params", "Batch Size",
                                "Max GPU Memory (MiB)", "Activation Function"}) {
     if (!column.count(required)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": no column '", required, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": no column '", required, "'"));
     }
   }
   std::vector<MeasuredRun> runs;

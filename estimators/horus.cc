@@ -31,9 +31,9 @@ class HorusEstimator final : public Estimator {
         HorusBytes(f.total_activations(), f.total_parameters(), f.batch_size()));
     // The study found the formula off by large factors either way.
     result.set_confidence(0.1);
-    result.set_basis(absl::StrCat("formula 4 x (A x B + P + B x P) with A=",
-                                  f.total_activations(), ", P=", f.total_parameters(),
-                                  ", B=", f.batch_size()));
+    result.set_basis(
+        absl::StrCat("formula 4 x (A x B + P + B x P) with A=", f.total_activations(),
+                     ", P=", f.total_parameters(), ", B=", f.batch_size()));
     return absl::OkStatus();
   }
 
@@ -43,7 +43,8 @@ class HorusEstimator final : public Estimator {
 
 }  // namespace
 
-uint64_t HorusBytes(int64_t activations_per_sample, int64_t parameters, int64_t batch_size) {
+uint64_t HorusBytes(int64_t activations_per_sample, int64_t parameters,
+                    int64_t batch_size) {
   // In long double: A x B and B x P overflow 64 bits for the largest valid inputs.
   const long double a = activations_per_sample, p = parameters, b = batch_size;
   const long double bytes = 4.0L * (a * b + p + b * p);

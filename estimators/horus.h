@@ -11,7 +11,8 @@
 
 namespace gpuest {
 
-uint64_t HorusBytes(int64_t activations_per_sample, int64_t parameters, int64_t batch_size);
+uint64_t HorusBytes(int64_t activations_per_sample, int64_t parameters,
+                    int64_t batch_size);
 
 std::unique_ptr<Estimator> MakeHorusEstimator();
 

@@ -61,11 +61,28 @@ const Tables& Table() {
     add("Dropout1d", K::kDropout, {});
     add("Dropout2d", K::kDropout, {});
     add("AlphaDropout", K::kDropout, {});
-    for (const char* act : {"ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU",
-                            "GELU", "SiLU", "Mish", "Softplus", "Tanh", "Sigmoid",
-                            "Hardswish", "Hardsigmoid", "Hardtanh", "LogSigmoid",
-                            "Softsign", "Tanhshrink", "NewGELUActivation",
-                            "GELUActivation", "QuickGELUActivation"}) {
+    for (const char* act : {"ReLU",
+                            "ReLU6",
+                            "LeakyReLU",
+                            "PReLU",
+                            "ELU",
+                            "SELU",
+                            "CELU",
+                            "GELU",
+                            "SiLU",
+                            "Mish",
+                            "Softplus",
+                            "Tanh",
+                            "Sigmoid",
+                            "Hardswish",
+                            "Hardsigmoid",
+                            "Hardtanh",
+                            "LogSigmoid",
+                            "Softsign",
+                            "Tanhshrink",
+                            "NewGELUActivation",
+                            "GELUActivation",
+                            "QuickGELUActivation"}) {
       add(act, K::kActivation, {});
     }
     add("Softmax", K::kSoftmax, {});
@@ -105,17 +122,30 @@ v1::ModelFamily InferFamily(
   for (const auto& [type, count] : layer_counts) {
     if (count <= 0) continue;
     switch (ClassifyLayerType(type).kind) {
-      case LayerKind::kConv: conv = true; break;
-      case LayerKind::kAttention: attention = true; break;
-      case LayerKind::kEmbedding: embedding = true; dense_only = false; break;
-      case LayerKind::kLayerNorm: layer_norm = true; dense_only = false; break;
+      case LayerKind::kConv:
+        conv = true;
+        break;
+      case LayerKind::kAttention:
+        attention = true;
+        break;
+      case LayerKind::kEmbedding:
+        embedding = true;
+        dense_only = false;
+        break;
+      case LayerKind::kLayerNorm:
+        layer_norm = true;
+        dense_only = false;
+        break;
       case LayerKind::kLinear:
       case LayerKind::kBatchNorm:
       case LayerKind::kDropout:
       case LayerKind::kActivation:
       case LayerKind::kSoftmax:
-      case LayerKind::kShape: break;
-      default: dense_only = false; break;
+      case LayerKind::kShape:
+        break;
+      default:
+        dense_only = false;
+        break;
     }
   }
   if (conv) return v1::MODEL_FAMILY_CNN;
@@ -126,11 +156,16 @@ v1::ModelFamily InferFamily(
 
 absl::string_view FamilyName(v1::ModelFamily family) {
   switch (family) {
-    case v1::MODEL_FAMILY_MLP: return "mlp";
-    case v1::MODEL_FAMILY_CNN: return "cnn";
-    case v1::MODEL_FAMILY_TRANSFORMER: return "transformer";
-    case v1::MODEL_FAMILY_OTHER: return "other";
-    default: return "any";
+    case v1::MODEL_FAMILY_MLP:
+      return "mlp";
+    case v1::MODEL_FAMILY_CNN:
+      return "cnn";
+    case v1::MODEL_FAMILY_TRANSFORMER:
+      return "transformer";
+    case v1::MODEL_FAMILY_OTHER:
+      return "other";
+    default:
+      return "any";
   }
 }
 

@@ -6,8 +6,8 @@
 #pragma once
 
 #include <string>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "gpuest/v1/model.pb.h"
 
 namespace gpuest {
@@ -44,7 +44,8 @@ inline std::string CanonicalLayerType(absl::string_view type) {
 // Family from layer counts keyed by canonical type: any convolution makes a CNN,
 // attention or an embedding with layer norms a Transformer, only dense, batch-norm,
 // dropout and activation layers an MLP; anything else is OTHER.
-v1::ModelFamily InferFamily(const google::protobuf::Map<std::string, int64_t>& layer_counts);
+v1::ModelFamily InferFamily(
+    const google::protobuf::Map<std::string, int64_t>& layer_counts);
 
 // "mlp", "cnn", "transformer", "other", "any".
 absl::string_view FamilyName(v1::ModelFamily family);

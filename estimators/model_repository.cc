@@ -36,7 +36,8 @@ uint64_t Fnv1a(absl::string_view data, uint64_t hash) {
 absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat("model repository ", dir, " is not a directory"));
+    return absl::NotFoundError(
+        absl::StrCat("model repository ", dir, " is not a directory"));
   }
   ModelRepositoryContents contents;
   contents.gpu_profiles_path = (fs::path(dir) / "gpu_profiles.json").string();

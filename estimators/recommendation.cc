@@ -9,10 +9,14 @@ namespace {
 
 int Trust(v1::EstimatorKind kind) {
   switch (kind) {
-    case v1::ESTIMATOR_KIND_SIMULATOR: return 3;
-    case v1::ESTIMATOR_KIND_CLASSIFIER: return 2;
-    case v1::ESTIMATOR_KIND_ANALYTICAL: return 1;
-    default: return 0;
+    case v1::ESTIMATOR_KIND_SIMULATOR:
+      return 3;
+    case v1::ESTIMATOR_KIND_CLASSIFIER:
+      return 2;
+    case v1::ESTIMATOR_KIND_ANALYTICAL:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -38,18 +42,19 @@ std::optional<v1::Recommendation> Recommend(
   v1::Recommendation rec;
   rec.set_memory_bytes(SafeFigure(best->memory()));
   rec.set_estimator_id(best->estimator_id());
-  rec.set_basis(absl::StrCat(
-      best->memory().upper_bytes() > 0 ? "upper bound" : "point estimate", " of ",
-      best->estimator_id(),
-      ", the largest of the most trusted kind present (simulator > classifier > formula)"));
+  rec.set_basis(
+      absl::StrCat(best->memory().upper_bytes() > 0 ? "upper bound" : "point estimate",
+                   " of ", best->estimator_id(),
+                   ", the largest of the most trusted kind present (simulator > "
+                   "classifier > formula)"));
   if (gpu != nullptr) {
     v1::GpuFit& fit = *rec.mutable_fit();
     fit.set_gpu(gpu->id);
     fit.set_capacity_bytes(gpu->memory_bytes);
     fit.set_fits(rec.memory_bytes() <= gpu->memory_bytes);
-    fit.set_headroom_bytes(static_cast<int64_t>(gpu->memory_bytes) -
-                           static_cast<int64_t>(std::min<uint64_t>(
-                               rec.memory_bytes(), uint64_t{1} << 62)));
+    fit.set_headroom_bytes(
+        static_cast<int64_t>(gpu->memory_bytes) -
+        static_cast<int64_t>(std::min<uint64_t>(rec.memory_bytes(), uint64_t{1} << 62)));
   }
   return rec;
 }

@@ -17,7 +17,9 @@ const absl::flat_hash_map<std::string, EstimatorFactory>& Factories() {
 
 absl::StatusOr<std::string> EstimatorType(const ModelArtifact& artifact) {
   try {
-    return nlohmann::json::parse(artifact.manifest_text).at("estimator_type").get<std::string>();
+    return nlohmann::json::parse(artifact.manifest_text)
+        .at("estimator_type")
+        .get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(artifact.directory, "/manifest.json: ", e.what()));
@@ -30,7 +32,8 @@ absl::StatusOr<std::unique_ptr<EstimatorRegistry>> EstimatorRegistry::Load(
     const RegistryOptions& options) {
   GPUEST_ASSIGN_OR_RETURN(ModelRepositoryContents contents,
                           ScanModelRepository(options.models_dir));
-  GPUEST_ASSIGN_OR_RETURN(GpuProfiles gpus, GpuProfiles::LoadFile(contents.gpu_profiles_path));
+  GPUEST_ASSIGN_OR_RETURN(GpuProfiles gpus,
+                          GpuProfiles::LoadFile(contents.gpu_profiles_path));
   std::unique_ptr<EstimatorRegistry> registry(
       new EstimatorRegistry(std::move(gpus), contents.version));
   registry->estimators_.push_back(MakeHorusEstimator());

@@ -33,7 +33,9 @@ class EstimatorRegistry {
   static absl::StatusOr<std::unique_ptr<EstimatorRegistry>> Load(
       const RegistryOptions& options);
 
-  const std::vector<std::unique_ptr<Estimator>>& estimators() const { return estimators_; }
+  const std::vector<std::unique_ptr<Estimator>>& estimators() const {
+    return estimators_;
+  }
   // nullptr when no estimator has this id.
   const Estimator* Find(absl::string_view id) const;
   const GpuProfiles& gpus() const { return gpus_; }

@@ -12,7 +12,8 @@ absl::Status Invalid(absl::string_view field, absl::string_view problem) {
 
 absl::Status CheckCount(absl::string_view field, int64_t value, int64_t max) {
   if (value < 0) return Invalid(field, absl::StrCat("must be non-negative, got ", value));
-  if (value > max) return Invalid(field, absl::StrCat("must be at most ", max, ", got ", value));
+  if (value > max)
+    return Invalid(field, absl::StrCat("must be at most ", max, ", got ", value));
   return absl::OkStatus();
 }
 
@@ -20,24 +21,27 @@ absl::Status CheckBatchSize(absl::string_view field, int64_t value,
                             const ValidationLimits& limits) {
   if (value <= 0) return Invalid(field, absl::StrCat("must be positive, got ", value));
   if (value > limits.max_batch_size) {
-    return Invalid(field, absl::StrCat("must be at most ", limits.max_batch_size, ", got ",
-                                       value));
+    return Invalid(
+        field, absl::StrCat("must be at most ", limits.max_batch_size, ", got ", value));
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckTrace(const v1::AllocationTrace& trace, const ValidationLimits& limits) {
+absl::Status CheckTrace(const v1::AllocationTrace& trace,
+                        const ValidationLimits& limits) {
   const int n = trace.size_bytes_size();
   if (n > limits.max_trace_events) {
-    return Invalid("model.trace.size_bytes",
-                   absl::StrCat(n, " events exceed the limit of ", limits.max_trace_events));
+    return Invalid(
+        "model.trace.size_bytes",
+        absl::StrCat(n, " events exceed the limit of ", limits.max_trace_events));
   }
-  if (trace.alloc_at_size() != n || trace.free_at_size() != n || trace.category_size() != n) {
-    return Invalid("model.trace",
-                   absl::StrCat("columns must have equal lengths (size_bytes ", n,
-                                ", alloc_at ", trace.alloc_at_size(), ", free_at ",
-                                trace.free_at_size(), ", category ", trace.category_size(),
-                                ")"));
+  if (trace.alloc_at_size() != n || trace.free_at_size() != n ||
+      trace.category_size() != n) {
+    return Invalid(
+        "model.trace",
+        absl::StrCat("columns must have equal lengths (size_bytes ", n, ", alloc_at ",
+                     trace.alloc_at_size(), ", free_at ", trace.free_at_size(),
+                     ", category ", trace.category_size(), ")"));
   }
   for (int i = 0; i < n; ++i) {
     if (!v1::AllocationCategory_IsValid(trace.category(i)) ||
@@ -113,14 +117,15 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
     return Invalid("model.layers", "at least one layer is required");
   }
   if (model.layers_size() > limits.max_layers) {
-    return Invalid("model.layers", absl::StrCat(model.layers_size(),
-                                                " layers exceed the limit of ",
-                                                limits.max_layers));
+    return Invalid("model.layers",
+                   absl::StrCat(model.layers_size(), " layers exceed the limit of ",
+                                limits.max_layers));
   }
   int64_t total_params = 0, total_acts = 0;
   for (int i = 0; i < model.layers_size(); ++i) {
     const v1::Layer& layer = model.layers(i);
-    // Field paths are built only on failure: this loop runs for every layer of every call.
+    // Field paths are built only on failure: this loop runs for every layer of every
+    // call.
     auto field = [i](absl::string_view name) {
       return absl::StrCat("model.layers[", i, "].", name);
     };
@@ -139,8 +144,8 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
     total_params += layer.parameters();
     total_acts += layer.output_activations();
   }
-  GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total parameters)", total_params,
-                                    limits.max_count));
+  GPUEST_RETURN_IF_ERROR(
+      CheckCount("model.layers (total parameters)", total_params, limits.max_count));
   GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total output_activations)", total_acts,
                                     limits.max_count));
   if (model.has_trace()) GPUEST_RETURN_IF_ERROR(CheckTrace(model.trace(), limits));

@@ -56,10 +56,12 @@ int main(int argc, char** argv) {
   const std::vector<std::string> positional = gpuest::ParseFlags(
       argc, argv,
       {"gpuest-server [flags]",
-       "Serves gpuest.v1.Estimator over gRPC (with grpc.health.v1 and server reflection)\n"
+       "Serves gpuest.v1.Estimator over gRPC (with grpc.health.v1 and server "
+       "reflection)\n"
        "and Prometheus metrics over HTTP. Loads every estimator of the model repository\n"
        "once at start; SIGTERM or SIGINT drain in-flight calls and exit 0.",
-       "Exit codes: 0 after a clean shutdown, 1 if the server cannot start, 2 on bad flags.",
+       "Exit codes: 0 after a clean shutdown, 1 if the server cannot start, 2 on bad "
+       "flags.",
        __FILE__});
   if (!positional.empty()) {
     std::fprintf(stderr, "gpuest-server takes no arguments, got '%s'; see --help\n",
@@ -76,7 +78,8 @@ int main(int argc, char** argv) {
   if (options.grpc.max_message_bytes <= 0 || options.work.worker_threads < 0 ||
       options.work.limits.max_layers <= 0 || options.work.limits.max_trace_events < 0 ||
       options.grace_period < absl::ZeroDuration()) {
-    std::fprintf(stderr, "sizes, counts and the grace period must be positive; see --help\n");
+    std::fprintf(stderr,
+                 "sizes, counts and the grace period must be positive; see --help\n");
     return 2;
   }
 

@@ -23,7 +23,8 @@ constexpr int kStatusCodes = 17;  // OK .. UNAUTHENTICATED, as in gRPC.
 // Latency buckets from 25 us, with a boundary at the 1 ms objective.
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
-      25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 0.1, 0.5, 2.5};
+      25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3,
+      5e-3,  10e-3, 25e-3,  0.1,    0.5,    2.5};
   return *buckets;
 }
 
@@ -35,7 +36,8 @@ std::string CodeName(absl::StatusCode code) {
 }  // namespace
 
 struct Metrics::State {
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::shared_ptr<prometheus::Registry> registry =
+      std::make_shared<prometheus::Registry>();
   std::unique_ptr<prometheus::Exposer> exposer;
 
   // The metric table: each family declared once, here.
@@ -101,7 +103,8 @@ struct Metrics::State {
 Metrics::Metrics(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Metrics::~Metrics() = default;
 
-absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen_address) {
+absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
+    const std::string& listen_address) {
   auto state = std::make_unique<State>();
   for (int m = 0; m < kRpcMethodCount; ++m) {
     state->in_flight_series[m] = &state->in_flight.Add({{"method", kMethodNames[m]}});
@@ -131,7 +134,8 @@ void Metrics::SetBuildInfo(const std::string& version, const std::string& grpc_v
 void Metrics::SetModels(const std::string& models_version,
                         const std::vector<std::string>& ids) {
   state_->models_info
-      .Add({{"models_version", models_version}, {"estimators", std::to_string(ids.size())}})
+      .Add({{"models_version", models_version},
+            {"estimators", std::to_string(ids.size())}})
       .Set(1);
   for (const std::string& id : ids) {
     state_->estimator_series[id] =

@@ -20,7 +20,8 @@ class Metrics {
  public:
   // Starts serving /metrics on listen_address ("127.0.0.1:9464"; port 0 picks one)
   // unless it is empty.
-  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& listen_address);
+  static absl::StatusOr<std::unique_ptr<Metrics>> Create(
+      const std::string& listen_address);
   ~Metrics();
 
   // 0 when /metrics is not served.

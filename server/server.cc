@@ -40,7 +40,8 @@ absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", ec.message()));
   return absl::OkStatus();
 }
 

@@ -23,7 +23,8 @@ class WorkerPool;
 
 class GpuestServer {
  public:
-  static absl::StatusOr<std::unique_ptr<GpuestServer>> Create(const ServerOptions& options);
+  static absl::StatusOr<std::unique_ptr<GpuestServer>> Create(
+      const ServerOptions& options);
   ~GpuestServer();
 
   int grpc_port() const { return grpc_port_; }

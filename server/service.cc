@@ -11,7 +11,8 @@ namespace {
 
 // Why a call should not start now, or OK.
 absl::Status Admissible(grpc::CallbackServerContext* context) {
-  if (context->IsCancelled()) return absl::CancelledError("the client cancelled the call");
+  if (context->IsCancelled())
+    return absl::CancelledError("the client cancelled the call");
   if (context->deadline() <= std::chrono::system_clock::now()) {
     return absl::DeadlineExceededError("the deadline passed before the call was handled");
   }
@@ -35,7 +36,8 @@ grpc::ServerUnaryReactor* Dispatch(RpcMethod method, grpc::CallbackServerContext
     if (status.ok()) status = work(start);
     finish(status);
   });
-  if (!queued) finish(absl::ResourceExhaustedError("the server is overloaded; retry later"));
+  if (!queued)
+    finish(absl::ResourceExhaustedError("the server is overloaded; retry later"));
   return reactor;
 }
 
@@ -49,7 +51,7 @@ grpc::ServerUnaryReactor* EstimatorService::Estimate(grpc::CallbackServerContext
       [this, request, response](absl::Time start) -> absl::Status {
         absl::StatusOr<v1::EstimateResponse> result = engine_.Estimate(*request);
         if (!result.ok()) {
-          SPDLOG_DEBUG("Estimate: {}", result.status().ToString());
+          spdlog::debug("Estimate: {}", result.status().ToString());
           return result.status();
         }
         *response = std::move(*result);
@@ -57,8 +59,8 @@ grpc::ServerUnaryReactor* EstimatorService::Estimate(grpc::CallbackServerContext
           metrics_.EstimatorObserved(r.estimator_id(), r.latency_us() * 1e-6);
         }
         response->set_server_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
-        SPDLOG_DEBUG("Estimate: {} results in {} us", response->results_size(),
-                     response->server_latency_us());
+        spdlog::debug("Estimate: {} results in {} us", response->results_size(),
+                      response->server_latency_us());
         return absl::OkStatus();
       });
 }

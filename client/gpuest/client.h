@@ -43,7 +43,8 @@ class Client {
 
   // deadline <= 0 uses options.default_deadline.
   absl::StatusOr<v1::EstimateResponse> Estimate(
-      const v1::EstimateRequest& request, absl::Duration deadline = absl::ZeroDuration()) const;
+      const v1::EstimateRequest& request,
+      absl::Duration deadline = absl::ZeroDuration()) const;
 
   // Non-blocking Estimate: done runs on a gRPC thread with the outcome.
   void EstimateAsync(const v1::EstimateRequest& request,
@@ -54,8 +55,9 @@ class Client {
       absl::Duration deadline = absl::ZeroDuration()) const;
 
   // grpc.health.v1 Check, for the whole server or for service "gpuest.v1.Estimator".
-  absl::StatusOr<ServingState> Health(const std::string& service = "",
-                                      absl::Duration deadline = absl::ZeroDuration()) const;
+  absl::StatusOr<ServingState> Health(
+      const std::string& service = "",
+      absl::Duration deadline = absl::ZeroDuration()) const;
 
   // The target string the channel was made with.
   const std::string& channel_target() const;

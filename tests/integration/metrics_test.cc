@@ -13,8 +13,8 @@ using testing::SumSamples;
 TEST(Metrics, HistogramCountsEqualTheCallsMade) {
   auto server = testing::ServerProcess::Start();
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = Client::Create({.targets = {(*server)->target()},
-                                .default_deadline = absl::Seconds(5)});
+  auto client = Client::Create(
+      {.targets = {(*server)->target()}, .default_deadline = absl::Seconds(5)});
   ASSERT_TRUE(client.ok());
 
   v1::EstimateRequest good;
@@ -35,16 +35,19 @@ TEST(Metrics, HistogramCountsEqualTheCallsMade) {
   const auto& s = *samples;
   const std::string dur = "gpuest_request_duration_seconds";
   EXPECT_EQ(SumSamples(s, dur + "_count", {{"method", "Estimate"}, {"code", "OK"}}), 7);
-  EXPECT_EQ(SumSamples(s, dur + "_count", {{"method", "Estimate"}, {"code", "INVALID_ARGUMENT"}}),
+  EXPECT_EQ(SumSamples(s, dur + "_count",
+                       {{"method", "Estimate"}, {"code", "INVALID_ARGUMENT"}}),
             3);
-  EXPECT_EQ(SumSamples(s, dur + "_count", {{"method", "ListEstimators"}, {"code", "OK"}}), 2);
+  EXPECT_EQ(SumSamples(s, dur + "_count", {{"method", "ListEstimators"}, {"code", "OK"}}),
+            2);
   EXPECT_EQ(SumSamples(s, "gpuest_requests_total", {{"method", "Estimate"}}), 10);
   EXPECT_EQ(SumSamples(s, "gpuest_requests_total", {{"method", "ListEstimators"}}), 2);
   // The latency objective is a bucket boundary; the +Inf bucket holds every call.
   EXPECT_EQ(SumSamples(s, dur + "_bucket",
                        {{"method", "Estimate"}, {"code", "OK"}, {"le", "+Inf"}}),
             7);
-  EXPECT_LE(SumSamples(s, dur + "_bucket", {{"method", "Estimate"}, {"code", "OK"}, {"le", "0.001"}}),
+  EXPECT_LE(SumSamples(s, dur + "_bucket",
+                       {{"method", "Estimate"}, {"code", "OK"}, {"le", "0.001"}}),
             7);
   bool has_25us_bucket = false, has_1ms_bucket = false;
   for (const auto& sample : s) {
@@ -54,7 +57,9 @@ TEST(Metrics, HistogramCountsEqualTheCallsMade) {
   }
   EXPECT_TRUE(has_25us_bucket);
   EXPECT_TRUE(has_1ms_bucket);
-  EXPECT_EQ(SumSamples(s, "gpuest_estimator_duration_seconds_count", {{"estimator", "horus"}}), 7);
+  EXPECT_EQ(
+      SumSamples(s, "gpuest_estimator_duration_seconds_count", {{"estimator", "horus"}}),
+      7);
   EXPECT_EQ(SumSamples(s, "gpuest_requests_in_flight"), 0);
   EXPECT_EQ(SumSamples(s, "gpuest_build_info"), 1);
   EXPECT_EQ(SumSamples(s, "gpuest_models_info"), 1);

@@ -2,6 +2,7 @@
 #include <functional>
 
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "estimators/features.h"
 #include "estimators/horus.h"
 #include "google/protobuf/util/json_util.h"
@@ -21,7 +22,8 @@ using testing::ServerProcess;
 v1::EstimateRequest ExampleRequest(const std::string& name) {
   v1::EstimateRequest request;
   const std::string json = ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/" + name);
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, request.mutable_model()).ok());
+  EXPECT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json, request.mutable_model()).ok());
   return request;
 }
 
@@ -31,8 +33,8 @@ class ServerTest : public ::testing::Test {
     auto server = ServerProcess::Start();
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
-    auto client = Client::Create({.targets = {server_->target()},
-                                  .default_deadline = absl::Seconds(5)});
+    auto client = Client::Create(
+        {.targets = {server_->target()}, .default_deadline = absl::Seconds(5)});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = client->release();
   }
@@ -53,7 +55,8 @@ TEST_F(ServerTest, HealthIsServing) {
   auto service = client_->Health("gpuest.v1.Estimator");
   ASSERT_TRUE(service.ok()) << service.status();
   EXPECT_EQ(*service, ServingState::kServing);
-  EXPECT_EQ(client_->Health("no.such.Service").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Health("no.such.Service").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(ServerTest, EstimatesEachExampleFamily) {
@@ -119,7 +122,8 @@ struct BadInput {
 TEST_F(ServerTest, EachKindOfBadInputIsInvalidArgumentNamingTheField) {
   const std::vector<BadInput> cases = {
       {"no input", [](auto& r) { r.clear_model(); }, "input"},
-      {"batch 0", [](auto& r) { r.mutable_model()->set_batch_size(0); }, "model.batch_size"},
+      {"batch 0", [](auto& r) { r.mutable_model()->set_batch_size(0); },
+       "model.batch_size"},
       {"negative shape", [](auto& r) { r.mutable_model()->set_input_shape(0, -3); },
        "model.input_shape[0]"},
       {"negative parameters",
@@ -132,7 +136,8 @@ TEST_F(ServerTest, EachKindOfBadInputIsInvalidArgumentNamingTheField) {
        "model.layers[2].type"},
       {"too many layers",
        [](auto& r) {
-         for (int i = 0; i < 10001; ++i) r.mutable_model()->add_layers()->set_type("ReLU");
+         for (int i = 0; i < 10001; ++i)
+           r.mutable_model()->add_layers()->set_type("ReLU");
        },
        "model.layers"},
       {"unknown family",
@@ -151,7 +156,8 @@ TEST_F(ServerTest, EachKindOfBadInputIsInvalidArgumentNamingTheField) {
        [](auto& r) { r.mutable_features()->set_total_parameters(100); },
        "features.batch_size"},
       {"unknown gpu", [](auto& r) { r.set_gpu("quantum-9000"); }, "gpu"},
-      {"unknown estimator", [](auto& r) { r.add_estimators("crystal-ball"); }, "estimators[0]"},
+      {"unknown estimator", [](auto& r) { r.add_estimators("crystal-ball"); },
+       "estimators[0]"},
   };
   for (const BadInput& c : cases) {
     v1::EstimateRequest request = ExampleRequest("mlp.json");
@@ -168,12 +174,14 @@ TEST_F(ServerTest, EachKindOfBadInputIsInvalidArgumentNamingTheField) {
 
 TEST_F(ServerTest, ExceededDeadlineIsReportedAndHarmless) {
   auto response = client_->Estimate(ExampleRequest("cnn.json"), absl::Microseconds(1));
-  EXPECT_EQ(response.status().code(), absl::StatusCode::kDeadlineExceeded) << response.status();
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << response.status();
   EXPECT_TRUE(client_->Estimate(ExampleRequest("cnn.json")).ok());
 }
 
 TEST_F(ServerTest, ReflectionListsTheServicesAsGrpcurlSeesThem) {
-  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
   auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -184,9 +192,12 @@ TEST_F(ServerTest, ReflectionListsTheServicesAsGrpcurlSeesThem) {
   grpc::reflection::v1alpha::ServerReflectionResponse response;
   ASSERT_TRUE(stream->Read(&response));
   std::vector<std::string> services;
-  for (const auto& s : response.list_services_response().service()) services.push_back(s.name());
-  EXPECT_NE(std::find(services.begin(), services.end(), "gpuest.v1.Estimator"), services.end());
-  EXPECT_NE(std::find(services.begin(), services.end(), "grpc.health.v1.Health"), services.end());
+  for (const auto& s : response.list_services_response().service())
+    services.push_back(s.name());
+  EXPECT_NE(std::find(services.begin(), services.end(), "gpuest.v1.Estimator"),
+            services.end());
+  EXPECT_NE(std::find(services.begin(), services.end(), "grpc.health.v1.Health"),
+            services.end());
 
   request.set_file_containing_symbol("gpuest.v1.EstimateRequest");
   ASSERT_TRUE(stream->Write(request));
@@ -204,13 +215,20 @@ TEST(RoundRobin, SpreadsCallsOverEveryTargetAndSkipsDeadOnes) {
                                 .default_deadline = absl::Seconds(5)});
   ASSERT_TRUE(client.ok()) << client.status();
   const v1::EstimateRequest request = ExampleRequest("mlp.json");
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE((*client)->Estimate(request).ok());
+  // round_robin uses a target once its connection is READY; spread the calls over
+  // about half a second so that both connections are up for most of them.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE((*client)->Estimate(request).ok());
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   for (const auto* server : {a->get(), b->get()}) {
     auto text = testing::HttpGet(server->metrics_port(), "/metrics");
     ASSERT_TRUE(text.ok()) << text.status();
     auto samples = testing::ParsePrometheusText(*text);
     ASSERT_TRUE(samples.ok()) << samples.status();
-    EXPECT_GE(testing::SumSamples(*samples, "gpuest_requests_total", {{"method", "Estimate"}}), 5)
+    EXPECT_GE(
+        testing::SumSamples(*samples, "gpuest_requests_total", {{"method", "Estimate"}}),
+        5)
         << "both targets should get a share of the calls";
   }
   (*b)->Signal(SIGKILL);
@@ -225,8 +243,8 @@ TEST(ClientOptions, RejectsUnusableTargets) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Client::Create({.targets = {"a.example:1", "b.example:2"}}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Client::Create({.targets = {"127.0.0.1:1"},
-                            .default_deadline = absl::ZeroDuration()})
+  EXPECT_EQ(Client::Create(
+                {.targets = {"127.0.0.1:1"}, .default_deadline = absl::ZeroDuration()})
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
@@ -236,7 +254,8 @@ TEST(ClientOptions, RejectsUnusableTargets) {
 }
 
 TEST(Unavailable, AServerThatIsNotThereIsUnavailable) {
-  auto client = Client::Create({.targets = {"127.0.0.1:1"}, .default_deadline = absl::Seconds(2)});
+  auto client =
+      Client::Create({.targets = {"127.0.0.1:1"}, .default_deadline = absl::Seconds(2)});
   ASSERT_TRUE(client.ok());
   EXPECT_EQ((*client)->Estimate(ExampleRequest("mlp.json")).status().code(),
             absl::StatusCode::kUnavailable);

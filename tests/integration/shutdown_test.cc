@@ -21,10 +21,11 @@ void ShutDownUnderLoad(int signal_number) {
                                 .max_attempts = 1});
   ASSERT_TRUE(client.ok());
   v1::EstimateRequest request;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                  testing::ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/transformer.json"),
-                  request.mutable_model())
-                  .ok());
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(
+          testing::ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/transformer.json"),
+          request.mutable_model())
+          .ok());
 
   std::atomic<bool> stop{false};
   std::atomic<int> ok{0}, unavailable{0}, other{0};

@@ -15,9 +15,11 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   static const int initialised = mg_init_library(0);
   (void)initialised;
   char error[256] = "";
-  mg_connection* conn = mg_download("127.0.0.1", port, 0, error, sizeof(error),
-                                    "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path.c_str());
-  if (conn == nullptr) return absl::UnavailableError(absl::StrCat("GET ", path, ": ", error));
+  mg_connection* conn =
+      mg_download("127.0.0.1", port, 0, error, sizeof(error),
+                  "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path.c_str());
+  if (conn == nullptr)
+    return absl::UnavailableError(absl::StrCat("GET ", path, ": ", error));
   const mg_response_info* info = mg_get_response_info(conn);
   const int status = info != nullptr ? info->status_code : 0;
   std::string body;
@@ -25,7 +27,8 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   int n;
   while ((n = mg_read(conn, buf, sizeof(buf))) > 0) body.append(buf, n);
   mg_close_connection(conn);
-  if (status != 200) return absl::UnavailableError(absl::StrCat("GET ", path, ": HTTP ", status));
+  if (status != 200)
+    return absl::UnavailableError(absl::StrCat("GET ", path, ": HTTP ", status));
   return body;
 }
 

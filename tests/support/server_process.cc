@@ -21,7 +21,8 @@ namespace gpuest::testing {
 namespace {
 
 std::string MakeTempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "gpuest-test-XXXXXX").string();
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "gpuest-test-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) std::abort();
   return pattern;
 }
@@ -34,18 +35,21 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
 }
 
 // posix_spawn with stdin/stdout/stderr redirected to files.
-int Spawn(std::vector<std::string> argv, std::vector<std::string> env, const std::string& in,
-          const std::string& out, const std::string& err) {
+int Spawn(std::vector<std::string> argv, std::vector<std::string> env,
+          const std::string& in, const std::string& out, const std::string& err) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, in.c_str(), O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   for (char** e = environ; *e != nullptr; ++e) env.insert(env.begin(), *e);
   auto cargv = CStrings(argv);
   auto cenv = CStrings(env);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, cargv[0], &actions, nullptr, cargv.data(), cenv.data());
+  const int rc =
+      posix_spawn(&pid, cargv[0], &actions, nullptr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&actions);
   return rc == 0 ? pid : -1;
 }
@@ -59,7 +63,8 @@ absl::StatusOr<int> Reap(int pid, absl::Duration timeout) {
       if (WIFEXITED(status)) return WEXITSTATUS(status);
       return 128 + WTERMSIG(status);
     }
-    if (absl::Now() > deadline) return absl::DeadlineExceededError("process still running");
+    if (absl::Now() > deadline)
+      return absl::DeadlineExceededError("process still running");
     absl::SleepFor(absl::Milliseconds(5));
   }
 }
@@ -78,14 +83,12 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::unique_ptr<ServerProcess> server(new ServerProcess());
   server->dir_ = MakeTempDir();
   const std::string ready = server->dir_ + "/ready.json";
-  std::vector<std::string> argv = {GPUEST_SERVER_PATH,
-                                   "--listen=127.0.0.1:0",
-                                   "--metrics-listen=127.0.0.1:0",
-                                   std::string("--models=") + GPUEST_MODELS_DIR,
-                                   "--ready-file=" + ready};
+  std::vector<std::string> argv = {
+      GPUEST_SERVER_PATH, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
+      std::string("--models=") + GPUEST_MODELS_DIR, "--ready-file=" + ready};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
-  server->pid_ = Spawn(argv, {}, "/dev/null", server->dir_ + "/stdout",
-                       server->dir_ + "/stderr");
+  server->pid_ =
+      Spawn(argv, {}, "/dev/null", server->dir_ + "/stdout", server->dir_ + "/stderr");
   if (server->pid_ < 0) return absl::InternalError("cannot spawn gpuest-server");
 
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -93,11 +96,12 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     auto exited = Reap(server->pid_, absl::ZeroDuration());
     if (exited.ok()) {
       server->exited_ = true;
-      return absl::InternalError(absl::StrCat("gpuest-server exited with ", *exited, ": ",
-                                              server->Log()));
+      return absl::InternalError(
+          absl::StrCat("gpuest-server exited with ", *exited, ": ", server->Log()));
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError("gpuest-server did not become ready: " + server->Log());
+      return absl::DeadlineExceededError("gpuest-server did not become ready: " +
+                                         server->Log());
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
@@ -126,7 +130,8 @@ absl::StatusOr<int> ServerProcess::WaitForExit(absl::Duration timeout) {
 
 std::string ServerProcess::Log() const { return ReadFileOrDie(dir_ + "/stderr"); }
 
-CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& stdin_text,
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::string& stdin_text,
                          const std::vector<std::string>& env, absl::Duration timeout) {
   const std::string dir = MakeTempDir();
   {

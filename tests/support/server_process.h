@@ -47,7 +47,8 @@ struct CommandResult {
   std::string out;
   std::string err;
 };
-CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& stdin_text = "",
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::string& stdin_text = "",
                          const std::vector<std::string>& env = {},
                          absl::Duration timeout = absl::Seconds(30));
 

@@ -55,8 +55,9 @@ TEST_F(EngineTest, FitOnTheRequestedGpu) {
   EXPECT_EQ(fit.gpu(), "a100-40gb");
   EXPECT_EQ(fit.capacity_bytes(), 40960ull << 20);
   EXPECT_TRUE(fit.fits());
-  EXPECT_EQ(fit.headroom_bytes(), static_cast<int64_t>(fit.capacity_bytes()) -
-                                      static_cast<int64_t>(response->recommendation().memory_bytes()));
+  EXPECT_EQ(fit.headroom_bytes(),
+            static_cast<int64_t>(fit.capacity_bytes()) -
+                static_cast<int64_t>(response->recommendation().memory_bytes()));
 
   r.mutable_model()->set_batch_size(1 << 20);  // Far beyond any card.
   response = engine_->Estimate(r);

@@ -71,7 +71,8 @@ void CheckDataset(const std::string& file, v1::ModelFamily family,
   for (const MeasuredRun& run : *runs) {
     const v1::FeatureVector f = ExtractFeatures(run.model);
     ASSERT_EQ(f.total_parameters(), run.columns.at("Total Parameters")) << run.file_name;
-    ASSERT_EQ(f.total_activations(), run.columns.at("Total Activations")) << run.file_name;
+    ASSERT_EQ(f.total_activations(), run.columns.at("Total Activations"))
+        << run.file_name;
     ASSERT_EQ(f.family(), family) << run.file_name;
     ASSERT_TRUE(UnknownLayerTypes(f).empty()) << run.file_name;
     for (const auto& [canonical, column] : count_columns) {
@@ -83,8 +84,9 @@ void CheckDataset(const std::string& file, v1::ModelFamily family,
 }
 
 TEST(Features, MatchTheMlpDatasetTotals) {
-  CheckDataset("mlp.csv", v1::MODEL_FAMILY_MLP,
-               {{"BatchNorm1d", "Batch Normalization Layers"}, {"Dropout", "Dropout Layers"}});
+  CheckDataset(
+      "mlp.csv", v1::MODEL_FAMILY_MLP,
+      {{"BatchNorm1d", "Batch Normalization Layers"}, {"Dropout", "Dropout Layers"}});
 }
 
 TEST(Features, MatchTheCnnDatasetTotals) {

@@ -61,43 +61,53 @@ INSTANTIATE_TEST_SUITE_P(
              "model.batch_size:"},
         Case{"negative_batch", [](auto& r) { r.mutable_model()->set_batch_size(-4); },
              "model.batch_size:"},
-        Case{"huge_batch", [](auto& r) { r.mutable_model()->set_batch_size(int64_t{1} << 40); },
+        Case{"huge_batch",
+             [](auto& r) { r.mutable_model()->set_batch_size(int64_t{1} << 40); },
              "model.batch_size:"},
         Case{"bad_shape", [](auto& r) { r.mutable_model()->set_input_shape(1, 0); },
              "model.input_shape[1]:"},
         Case{"negative_sequence",
              [](auto& r) { r.mutable_model()->set_sequence_length(-1); },
              "model.sequence_length:"},
-        Case{"no_layers", [](auto& r) { r.mutable_model()->clear_layers(); }, "model.layers:"},
+        Case{"no_layers", [](auto& r) { r.mutable_model()->clear_layers(); },
+             "model.layers:"},
         Case{"negative_params",
              [](auto& r) { r.mutable_model()->mutable_layers(2)->set_parameters(-1); },
              "model.layers[2].parameters:"},
         Case{"negative_activations",
-             [](auto& r) { r.mutable_model()->mutable_layers(1)->set_output_activations(-7); },
+             [](auto& r) {
+               r.mutable_model()->mutable_layers(1)->set_output_activations(-7);
+             },
              "model.layers[1].output_activations:"},
         Case{"absurd_params",
              [](auto& r) {
                r.mutable_model()->mutable_layers(0)->set_parameters(int64_t{1} << 60);
              },
              "model.layers[0].parameters:"},
-        Case{"empty_type", [](auto& r) { r.mutable_model()->mutable_layers(0)->set_type(""); },
+        Case{"empty_type",
+             [](auto& r) { r.mutable_model()->mutable_layers(0)->set_type(""); },
              "model.layers[0].type:"},
         Case{"too_many_layers",
              [](auto& r) {
-               for (int i = 0; i < 10001; ++i) r.mutable_model()->add_layers()->set_type("ReLU");
+               for (int i = 0; i < 10001; ++i)
+                 r.mutable_model()->add_layers()->set_type("ReLU");
              },
              "model.layers:"},
         Case{"unknown_family",
-             [](auto& r) { r.mutable_model()->set_family(static_cast<v1::ModelFamily>(42)); },
+             [](auto& r) {
+               r.mutable_model()->set_family(static_cast<v1::ModelFamily>(42));
+             },
              "model.family:"},
         Case{"unknown_optimizer",
-             [](auto& r) { r.mutable_model()->set_optimizer(static_cast<v1::Optimizer>(42)); },
+             [](auto& r) {
+               r.mutable_model()->set_optimizer(static_cast<v1::Optimizer>(42));
+             },
              "model.optimizer:"},
         Case{"unknown_dtype",
              [](auto& r) { r.mutable_model()->set_dtype(static_cast<v1::DType>(9)); },
              "model.dtype:"},
-        Case{"trace_columns",
-             [](auto& r) { Trace(r, 3)->add_size_bytes(1); }, "model.trace:"},
+        Case{"trace_columns", [](auto& r) { Trace(r, 3)->add_size_bytes(1); },
+             "model.trace:"},
         Case{"trace_free_before_alloc",
              [](auto& r) {
                auto* t = Trace(r, 3);
@@ -111,9 +121,7 @@ INSTANTIATE_TEST_SUITE_P(
              },
              "model.trace.category[0]:"},
         Case{"features_batch",
-             [](auto& r) {
-               r.mutable_features()->set_total_parameters(10);
-             },
+             [](auto& r) { r.mutable_features()->set_total_parameters(10); },
              "features.batch_size:"},
         Case{"features_negative",
              [](auto& r) {
@@ -130,8 +138,8 @@ INSTANTIATE_TEST_SUITE_P(
                (*f->mutable_layer_counts())["Linear"] = -1;
              },
              "features.layer_counts[\"Linear\"]:"},
-        Case{"features_empty",
-             [](auto& r) { r.mutable_features()->set_batch_size(2); }, "features:"},
+        Case{"features_empty", [](auto& r) { r.mutable_features()->set_batch_size(2); },
+             "features:"},
         Case{"empty_estimator", [](auto& r) { r.add_estimators(""); }, "estimators[0]:"}),
     [](const auto& info) { return std::string(info.param.name); });
 
