@@ -57,29 +57,24 @@ def optimizer_step(name: str, params: List[torch.Tensor], lr: float = 1e-3) -> l
             p.addcdiv_(m, d, value=-lr / (1 - beta1))
         del denom
     elif name == "rmsprop":
-        alpha, eps = 0.99, 1e-8
-        square_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
-        state += square_avg
-        for s, g in zip(square_avg, grads):
-            s.mul_(alpha).addcmul_(g, g, value=1 - alpha)
-        avg = [s.sqrt() for s in square_avg]
-        for a in avg:
-            a.add_(eps)
-        for p, g, a in zip(params, grads, avg):
-            p.addcdiv_(g, a, value=-lr)
-        del avg
+        state += _squared_gradient_step(params, grads, keep=0.99, add=0.01, eps=1e-8, lr=lr)
     elif name == "adagrad":
-        eps = 1e-10
-        sums = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
-        state += sums
-        for s, g in zip(sums, grads):
-            s.addcmul_(g, g, value=1)
-        std = [s.sqrt() for s in sums]
-        for d in std:
-            d.add_(eps)
-        for p, g, d in zip(params, grads, std):
-            p.addcdiv_(g, d, value=-lr)
-        del std
+        state += _squared_gradient_step(params, grads, keep=1.0, add=1.0, eps=1e-10, lr=lr)
     else:
         raise ValueError(f"unknown optimizer {name!r}; one of {', '.join(OPTIMIZERS)}")
     return state
+
+
+def _squared_gradient_step(params, grads, keep, add, eps, lr):
+    """RMSprop (keep=alpha, add=1-alpha) and Adagrad (keep=add=1): one buffer of squared
+    gradients per parameter, and a temporary sqrt per parameter during the update."""
+    buffers = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
+    for s, g in zip(buffers, grads):
+        s.mul_(keep).addcmul_(g, g, value=add)
+    denom = [s.sqrt() for s in buffers]
+    for d in denom:
+        d.add_(eps)
+    for p, g, d in zip(params, grads, denom):
+        p.addcdiv_(g, d, value=-lr)
+    del denom
+    return buffers
