@@ -1,0 +1,42 @@
+// File: trace_replay.h
+//
+// Replays one training step's AllocationTrace through the caching-allocator
+// simulation: peak allocated and peak reserved, and what was live, by category, when
+// reserved memory peaked.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "estimators/allocsim/caching_allocator.h"
+#include "gpuest/v1/model.pb.h"
+
+namespace gpuest::allocsim {
+
+// Indexed by v1::AllocationCategory; index 0 holds the persistent allocations
+// (library workspaces) the caller adds.
+using CategoryBytes = std::array<uint64_t, 7>;
+
+struct PersistentAllocation {
+  uint64_t bytes = 0;  // Allocated before the step and never freed (cuBLAS workspace).
+};
+
+struct ReplayResult {
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t peak_reserved_bytes = 0;
+  // Live rounded bytes per category at the first moment reserved memory peaked.
+  CategoryBytes live_at_peak{};
+  uint64_t allocated_at_peak = 0;
+  bool out_of_memory = false;  // Only with a capacity: the step did not fit.
+  int alloc_retries = 0;       // Times the cache was emptied to make room.
+};
+
+// The trace must be valid (estimators/validation.h). Events at the same time are
+// replayed allocations first, which can only raise the peak.
+absl::StatusOr<ReplayResult> ReplayTrace(
+    const v1::AllocationTrace& trace, const AllocatorConfig& config,
+    const std::vector<PersistentAllocation>& persistent);
+
+}  // namespace gpuest::allocsim

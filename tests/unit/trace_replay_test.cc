@@ -1,0 +1,77 @@
+#include "estimators/allocsim/trace_replay.h"
+
+#include "gtest/gtest.h"
+
+namespace gpuest::allocsim {
+namespace {
+
+constexpr uint64_t MiB = 1024 * 1024;
+
+AllocatorConfig WithCapacity(uint64_t bytes) {
+  AllocatorConfig c;
+  c.capacity_bytes = bytes;
+  return c;
+}
+
+void Add(v1::AllocationTrace& t, uint64_t bytes, uint32_t at, uint32_t free_at,
+         v1::AllocationCategory category) {
+  t.add_size_bytes(bytes);
+  t.add_alloc_at(at);
+  t.add_free_at(free_at);
+  t.add_category(category);
+}
+
+// weights 40 MiB, input 12 MiB, two activations, a temporary, gradients, Adam state.
+v1::AllocationTrace SmallStep(uint32_t clock_scale) {
+  v1::AllocationTrace t;
+  auto at = [&](uint32_t tick) { return tick * clock_scale; };
+  Add(t, 40 * MiB, at(1), 0, v1::ALLOCATION_CATEGORY_PARAMETER);
+  Add(t, 12 * MiB, at(2), 0, v1::ALLOCATION_CATEGORY_INPUT);
+  Add(t, 30 * MiB, at(3), at(9), v1::ALLOCATION_CATEGORY_ACTIVATION);
+  Add(t, 30 * MiB, at(4), at(8), v1::ALLOCATION_CATEGORY_ACTIVATION);
+  Add(t, 16 * MiB, at(5), at(6), v1::ALLOCATION_CATEGORY_TEMPORARY);
+  Add(t, 40 * MiB, at(7), 0, v1::ALLOCATION_CATEGORY_GRADIENT);
+  Add(t, 80 * MiB, at(10), 0, v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE);
+  return t;
+}
+
+TEST(TraceReplay, PeaksAndBreakdownOfASmallStep) {
+  auto r = ReplayTrace(SmallStep(1), {}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Live at most: 40+12+30+30+16 = 128 (tick 5) and 40+12+30+30+40 = 152 (tick 7);
+  // after the activations go: 40+12+40+80 = 172 (tick 10).
+  EXPECT_EQ(r->peak_allocated_bytes, 172 * MiB);
+  EXPECT_GE(r->peak_reserved_bytes, r->peak_allocated_bytes);
+  uint64_t sum = 0;
+  for (uint64_t b : r->live_at_peak) sum += b;
+  EXPECT_EQ(sum, r->allocated_at_peak);
+  EXPECT_FALSE(r->out_of_memory);
+}
+
+TEST(TraceReplay, SparseClockGivesTheSameAnswer) {
+  auto dense = ReplayTrace(SmallStep(1), {}, {});
+  auto sparse = ReplayTrace(SmallStep(100000), {}, {});  // Takes the comparison sort.
+  ASSERT_TRUE(dense.ok() && sparse.ok());
+  EXPECT_EQ(dense->peak_allocated_bytes, sparse->peak_allocated_bytes);
+  EXPECT_EQ(dense->peak_reserved_bytes, sparse->peak_reserved_bytes);
+  EXPECT_EQ(dense->live_at_peak, sparse->live_at_peak);
+}
+
+TEST(TraceReplay, PersistentWorkspaceCountsFromTheStart) {
+  auto r = ReplayTrace(SmallStep(1), {}, {{8519680}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->live_at_peak[0], 8519680u);
+  EXPECT_EQ(r->peak_allocated_bytes, 172 * MiB + 8519680);
+}
+
+TEST(TraceReplay, ReportsOutOfMemoryOnASmallCard) {
+  auto r = ReplayTrace(SmallStep(1), WithCapacity(128 * MiB), {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->out_of_memory);
+  auto fits = ReplayTrace(SmallStep(1), WithCapacity(512 * MiB), {});
+  ASSERT_TRUE(fits.ok());
+  EXPECT_FALSE(fits->out_of_memory);
+}
+
+}  // namespace
+}  // namespace gpuest::allocsim
