@@ -39,7 +39,7 @@ std::vector<int32_t> EventOrder(const v1::AllocationTrace& trace) {
 
 absl::StatusOr<ReplayResult> ReplayTrace(
     const v1::AllocationTrace& trace, const AllocatorConfig& config,
-    const std::vector<PersistentAllocation>& persistent) {
+    const std::vector<PersistentAllocation>& persistent, int steps) {
   CachingAllocator allocator(config);
   ReplayResult result;
   CategoryBytes live{};
@@ -65,20 +65,54 @@ absl::StatusOr<ReplayResult> ReplayTrace(
     note_peak();
   }
   const int n = trace.size_bytes_size();
+  const std::vector<int32_t> order = EventOrder(trace);
   std::vector<CachingAllocator::BlockId> block_of(n, -1);
-  for (int32_t e : EventOrder(trace)) {
-    const int i = e < n ? e : e - n;
-    const int category = trace.category(i);
-    const uint64_t rounded = CachingAllocator::RoundSize(trace.size_bytes(i));
-    if (e < n) {
-      auto id = allocator.Malloc(trace.size_bytes(i));
-      if (!id.ok()) return fail(id.status());
-      block_of[i] = *id;
-      live[category] += rounded;
-      note_peak();
-    } else {
-      allocator.Free(block_of[i]);
-      live[category] -= rounded;
+  auto allocate = [&](int i) -> absl::Status {
+    auto id = allocator.Malloc(trace.size_bytes(i));
+    if (!id.ok()) return id.status();
+    block_of[i] = *id;
+    live[trace.category(i)] += CachingAllocator::RoundSize(trace.size_bytes(i));
+    note_peak();
+    return absl::OkStatus();
+  };
+  auto release = [&](int i) {
+    allocator.Free(block_of[i]);
+    block_of[i] = -1;
+    live[trace.category(i)] -= CachingAllocator::RoundSize(trace.size_bytes(i));
+  };
+  auto persists = [&](int i) {
+    const int c = trace.category(i);
+    return c == v1::ALLOCATION_CATEGORY_PARAMETER ||
+           c == v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE;
+  };
+  for (int step = 0; step < steps; ++step) {
+    if (step > 0) {
+      for (int i = 0; i < n; ++i) {  // zero_grad(set_to_none=True).
+        if (trace.category(i) == v1::ALLOCATION_CATEGORY_GRADIENT && block_of[i] >= 0) {
+          release(i);
+        }
+      }
+      for (int i = 0; i < n; ++i) {  // The next batch, then the old one goes.
+        if (trace.category(i) != v1::ALLOCATION_CATEGORY_INPUT || block_of[i] < 0)
+          continue;
+        const CachingAllocator::BlockId old = block_of[i];
+        if (absl::Status s = allocate(i); !s.ok()) return fail(s);
+        allocator.Free(old);
+        live[v1::ALLOCATION_CATEGORY_INPUT] -=
+            CachingAllocator::RoundSize(trace.size_bytes(i));
+      }
+    }
+    for (int32_t e : order) {
+      const int i = e < n ? e : e - n;
+      if (step > 0 &&
+          (persists(i) || trace.category(i) == v1::ALLOCATION_CATEGORY_INPUT)) {
+        continue;
+      }
+      if (e < n) {
+        if (absl::Status s = allocate(i); !s.ok()) return fail(s);
+      } else {
+        release(i);
+      }
     }
   }
   result.peak_allocated_bytes = allocator.peak_allocated();

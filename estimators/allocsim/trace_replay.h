@@ -35,8 +35,14 @@ struct ReplayResult {
 
 // The trace must be valid (estimators/validation.h). Events at the same time are
 // replayed allocations first, which can only raise the peak.
+//
+// steps > 1 replays the steady state after the first step, as a training loop runs it:
+// gradients are freed (zero_grad with set_to_none, torch 2.x's default), a new batch
+// arrives before the old one is released, and the step's activations, temporaries
+// and gradients are replayed against the warm cache while the parameters and the
+// optimizer state created by the first step stay alive.
 absl::StatusOr<ReplayResult> ReplayTrace(
     const v1::AllocationTrace& trace, const AllocatorConfig& config,
-    const std::vector<PersistentAllocation>& persistent);
+    const std::vector<PersistentAllocation>& persistent, int steps = 1);
 
 }  // namespace gpuest::allocsim

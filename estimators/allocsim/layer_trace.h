@@ -1,0 +1,26 @@
+// File: layer_trace.h
+//
+// An allocation trace of one fp32 training step built from a layer sequence alone, for
+// requests that carry no traced step. The rules follow what PyTorch's autograd keeps
+// for backward (tools/autograd/derivatives.yaml, torch 2.x):
+// - Linear, Conv*, Embedding, LayerNorm/GroupNorm and GELU/SiLU/Mish/Softplus save their
+//   input; ReLU, Tanh, Sigmoid, ELU/SELU, Softmax save their output; BatchNorm saves its
+//   input and per-channel statistics; Dropout saves a one-byte mask; max pooling saves
+//   its input and int64 indices; adaptive average pooling, flatten and identity keep
+//   nothing. A layer's output lives until the last layer that needs it is done with it.
+// - Backward, in reverse: the gradient of each layer's output, a temporary of its input
+//   size, and each parameter's gradient on first use (kept).
+// - The optimizer step creates its state (Adam/AdamW two buffers, SGD with momentum
+//   and RMSprop/Adagrad one) and, as torch 2.x's multi-tensor path does, one temporary
+//   of the parameters' size.
+// Unknown layer types are treated as saving their input.
+#pragma once
+
+#include "gpuest/v1/model.pb.h"
+
+namespace gpuest::allocsim {
+
+// The description must be valid (estimators/validation.h) and have layers.
+v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model);
+
+}  // namespace gpuest::allocsim

@@ -1,0 +1,98 @@
+#include "estimators/allocsim/layer_trace.h"
+
+#include <map>
+
+#include "estimators/allocsim/trace_replay.h"
+#include "estimators/validation.h"
+#include "gtest/gtest.h"
+
+namespace gpuest::allocsim {
+namespace {
+
+// Linear(100 -> 50), ReLU, Dropout, Linear(50 -> 10): 5,560 parameters.
+v1::ModelDescription SmallMlp(int64_t batch, v1::Optimizer optimizer) {
+  v1::ModelDescription m;
+  m.set_batch_size(batch);
+  m.add_input_shape(100);
+  m.set_optimizer(optimizer);
+  auto add = [&](const char* type, int64_t acts, int64_t params) {
+    v1::Layer* l = m.add_layers();
+    l->set_type(type);
+    l->set_output_activations(acts);
+    l->set_parameters(params);
+  };
+  add("Linear", 50, 5050);
+  add("ReLU", 50, 0);
+  add("Dropout", 50, 0);
+  add("Linear", 10, 510);
+  return m;
+}
+
+std::map<int, uint64_t> BytesByCategory(const v1::AllocationTrace& t, bool alive_at_end) {
+  std::map<int, uint64_t> out;
+  for (int i = 0; i < t.size_bytes_size(); ++i) {
+    if (!alive_at_end || t.free_at(i) == 0) out[t.category(i)] += t.size_bytes(i);
+  }
+  return out;
+}
+
+TEST(LayerTrace, ModelStateInputsAndOptimizerState) {
+  const v1::AllocationTrace t = TraceFromLayers(SmallMlp(4, v1::OPTIMIZER_ADAM));
+  v1::EstimateRequest request;
+  *request.mutable_model() = SmallMlp(4, v1::OPTIMIZER_ADAM);
+  *request.mutable_model()->mutable_trace() = t;
+  ASSERT_TRUE(ValidateRequest(request, ValidationLimits{}).ok());
+
+  const auto all = BytesByCategory(t, false);
+  EXPECT_EQ(all.at(v1::ALLOCATION_CATEGORY_PARAMETER), 5560u * 4);
+  EXPECT_EQ(all.at(v1::ALLOCATION_CATEGORY_GRADIENT), 5560u * 4);
+  EXPECT_EQ(all.at(v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE), 2u * 5560 * 4);
+  EXPECT_EQ(all.at(v1::ALLOCATION_CATEGORY_INPUT), 4u * 100 * 4 + 4 * 8);
+  // What is alive after the step: model state, optimizer state and the batch only.
+  const auto end = BytesByCategory(t, true);
+  EXPECT_EQ(end.count(v1::ALLOCATION_CATEGORY_ACTIVATION), 0u);
+  EXPECT_EQ(end.count(v1::ALLOCATION_CATEGORY_TEMPORARY), 0u);
+  EXPECT_EQ(end.at(v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE), 2u * 5560 * 4);
+}
+
+TEST(LayerTrace, OptimizerDecidesTheState) {
+  const auto sgd =
+      BytesByCategory(TraceFromLayers(SmallMlp(4, v1::OPTIMIZER_SGD)), false);
+  EXPECT_EQ(sgd.count(v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE), 0u);
+  const auto momentum =
+      BytesByCategory(TraceFromLayers(SmallMlp(4, v1::OPTIMIZER_SGD_MOMENTUM)), false);
+  EXPECT_EQ(momentum.at(v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE), 5560u * 4);
+}
+
+// Activation bytes alive when backward starts (the first temporary is the loss
+// gradient).
+uint64_t LiveActivationsAtBackward(const v1::AllocationTrace& t) {
+  uint32_t start = 0;
+  for (int i = 0; i < t.size_bytes_size() && start == 0; ++i) {
+    if (t.category(i) == v1::ALLOCATION_CATEGORY_TEMPORARY) start = t.alloc_at(i);
+  }
+  uint64_t live = 0;
+  for (int i = 0; i < t.size_bytes_size(); ++i) {
+    if (t.category(i) == v1::ALLOCATION_CATEGORY_ACTIVATION && t.alloc_at(i) < start &&
+        (t.free_at(i) == 0 || t.free_at(i) > start)) {
+      live += t.size_bytes(i);
+    }
+  }
+  return live;
+}
+
+TEST(LayerTrace, SavedActivationsFollowTheRules) {
+  // Per sample: ReLU's output (50 floats, saved by ReLU), Dropout's mask (50 bytes),
+  // Dropout's output (saved by the last Linear as its input), and the logits (10
+  // floats, held by the loss). The first Linear's output is freed: ReLU saves its
+  // output, not its input. The batch itself is input, not activation.
+  for (int64_t batch : {1, 64, 1000}) {
+    EXPECT_EQ(
+        LiveActivationsAtBackward(TraceFromLayers(SmallMlp(batch, v1::OPTIMIZER_ADAM))),
+        static_cast<uint64_t>(batch) * (200 + 50 + 200 + 40))
+        << "batch " << batch;
+  }
+}
+
+}  // namespace
+}  // namespace gpuest::allocsim
