@@ -1,5 +1,6 @@
-// In-process costs of the estimation path: feature extraction, validation, Horus, and
-// the whole engine (what one request costs the server before gRPC).
+// In-process costs of the estimation path: feature extraction, validation, Horus, each
+// shipped GPUMemNet ensemble alone, and the whole engine (what one request costs the
+// server before gRPC).
 #include <fstream>
 #include <sstream>
 
@@ -7,6 +8,7 @@
 #include "estimators/engine.h"
 #include "estimators/features.h"
 #include "estimators/horus.h"
+#include "estimators/ml/default_factories.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace gpuest {
@@ -47,19 +49,59 @@ void BM_HorusBytes(benchmark::State& state) {
 }
 BENCHMARK(BM_HorusBytes);
 
-void BM_EngineEstimate(benchmark::State& state) {
-  auto registry = EstimatorRegistry::Load({GPUEST_MODELS_DIR, "cpu"});
-  if (!registry.ok()) {
-    state.SkipWithError(std::string(registry.status().message()).c_str());
+// One registry with every shipped model, shared by the benchmarks.
+const Engine* SharedEngine(std::string* error) {
+  static const Engine* engine = [error]() -> const Engine* {
+    auto registry =
+        EstimatorRegistry::Load(ml::WithDefaultFactories({GPUEST_MODELS_DIR, "cpu"}));
+    if (!registry.ok()) {
+      *error = std::string(registry.status().message());
+      return nullptr;
+    }
+    return new Engine(std::move(*registry), ValidationLimits{});
+  }();
+  return engine;
+}
+
+// Each shipped GPUMemNet ensemble alone, on its family's example, through the engine
+// (validation and features included): the in-process cost of one estimate.
+void BM_GpuMemNet(benchmark::State& state) {
+  static const char* kIds[] = {
+      "gpumemnet-mlp-mlp",         "gpumemnet-mlp-transformer",
+      "gpumemnet-cnn-mlp",         "gpumemnet-cnn-transformer",
+      "gpumemnet-transformer-mlp", "gpumemnet-transformer-transformer"};
+  std::string error;
+  const Engine* engine = SharedEngine(&error);
+  if (engine == nullptr) {
+    state.SkipWithError(error.c_str());
     return;
   }
-  Engine engine(std::move(*registry), ValidationLimits{});
+  const int i = static_cast<int>(state.range(0));
+  v1::EstimateRequest request = Example(kExamples[i / 2]);
+  request.add_estimators(kIds[i]);
+  state.SetLabel(kIds[i]);
+  if (auto first = engine->Estimate(request); !first.ok()) {
+    state.SkipWithError(std::string(first.status().message()).c_str());
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(engine->Estimate(request));
+}
+BENCHMARK(BM_GpuMemNet)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
+
+void BM_EngineEstimate(benchmark::State& state) {
+  std::string error;
+  const Engine* engine_ptr = SharedEngine(&error);
+  if (engine_ptr == nullptr) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  const Engine& engine = *engine_ptr;
   v1::EstimateRequest request = Example(kExamples[state.range(0)]);
   request.set_gpu("a100-40gb");
   state.SetLabel(kExamples[state.range(0)]);
   for (auto _ : state) benchmark::DoNotOptimize(engine.Estimate(request));
 }
-BENCHMARK(BM_EngineEstimate)->DenseRange(0, 2);
+BENCHMARK(BM_EngineEstimate)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gpuest

@@ -1,5 +1,7 @@
 #include "estimators/engine.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -96,7 +98,12 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
         "no estimator could answer: ",
         warnings.empty() ? "none applies to this request" : warnings.back().message()));
   }
-  if (auto rec = Recommend(response.results(), request.gpu().empty() ? nullptr : gpu)) {
+  std::set<std::string> out_of_distribution;
+  for (const v1::Warning& w : warnings) {
+    if (w.code() == "OUT_OF_DISTRIBUTION") out_of_distribution.insert(w.estimator_id());
+  }
+  if (auto rec = Recommend(response.results(), request.gpu().empty() ? nullptr : gpu,
+                           out_of_distribution)) {
     *response.mutable_recommendation() = std::move(*rec);
   }
   for (auto& w : warnings) *response.add_warnings() = std::move(w);

@@ -28,12 +28,18 @@ uint64_t SafeFigure(const v1::MemoryEstimate& m) {
 
 std::optional<v1::Recommendation> Recommend(
     const google::protobuf::RepeatedPtrField<v1::EstimatorResult>& results,
-    const GpuProfile* gpu) {
+    const GpuProfile* gpu, const std::set<std::string>& out_of_distribution) {
+  auto trust = [&](const v1::EstimatorResult& r) {
+    const int t = Trust(r.kind());
+    return out_of_distribution.count(r.estimator_id())
+               ? std::min(t, Trust(v1::ESTIMATOR_KIND_ANALYTICAL))
+               : t;
+  };
   const v1::EstimatorResult* best = nullptr;
   for (const v1::EstimatorResult& r : results) {
     if (!r.has_memory() || SafeFigure(r.memory()) == 0) continue;
-    if (best == nullptr || Trust(r.kind()) > Trust(best->kind()) ||
-        (Trust(r.kind()) == Trust(best->kind()) &&
+    if (best == nullptr || trust(r) > trust(*best) ||
+        (trust(r) == trust(*best) &&
          SafeFigure(r.memory()) > SafeFigure(best->memory()))) {
       best = &r;
     }
@@ -46,7 +52,8 @@ std::optional<v1::Recommendation> Recommend(
       absl::StrCat(best->memory().upper_bytes() > 0 ? "upper bound" : "point estimate",
                    " of ", best->estimator_id(),
                    ", the largest of the most trusted kind present (simulator > "
-                   "classifier > formula)"));
+                   "classifier > formula; an estimator out of its training distribution "
+                   "counts as a formula)"));
   if (gpu != nullptr) {
     v1::GpuFit& fit = *rec.mutable_fit();
     fit.set_gpu(gpu->id);

@@ -6,9 +6,13 @@
 // Rule: each memory result's safe figure is its upper bound when it gives one, else its
 // point estimate. Results are trusted by kind, simulator over classifier over formula;
 // among the results of the most trusted kind present, the largest safe figure wins.
+// A result whose estimator said the request is out of its training distribution is
+// trusted no more than a formula: it competes with the formulas, never outranks them.
 #pragma once
 
 #include <optional>
+#include <set>
+#include <string>
 
 #include "estimators/gpu_profiles.h"
 #include "gpuest/v1/estimate.pb.h"
@@ -16,8 +20,9 @@
 namespace gpuest {
 
 // nullopt when no result estimated memory. gpu, when given, adds the fit.
+// out_of_distribution: ids of estimators that warned OUT_OF_DISTRIBUTION.
 std::optional<v1::Recommendation> Recommend(
     const google::protobuf::RepeatedPtrField<v1::EstimatorResult>& results,
-    const GpuProfile* gpu);
+    const GpuProfile* gpu, const std::set<std::string>& out_of_distribution = {});
 
 }  // namespace gpuest

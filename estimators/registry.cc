@@ -1,6 +1,5 @@
 #include "estimators/registry.h"
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "estimators/horus.h"
 #include "estimators/status_macros.h"
@@ -8,12 +7,6 @@
 
 namespace gpuest {
 namespace {
-
-// Factories for the estimator types a manifest may name.
-const absl::flat_hash_map<std::string, EstimatorFactory>& Factories() {
-  static const auto* factories = new absl::flat_hash_map<std::string, EstimatorFactory>();
-  return *factories;
-}
 
 absl::StatusOr<std::string> EstimatorType(const ModelArtifact& artifact) {
   try {
@@ -40,10 +33,11 @@ absl::StatusOr<std::unique_ptr<EstimatorRegistry>> EstimatorRegistry::Load(
 
   for (const ModelArtifact& artifact : contents.models) {
     GPUEST_ASSIGN_OR_RETURN(std::string type, EstimatorType(artifact));
-    auto factory = Factories().find(type);
-    if (factory == Factories().end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          artifact.directory, "/manifest.json: unknown estimator_type '", type, "'"));
+    auto factory = options.factories.find(type);
+    if (factory == options.factories.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(artifact.directory, "/manifest.json: unknown estimator_type '",
+                       type, "' (this program was built without its factory)"));
     }
     GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<Estimator> estimator,
                             factory->second(artifact, options));

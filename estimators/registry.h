@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,15 +19,21 @@
 
 namespace gpuest {
 
-struct RegistryOptions {
-  std::string models_dir = "models";
-  // Resolved device for ML estimators: "cpu" or "cuda".
-  std::string device = "cpu";
-};
+struct RegistryOptions;
 
 // Makes an estimator from one artifact; chosen by the manifest's "estimator_type".
 using EstimatorFactory = std::function<absl::StatusOr<std::unique_ptr<Estimator>>(
     const ModelArtifact& artifact, const RegistryOptions& options)>;
+
+struct RegistryOptions {
+  std::string models_dir = "models";
+  // Resolved device for ML estimators: "cpu" or "cuda".
+  std::string device = "cpu";
+  // estimator_type -> factory, for the types a manifest may name. The caller passes
+  // them in (the server: gpuest::ml::DefaultEstimatorFactories()), so that the library
+  // itself does not link libtorch; a manifest of another type is an error.
+  std::map<std::string, EstimatorFactory> factories = {};
+};
 
 class EstimatorRegistry {
  public:

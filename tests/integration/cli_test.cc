@@ -177,7 +177,7 @@ TEST(ServerCommandLine, PerRequestLinesOnlyAtDebugLevel) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     (*server)->Signal(SIGTERM);
     ASSERT_TRUE((*server)->WaitForExit(absl::Seconds(15)).ok());
-    EXPECT_EQ(absl::StrContains((*server)->Log(), "Estimate: 1 results"),
+    EXPECT_EQ(absl::StrContains((*server)->Log(), " results in "),
               std::string(level) == "debug")
         << level << ":\n"
         << (*server)->Log();

@@ -1,7 +1,7 @@
 // /metrics fetched over HTTP and parsed: counts equal the calls made.
-#include "google/protobuf/util/json_util.h"
 #include "gpuest/client.h"
 #include "gtest/gtest.h"
+#include "tests/support/examples.h"
 #include "tests/support/prometheus_text.h"
 #include "tests/support/server_process.h"
 
@@ -17,11 +17,7 @@ TEST(Metrics, HistogramCountsEqualTheCallsMade) {
       {.targets = {(*server)->target()}, .default_deadline = absl::Seconds(5)});
   ASSERT_TRUE(client.ok());
 
-  v1::EstimateRequest good;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                  testing::ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/cnn.json"),
-                  good.mutable_model())
-                  .ok());
+  const v1::EstimateRequest good = testing::ExampleRequest("cnn.json");
   v1::EstimateRequest bad = good;
   bad.mutable_model()->set_batch_size(-1);
   for (int i = 0; i < 7; ++i) ASSERT_TRUE((*client)->Estimate(good).ok());

@@ -5,27 +5,19 @@
 #include "absl/time/clock.h"
 #include "estimators/features.h"
 #include "estimators/horus.h"
-#include "google/protobuf/util/json_util.h"
 #include "gpuest/client.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/support/examples.h"
 #include "tests/support/prometheus_text.h"
 #include "tests/support/server_process.h"
 
 namespace gpuest {
 namespace {
 
-using testing::ReadFileOrDie;
+using testing::ExampleRequest;
 using testing::ServerProcess;
-
-v1::EstimateRequest ExampleRequest(const std::string& name) {
-  v1::EstimateRequest request;
-  const std::string json = ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/" + name);
-  EXPECT_TRUE(
-      google::protobuf::util::JsonStringToMessage(json, request.mutable_model()).ok());
-  return request;
-}
 
 class ServerTest : public ::testing::Test {
  protected:

@@ -5,9 +5,9 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "google/protobuf/util/json_util.h"
 #include "gpuest/client.h"
 #include "gtest/gtest.h"
+#include "tests/support/examples.h"
 #include "tests/support/server_process.h"
 
 namespace gpuest {
@@ -20,12 +20,7 @@ void ShutDownUnderLoad(int signal_number) {
                                 .default_deadline = absl::Seconds(3),
                                 .max_attempts = 1});
   ASSERT_TRUE(client.ok());
-  v1::EstimateRequest request;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(
-          testing::ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/transformer.json"),
-          request.mutable_model())
-          .ok());
+  const v1::EstimateRequest request = testing::ExampleRequest("transformer.json");
 
   std::atomic<bool> stop{false};
   std::atomic<int> ok{0}, unavailable{0}, other{0};

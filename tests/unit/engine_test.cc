@@ -1,7 +1,13 @@
 #include "estimators/engine.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "absl/strings/match.h"
 #include "estimators/horus.h"
+#include "estimators/recommendation.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {
@@ -10,7 +16,17 @@ namespace {
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto registry = EstimatorRegistry::Load({GPUEST_MODELS_DIR, "cpu"});
+    // The GPU profiles without the trained models: this engine has Horus only (the ML
+    // estimators are tested with their factories in gpuest_ml_tests).
+    // One directory per process: ctest runs each test as a process of its own, in
+    // parallel.
+    const std::string dir =
+        ::testing::TempDir() + "/engine_test_models_" + std::to_string(getpid());
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(std::string(GPUEST_MODELS_DIR) + "/gpu_profiles.json",
+                               dir + "/gpu_profiles.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    auto registry = EstimatorRegistry::Load({dir, "cpu"});
     ASSERT_TRUE(registry.ok()) << registry.status();
     engine_ = std::make_unique<Engine>(std::move(*registry), ValidationLimits{});
   }
@@ -101,6 +117,32 @@ TEST_F(EngineTest, ListsTheLoadedEstimators) {
   EXPECT_EQ(list.models_version(), engine_->registry().models_version());
 }
 
+TEST(Registry, AManifestWithoutAFactoryIsAnError) {
+  const std::string dir =
+      ::testing::TempDir() + "/registry_unknown_type_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir + "/some-model");
+  std::filesystem::copy_file(std::string(GPUEST_MODELS_DIR) + "/gpu_profiles.json",
+                             dir + "/gpu_profiles.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir + "/some-model/manifest.json")
+      << R"({"estimator_type": "gpumemnet"})";
+  auto registry = EstimatorRegistry::Load({dir, "cpu"});
+  EXPECT_EQ(registry.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(registry.status().message(), "unknown estimator_type"))
+      << registry.status();
+
+  // A factory for the type is used, and what it says counts.
+  RegistryOptions options{dir, "cpu"};
+  options.factories["gpumemnet"] =
+      [](const ModelArtifact& artifact,
+         const RegistryOptions&) -> absl::StatusOr<std::unique_ptr<Estimator>> {
+    return absl::DataLossError("factory called for " + artifact.id);
+  };
+  registry = EstimatorRegistry::Load(options);
+  EXPECT_EQ(registry.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(registry.status().message(), "some-model"));
+}
+
 TEST(Registry, MissingRepositoryIsAnError) {
   auto registry = EstimatorRegistry::Load({"/nonexistent/models", "cpu"});
   EXPECT_EQ(registry.status().code(), absl::StatusCode::kNotFound);
@@ -115,6 +157,42 @@ TEST(GpuProfiles, ParsesAndRejects) {
   EXPECT_EQ(ok->Find("y"), nullptr);
   EXPECT_FALSE(GpuProfiles::Parse(R"({"default":"y","gpus":[]})").ok());
   EXPECT_FALSE(GpuProfiles::Parse("not json").ok());
+}
+
+}  // namespace
+}  // namespace gpuest
+
+namespace gpuest {
+namespace {
+
+v1::EstimatorResult MemoryResult(const std::string& id, v1::EstimatorKind kind,
+                                 uint64_t point, uint64_t upper) {
+  v1::EstimatorResult r;
+  r.set_estimator_id(id);
+  r.set_kind(kind);
+  r.mutable_memory()->set_point_bytes(point);
+  r.mutable_memory()->set_upper_bytes(upper);
+  return r;
+}
+
+TEST(Recommendation, OutOfDistributionClassifierCountsAsAFormula) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  google::protobuf::RepeatedPtrField<v1::EstimatorResult> results;
+  *results.Add() =
+      MemoryResult("classifier", v1::ESTIMATOR_KIND_CLASSIFIER, kGiB, 2 * kGiB);
+  *results.Add() = MemoryResult("formula", v1::ESTIMATOR_KIND_ANALYTICAL, 100 * kGiB, 0);
+  // In distribution, the classifier outranks the formula whatever their figures.
+  auto rec = Recommend(results, nullptr);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->estimator_id(), "classifier");
+  EXPECT_EQ(rec->memory_bytes(), 2 * kGiB);
+  // Out of its distribution it competes with the formula: the larger figure wins.
+  rec = Recommend(results, nullptr, {"classifier"});
+  EXPECT_EQ(rec->estimator_id(), "formula");
+  EXPECT_EQ(rec->memory_bytes(), 100 * kGiB);
+  results.Mutable(1)->mutable_memory()->set_point_bytes(kGiB);
+  rec = Recommend(results, nullptr, {"classifier"});
+  EXPECT_EQ(rec->estimator_id(), "classifier");
 }
 
 }  // namespace

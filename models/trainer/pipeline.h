@@ -1,0 +1,36 @@
+// File: pipeline.h
+//
+// What gpuest-train does for one family: targets, the stratified held-out split,
+// cross-validation on the training part, the final ensembles, their evaluation on the
+// held-out part, and the artifacts (models/gpumemnet-<family>-<kind>/: member weights
+// and manifest.json with everything the report needs).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "models/trainer/dataset.h"
+
+namespace gpuest::train {
+
+constexpr char kTrainerVersion[] = "gpuest-train 0.1.0";
+
+struct PipelineOptions {
+  std::string out_dir = "models";
+  std::vector<std::string> kinds = {"mlp", "transformer"};
+  uint64_t seed = 2025;
+  double test_fraction = 0.3;
+  int folds = 3;
+  int members = 5;
+  int mlp_epochs = 150;
+  int transformer_epochs = 30;
+  // A few hundred rows, two epochs: proves the pipeline, not a shipped model.
+  bool smoke = false;
+  int smoke_rows = 300;
+};
+
+absl::Status TrainFamily(const Dataset& data, const PipelineOptions& options);
+
+}  // namespace gpuest::train

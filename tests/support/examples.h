@@ -1,0 +1,16 @@
+// File: examples.h
+//
+// The example descriptions in examples/, as requests, for tests.
+#pragma once
+
+#include <string>
+
+#include "gpuest/v1/estimate.pb.h"
+
+namespace gpuest::testing {
+
+// examples/<name> (a ModelDescription in JSON) as the model of a request; aborts the
+// test binary if the file does not parse, since every test relies on it.
+v1::EstimateRequest ExampleRequest(const std::string& name);
+
+}  // namespace gpuest::testing
