@@ -8,6 +8,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gpuest/v1/estimate.pb.h"
 #include "gtest/gtest.h"
+#include "tests/support/cli_fixture.h"
 #include "tests/support/server_process.h"
 
 namespace gpuest {
@@ -25,22 +26,7 @@ std::string Summary(const std::string& name) {
   return std::string(GPUEST_TEST_DATA_DIR) + "/summaries/" + name;
 }
 
-class CliTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto server = ServerProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-  }
-  static void TearDownTestSuite() { delete server_; }
-  static CommandResult Cli(std::vector<std::string> args,
-                           const std::string& stdin_text = "") {
-    args.insert(args.begin(), {kCli, "--target", server_->target()});
-    return RunCommand(args, stdin_text);
-  }
-  static ServerProcess* server_;
-};
-ServerProcess* CliTest::server_ = nullptr;
+class CliTest : public testing::CliAgainstServer {};
 
 TEST_F(CliTest, EstimatePrintsATable) {
   for (const char* file : {"mlp.json", "cnn.json", "transformer.json"}) {

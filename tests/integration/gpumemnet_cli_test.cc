@@ -9,6 +9,7 @@
 #include "gpuest/v1/estimate.pb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/cli_fixture.h"
 #include "tests/support/server_process.h"
 
 namespace gpuest {
@@ -18,18 +19,8 @@ using testing::CommandResult;
 using testing::RunCommand;
 using testing::ServerProcess;
 
-class GpuMemNetCliTest : public ::testing::Test {
+class GpuMemNetCliTest : public testing::CliAgainstServer {
  protected:
-  static void SetUpTestSuite() {
-    auto server = ServerProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-  }
-  static void TearDownTestSuite() { delete server_; }
-  static CommandResult Cli(std::vector<std::string> args) {
-    args.insert(args.begin(), {GPUEST_CLI_PATH, "--target", server_->target()});
-    return RunCommand(args);
-  }
   static v1::EstimateResponse EstimateJson(const std::string& path,
                                            std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {"estimate", "--json", path};
@@ -41,9 +32,7 @@ class GpuMemNetCliTest : public ::testing::Test {
         << r.out;
     return response;
   }
-  static ServerProcess* server_;
 };
-ServerProcess* GpuMemNetCliTest::server_ = nullptr;
 
 TEST_F(GpuMemNetCliTest, ExamplesAreAnsweredByTheirFamilysEnsembles) {
   for (const std::string family : {"mlp", "cnn", "transformer"}) {
