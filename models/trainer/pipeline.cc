@@ -235,7 +235,23 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
+// Each example's class at the coarsest memory width: the split's strata.
+std::vector<int> MemoryStrata(const Dataset& data) {
+  const HeadSpec coarse = ml::MemoryHead(MemoryWidths(data.family).back());
+  std::vector<int> strata(data.examples.size());
+  for (size_t i = 0; i < strata.size(); ++i) {
+    strata[i] = coarse.MemoryClass(data.examples[i].memory_bytes, data.examples[i].oom);
+  }
+  return strata;
+}
+
 }  // namespace
+
+Split HeldOutSplit(const Dataset& data, double test_fraction, uint64_t seed) {
+  std::vector<int> all(data.examples.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return StratifiedSplit(all, MemoryStrata(data), test_fraction, seed);
+}
 
 absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options) {
   const absl::Time family_start = absl::Now();
@@ -258,14 +274,8 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
   // Memory heads, then the split on the coarsest memory class (incl. the top class).
   std::vector<HeadSpec> heads;
   for (int w : MemoryWidths(data.family)) heads.push_back(ml::MemoryHead(w));
-  const HeadSpec coarse = heads.back();  // A copy: heads grows below.
-  std::vector<int> strata(n);
-  for (int i = 0; i < n; ++i) {
-    strata[i] = coarse.MemoryClass(data.examples[i].memory_bytes, data.examples[i].oom);
-  }
-  std::vector<int> all(n);
-  for (int i = 0; i < n; ++i) all[i] = i;
-  const Split split = StratifiedSplit(all, strata, options.test_fraction, options.seed);
+  const std::vector<int> strata = MemoryStrata(data);
+  const Split split = HeldOutSplit(data, options.test_fraction, options.seed);
 
   // Utilization heads: the paper's edges where known, else the training split's
   // tertiles.
@@ -435,7 +445,8 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
            {{"test_fraction", options.test_fraction},
             {"seed", options.seed},
             {"stratified_on",
-             absl::StrCat(coarse.name, " class (incl. the > 40 GiB class)")},
+             absl::StrCat(ml::MemoryHead(MemoryWidths(data.family).back()).name,
+                          " class (incl. the > 40 GiB class)")},
             {"train_rows", split.train.size()},
             {"test_rows", split.test.size()}}},
           {"cross_validation",

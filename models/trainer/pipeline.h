@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "models/trainer/dataset.h"
+#include "models/trainer/split.h"
 
 namespace gpuest::train {
 
@@ -32,5 +33,10 @@ struct PipelineOptions {
 };
 
 absl::Status TrainFamily(const Dataset& data, const PipelineOptions& options);
+
+// The held-out split of a dataset's examples, stratified on the coarsest memory class
+// (the > 40 GiB class included), exactly as TrainFamily makes it. Other evaluations
+// (the allocator simulation's validation) use it to score on the same unseen rows.
+Split HeldOutSplit(const Dataset& data, double test_fraction, uint64_t seed);
 
 }  // namespace gpuest::train
