@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "models/trainer/metrics.h"
+#include "models/trainer/report_sections.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuest::train {
@@ -225,10 +226,8 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
        << F3(ci.second) << ".\n";
   }
 
-  std::ofstream out(path, std::ios::trunc);
-  out << md.str();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+  // The allocator simulation's section, written by gpuest-validate-memory, stays.
+  return accuracy::WriteReportFile(path, md.str(), accuracy::ReportTail(path));
 }
 
 }  // namespace gpuest::train
