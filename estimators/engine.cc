@@ -11,18 +11,6 @@
 #include "estimators/status_macros.h"
 
 namespace gpuest {
-namespace {
-
-v1::Warning MakeWarning(std::string code, std::string message,
-                        std::string estimator = "") {
-  v1::Warning w;
-  w.set_code(std::move(code));
-  w.set_message(std::move(message));
-  w.set_estimator_id(std::move(estimator));
-  return w;
-}
-
-}  // namespace
 
 absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
     const v1::EstimateRequest& request) const {

@@ -4,6 +4,7 @@
 // plain messages in and give plain messages out: no gRPC here.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,6 +19,16 @@ struct EstimationInput {
   const v1::FeatureVector& features;  // FeaturesOf(request); family always resolved.
   const GpuProfile& gpu;              // Target GPU, the default when none was asked for.
 };
+
+// A warning for the response; estimator_id is empty for the request as a whole.
+inline v1::Warning MakeWarning(std::string code, std::string message,
+                               std::string estimator_id = "") {
+  v1::Warning w;
+  w.set_code(std::move(code));
+  w.set_message(std::move(message));
+  w.set_estimator_id(std::move(estimator_id));
+  return w;
+}
 
 class Estimator {
  public:

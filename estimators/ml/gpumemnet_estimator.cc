@@ -28,14 +28,6 @@ constexpr char kTrainedGpu[] = "a100-40gb";
 // Each kind of warning halves the confidence.
 constexpr double kWarningPenalty = 0.5;
 
-v1::Warning MakeWarning(std::string code, std::string message, const std::string& id) {
-  v1::Warning w;
-  w.set_code(std::move(code));
-  w.set_message(std::move(message));
-  w.set_estimator_id(id);
-  return w;
-}
-
 std::string GiBText(uint64_t bytes) {
   return absl::StrFormat("%g GiB", static_cast<double>(bytes) / kGiB);
 }
