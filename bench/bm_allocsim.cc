@@ -52,7 +52,7 @@ void BM_ReplayTrace(benchmark::State& state) {
   const v1::AllocationTrace trace =
       TrainingShapedTrace(static_cast<int>(state.range(0)), 7);
   for (auto _ : state) {
-    auto result = ReplayTrace(trace, AllocatorConfig{}, {{8519680}});
+    auto result = ReplayTrace(trace, AllocatorConfig{}, {{kDefaultCublasWorkspaceBytes}});
     benchmark::DoNotOptimize(result);
   }
   state.counters["events"] = trace.size_bytes_size();
@@ -86,7 +86,8 @@ void BM_ReplayRealTrace(benchmark::State& state) {
     return;
   }
   for (auto _ : state)
-    benchmark::DoNotOptimize(ReplayTrace(model.trace(), {}, {{8519680}}));
+    benchmark::DoNotOptimize(
+        ReplayTrace(model.trace(), {}, {{kDefaultCublasWorkspaceBytes}}));
   state.counters["events"] = model.trace().size_bytes_size();
 }
 BENCHMARK(BM_ReplayRealTrace)->Unit(benchmark::kMicrosecond);

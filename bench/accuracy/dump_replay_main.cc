@@ -8,6 +8,7 @@
 #include "estimators/allocsim/layer_trace.h"
 #include "estimators/allocsim/trace_replay.h"
 #include "estimators/features.h"
+#include "estimators/layer_types.h"
 
 ABSL_FLAG(std::string, jsonl, "", "rows from gpuest.synthetic.export --trace");
 ABSL_FLAG(std::string, family, "", "mlp, cnn or transformer");
@@ -37,13 +38,14 @@ int main(int argc, char** argv) {
     const gpuest::v1::AllocationTrace trace =
         absl::GetFlag(FLAGS_from_layers) ? gpuest::allocsim::TraceFromLayers(row.model)
                                          : row.model.trace();
-    auto r =
-        gpuest::allocsim::ReplayTrace(trace, {}, {{8519680}}, absl::GetFlag(FLAGS_steps));
+    auto r = gpuest::allocsim::ReplayTrace(
+        trace, {}, {{gpuest::allocsim::kDefaultCublasWorkspaceBytes}},
+        absl::GetFlag(FLAGS_steps));
     if (!r.ok()) continue;
     const auto f = gpuest::ExtractFeatures(row.model);
     double max_conv = 0;
     for (const auto& l : row.model.layers()) {
-      if (l.type() == "Conv2d") {
+      if (gpuest::ClassifyLayerType(l.type()).kind == gpuest::LayerKind::kConv) {
         max_conv =
             std::max(max_conv, 4.0 * l.output_activations() * row.model.batch_size());
       }

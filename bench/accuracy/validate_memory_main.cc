@@ -151,8 +151,9 @@ int main(int argc, char** argv) {
     for (const MeasuredRow& m : traced[f.name]) {
       const bool in_test = test.count(m.file_name) > 0;
       if (!m.model.has_trace() || (!in_test && !train.count(m.file_name))) continue;
-      auto replay = gpuest::allocsim::ReplayTrace(m.model.trace(), {}, {{8519680}},
-                                                  absl::GetFlag(FLAGS_steps));
+      auto replay = gpuest::allocsim::ReplayTrace(
+          m.model.trace(), {}, {{gpuest::allocsim::kDefaultCublasWorkspaceBytes}},
+          absl::GetFlag(FLAGS_steps));
       if (!replay.ok()) return Fail(replay.status());
       rows[f.name].push_back({&m, replay->peak_reserved_bytes / kMiB, in_test});
     }

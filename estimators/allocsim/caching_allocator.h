@@ -29,6 +29,11 @@ inline constexpr uint64_t kMinLargeAlloc = 10
                                            << 20;  // From here, segments fit the request.
 inline constexpr uint64_t kRoundLarge = 2 << 20;   // Rounding of large segments.
 
+// cuBLAS's default workspace before Hopper, allocated through the caching allocator and
+// kept for the process lifetime: 4096 KiB x 2 + 16 KiB x 8 (CUBLAS_WORKSPACE_CONFIG
+// ":4096:2:16:8"; shared/docs/MEMORY.md).
+inline constexpr uint64_t kDefaultCublasWorkspaceBytes = 4096 * 1024 * 2 + 16 * 1024 * 8;
+
 struct AllocatorConfig {
   // PYTORCH_CUDA_ALLOC_CONF max_split_size_mb, in bytes; unlimited by default.
   uint64_t max_split_size = std::numeric_limits<uint64_t>::max();

@@ -45,8 +45,9 @@ TEST(CachingAllocator, SmallRequestsShareOneSegment) {
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(a.Malloc(256 * KiB).ok());
   EXPECT_EQ(a.reserved(), 2 * MiB);
   EXPECT_EQ(a.allocated(), 1 * MiB);
-  // 8519680 B, the default cuBLAS workspace, lands in a 20 MiB segment.
-  ASSERT_TRUE(a.Malloc(8519680).ok());
+  // The default cuBLAS workspace, 8,519,680 B, lands in a 20 MiB segment.
+  static_assert(kDefaultCublasWorkspaceBytes == 8519680);
+  ASSERT_TRUE(a.Malloc(kDefaultCublasWorkspaceBytes).ok());
   EXPECT_EQ(a.reserved(), 22 * MiB);
 }
 

@@ -58,10 +58,10 @@ TEST(TraceReplay, SparseClockGivesTheSameAnswer) {
 }
 
 TEST(TraceReplay, PersistentWorkspaceCountsFromTheStart) {
-  auto r = ReplayTrace(SmallStep(1), {}, {{8519680}});
+  auto r = ReplayTrace(SmallStep(1), {}, {{kDefaultCublasWorkspaceBytes}});
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->live_at_peak[0], 8519680u);
-  EXPECT_EQ(r->peak_allocated_bytes, 172 * MiB + 8519680);
+  EXPECT_EQ(r->live_at_peak[0], kDefaultCublasWorkspaceBytes);
+  EXPECT_EQ(r->peak_allocated_bytes, 172 * MiB + kDefaultCublasWorkspaceBytes);
 }
 
 TEST(TraceReplay, ReportsOutOfMemoryOnASmallCard) {
