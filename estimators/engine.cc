@@ -88,7 +88,10 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
   }
   std::set<std::string> out_of_distribution;
   for (const v1::Warning& w : warnings) {
-    if (w.code() == "OUT_OF_DISTRIBUTION") out_of_distribution.insert(w.estimator_id());
+    // A simulator without a calibration for the family is as unproven as a formula.
+    if (w.code() == "OUT_OF_DISTRIBUTION" || w.code() == "UNCALIBRATED_FAMILY") {
+      out_of_distribution.insert(w.estimator_id());
+    }
   }
   if (auto rec = Recommend(response.results(), request.gpu().empty() ? nullptr : gpu,
                            out_of_distribution)) {

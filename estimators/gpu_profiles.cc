@@ -36,6 +36,16 @@ absl::StatusOr<GpuProfiles> GpuProfiles::Parse(const std::string& json_text) {
       p.memory_bytes = g.at("memory_mib").get<uint64_t>() << 20;
       if (g.contains("aliases"))
         p.aliases = g.at("aliases").get<std::vector<std::string>>();
+      p.context_bytes = g.at("context_mib").get<uint64_t>() << 20;
+      p.cublas_workspace_bytes = g.at("cublas_workspace_bytes").get<uint64_t>();
+      const std::string constants = g.at("constants").get<std::string>();
+      if (constants != "calibrated" && constants != "assumed") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            p.id, ": constants must be \"calibrated\" or \"assumed\", not \"", constants,
+            "\""));
+      }
+      p.constants_calibrated = constants == "calibrated";
+      p.constants_basis = g.at("constants_basis").get<std::string>();
       if (p.id.empty() || p.memory_bytes == 0) {
         return absl::InvalidArgumentError("every GPU needs an id and memory_mib > 0");
       }

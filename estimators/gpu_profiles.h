@@ -1,7 +1,8 @@
 // File: gpu_profiles.h
 //
 // The GPU models a request can target, read from gpu_profiles.json in the model
-// repository: capacity and architecture for fit decisions.
+// repository: capacity and architecture for fit decisions, and the constants the
+// memory simulation adds to the allocator's peak.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,15 @@ struct GpuProfile {
   // Total memory as nvidia-smi reports it.
   uint64_t memory_bytes = 0;
   std::vector<std::string> aliases;
+  // Memory a training process holds outside the caching allocator: CUDA context,
+  // library handles, loaded kernels.
+  uint64_t context_bytes = 0;
+  // cuBLAS workspace, allocated through the caching allocator for the process lifetime.
+  uint64_t cublas_workspace_bytes = 0;
+  // Whether the two constants above were calibrated on measurements of this GPU (else
+  // they are documented assumptions), and where they come from.
+  bool constants_calibrated = false;
+  std::string constants_basis;
 };
 
 class GpuProfiles {

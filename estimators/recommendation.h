@@ -6,8 +6,13 @@
 // Rule: each memory result's safe figure is its upper bound when it gives one, else its
 // point estimate. Results are trusted by kind, simulator over classifier over formula;
 // among the results of the most trusted kind present, the largest safe figure wins.
-// A result whose estimator said the request is out of its training distribution is
-// trusted no more than a formula: it competes with the formulas, never outranks them.
+// A result whose estimator said the request is out of its training distribution (or,
+// for a simulator, that no measurements calibrate the family) is trusted no more than
+// a formula: it competes with the formulas, never outranks them.
+//
+// The simulators (allocsim on the request's trace, analytic on its layers) give as
+// upper bound the figure their calibration keeps safe on 95 % of the measured training
+// rows; when both answer, the larger wins.
 #pragma once
 
 #include <optional>
@@ -20,7 +25,8 @@
 namespace gpuest {
 
 // nullopt when no result estimated memory. gpu, when given, adds the fit.
-// out_of_distribution: ids of estimators that warned OUT_OF_DISTRIBUTION.
+// out_of_distribution: ids of estimators that warned OUT_OF_DISTRIBUTION or
+// UNCALIBRATED_FAMILY.
 std::optional<v1::Recommendation> Recommend(
     const google::protobuf::RepeatedPtrField<v1::EstimatorResult>& results,
     const GpuProfile* gpu, const std::set<std::string>& out_of_distribution = {});

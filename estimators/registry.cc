@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<EstimatorRegistry>> EstimatorRegistry::Load(
     }
     GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<Estimator> estimator,
                             factory->second(artifact, options));
+    if (estimator == nullptr) continue;  // The program leaves this type out.
     if (registry->Find(estimator->Info().id()) != nullptr) {
       return absl::AlreadyExistsError(
           absl::StrCat("two estimators have the id '", estimator->Info().id(), "'"));

@@ -21,7 +21,8 @@ namespace gpuest {
 
 struct RegistryOptions;
 
-// Makes an estimator from one artifact; chosen by the manifest's "estimator_type".
+// Makes an estimator from one artifact; chosen by the manifest's "estimator_type". A
+// factory that returns nullptr leaves the artifact out (a tool about to rewrite it).
 using EstimatorFactory = std::function<absl::StatusOr<std::unique_ptr<Estimator>>(
     const ModelArtifact& artifact, const RegistryOptions& options)>;
 

@@ -149,6 +149,12 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
   GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total output_activations)", total_acts,
                                     limits.max_count));
   if (model.has_trace()) GPUEST_RETURN_IF_ERROR(CheckTrace(model.trace(), limits));
+  const uint64_t max_split = model.allocator().max_split_size_mb();
+  // PyTorch refuses 20 MiB and less; above 2^40 MiB the byte count overflows.
+  if (max_split != 0 && (max_split <= 20 || max_split > (uint64_t{1} << 40))) {
+    return Invalid("model.allocator.max_split_size_mb",
+                   absl::StrCat("must be 0 (unlimited) or above 20, got ", max_split));
+  }
   return absl::OkStatus();
 }
 

@@ -66,6 +66,39 @@ std::string UtilizationText(const v1::UtilizationEstimate& u) {
   return absl::StrFormat("%s %s p=%.2f", MetricName(u.metric()), range, p);
 }
 
+// Where one result's upper bound goes, largest part first, with shares.
+std::string BreakdownText(const v1::EstimatorResult& r) {
+  const v1::MemoryBreakdown& b = r.memory().breakdown();
+  std::vector<std::pair<uint64_t, std::string>> parts = {
+      {b.weights_bytes(), "weights"},
+      {b.gradients_bytes(), "gradients"},
+      {b.optimizer_state_bytes(), "optimizer state"},
+      {b.inputs_bytes(), "inputs"},
+      {b.activations_bytes(), "activations"},
+      {b.temporaries_bytes(), "temporaries"},
+      {b.fragmentation_bytes(), "fragmentation"},
+      {b.context_bytes(), "context"},
+      {b.calibration_bytes(), "calibration"}};
+  uint64_t total = 0;
+  for (const auto& [bytes, name] : parts) total += bytes;
+  if (total == 0) return "";
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [bytes, name] : parts) {
+    rows.push_back({absl::StrCat("  ", name), FormatBytes(bytes),
+                    absl::StrFormat("%5.1f %%", 100.0 * bytes / total)});
+  }
+  const char* constants = "";
+  if (r.memory().gpu_constants() == v1::GPU_CONSTANTS_CALIBRATED) {
+    constants = ", calibrated GPU constants";
+  } else if (r.memory().gpu_constants() == v1::GPU_CONSTANTS_ASSUMED) {
+    constants = ", assumed GPU constants";
+  }
+  return absl::StrCat("\nbreakdown (", r.estimator_id(), ", ", FormatBytes(total),
+                      constants, "):\n", Table(rows));
+}
+
 }  // namespace
 
 std::string FormatBytes(uint64_t bytes) {
@@ -108,6 +141,10 @@ std::string RenderEstimate(const v1::EstimateResponse& response,
     for (const auto& u : r.utilization()) parts.push_back(UtilizationText(u));
     absl::StrAppend(&out, "utilization (", r.estimator_id(),
                     "): ", absl::StrJoin(parts, "; "), "\n");
+  }
+
+  for (const v1::EstimatorResult& r : response.results()) {
+    if (r.memory().has_breakdown()) absl::StrAppend(&out, BreakdownText(r));
   }
 
   if (response.has_recommendation()) {

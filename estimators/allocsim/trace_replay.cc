@@ -44,10 +44,11 @@ absl::StatusOr<ReplayResult> ReplayTrace(
   ReplayResult result;
   CategoryBytes live{};
   auto note_peak = [&] {
-    if (allocator.reserved() > result.peak_reserved_bytes) {
-      result.peak_reserved_bytes = allocator.reserved();
-      result.live_at_peak = live;
+    result.peak_reserved_bytes =
+        std::max(result.peak_reserved_bytes, allocator.reserved());
+    if (allocator.allocated() > result.allocated_at_peak) {
       result.allocated_at_peak = allocator.allocated();
+      result.live_at_peak = live;
     }
   };
   auto fail = [&](const absl::Status& status) -> absl::StatusOr<ReplayResult> {

@@ -2,7 +2,7 @@
 //
 // Replays one training step's AllocationTrace through the caching-allocator
 // simulation: peak allocated and peak reserved, and what was live, by category, when
-// reserved memory peaked.
+// allocated memory peaked.
 #pragma once
 
 #include <array>
@@ -26,11 +26,13 @@ struct PersistentAllocation {
 struct ReplayResult {
   uint64_t peak_allocated_bytes = 0;
   uint64_t peak_reserved_bytes = 0;
-  // Live rounded bytes per category at the first moment reserved memory peaked.
+  // Live rounded bytes per category at the first moment allocated memory peaked (the
+  // reserved peak can come later, when a small request maps a segment while freed
+  // activations sit in the cache: a breakdown taken then would show only the cache).
   CategoryBytes live_at_peak{};
-  uint64_t allocated_at_peak = 0;
-  bool out_of_memory = false;  // Only with a capacity: the step did not fit.
-  int alloc_retries = 0;       // Times the cache was emptied to make room.
+  uint64_t allocated_at_peak = 0;  // Equals peak_allocated_bytes.
+  bool out_of_memory = false;      // Only with a capacity: the step did not fit.
+  int alloc_retries = 0;           // Times the cache was emptied to make room.
 };
 
 // The trace must be valid (estimators/validation.h). Events at the same time are

@@ -1,11 +1,13 @@
 #include "estimators/ml/default_factories.h"
 
+#include "estimators/allocsim/simulation_estimator.h"
 #include "estimators/ml/gpumemnet_estimator.h"
 
 namespace gpuest::ml {
 
 std::map<std::string, EstimatorFactory> DefaultEstimatorFactories() {
-  return {{"gpumemnet", CreateGpuMemNetEstimator}};
+  return {{"gpumemnet", CreateGpuMemNetEstimator},
+          {"allocsim", allocsim::CreateSimulationEstimator}};
 }
 
 RegistryOptions WithDefaultFactories(RegistryOptions options) {

@@ -12,7 +12,7 @@
 
 namespace gpuest::ml {
 
-// "gpumemnet" -> CreateGpuMemNetEstimator.
+// "gpumemnet" -> CreateGpuMemNetEstimator, "allocsim" -> CreateSimulationEstimator.
 std::map<std::string, EstimatorFactory> DefaultEstimatorFactories();
 
 // options with DefaultEstimatorFactories() filled in.

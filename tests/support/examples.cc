@@ -10,14 +10,17 @@
 namespace gpuest::testing {
 
 v1::EstimateRequest ExampleRequest(const std::string& name) {
-  const std::string path = std::string(GPUEST_EXAMPLES_DIR) + "/" + name;
+  return RequestFromFile(std::string(GPUEST_EXAMPLES_DIR) + "/" + name);
+}
+
+v1::EstimateRequest RequestFromFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   v1::EstimateRequest request;
   if (!google::protobuf::util::JsonStringToMessage(text.str(), request.mutable_model())
            .ok()) {
-    std::fprintf(stderr, "cannot read example %s\n", path.c_str());
+    std::fprintf(stderr, "cannot read the model description %s\n", path.c_str());
     std::abort();
   }
   return request;

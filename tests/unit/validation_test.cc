@@ -140,7 +140,12 @@ INSTANTIATE_TEST_SUITE_P(
              "features.layer_counts[\"Linear\"]:"},
         Case{"features_empty", [](auto& r) { r.mutable_features()->set_batch_size(2); },
              "features:"},
-        Case{"empty_estimator", [](auto& r) { r.add_estimators(""); }, "estimators[0]:"}),
+        Case{"empty_estimator", [](auto& r) { r.add_estimators(""); }, "estimators[0]:"},
+        Case{"tiny_max_split",
+             [](auto& r) {
+               r.mutable_model()->mutable_allocator()->set_max_split_size_mb(20);
+             },
+             "model.allocator.max_split_size_mb:"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Validation, AcceptsAValidRequestAndTrace) {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Calibrates the allocator-simulation estimators (models/allocsim, models/analytic) and
+# the A100's context (models/gpu_profiles.json) on GPUMemNet's training split, then
+# rewrites the simulation section of docs/accuracy.md with every estimator scored on the
+# held-out split. The traced export (each dataset row rebuilt and described with a
+# FakeTensor trace) is made once into build/datasets/, about 15 minutes on 2 cores;
+# later runs reuse it and take well under a minute.
+# Usage: deploy/validate-memory.sh [extra gpuest-validate-memory flags]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA="${GPUEST_DATA_DIR:-../shared/data/gpumemnet}"
+bash deploy/build.sh
+mkdir -p build/datasets
+export PYTHONPATH=python
+for family in mlp cnn transformer_sample; do
+  out="build/datasets/${family}_traced.jsonl"
+  if [[ ! -s "$out" ]]; then
+    echo "describing every row of $family.csv with a trace -> $out"
+    /usr/bin/python3 -m gpuest.synthetic.export --trace \
+      --csv "$DATA/$family.csv" --out "$out.partial"
+    mv "$out.partial" "$out"
+  fi
+done
+if [[ ! -s build/datasets/transformer.jsonl ]]; then
+  /usr/bin/python3 -m gpuest.synthetic.export \
+    --csv "$DATA/transformer_sample.csv" --out build/datasets/transformer.jsonl
+fi
+build/bench/accuracy/gpuest-validate-memory --data-dir "$DATA" --models models \
+  --write-models --report docs/accuracy.md "$@"
+echo "models/allocsim, models/analytic, models/gpu_profiles.json and docs/accuracy.md rewritten"

@@ -1,0 +1,67 @@
+#include "estimators/allocsim/memory_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gpuest::allocsim {
+namespace {
+
+constexpr double kMiB = 1 << 20;
+
+uint64_t Bytes(double value) {
+  return value <= 0 ? 0 : static_cast<uint64_t>(std::llround(value));
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> SimulatePeak(const v1::AllocationTrace& trace,
+                                          const GpuProfile& gpu,
+                                          const AllocatorConfig& config, int steps) {
+  std::vector<PersistentAllocation> persistent;
+  if (gpu.cublas_workspace_bytes > 0) persistent.push_back({gpu.cublas_workspace_bytes});
+  return ReplayTrace(trace, config, persistent, steps);
+}
+
+uint64_t AllocatorCapacity(const GpuProfile& gpu, const FamilyCalibration& calibration) {
+  const double outside = gpu.context_bytes + calibration.intercept_mib * kMiB;
+  const double share =
+      (gpu.memory_bytes - outside) / std::max(1.0, calibration.safe_factor);
+  // At least one byte: 0 would mean "unlimited" to the allocator.
+  return std::max<uint64_t>(1, Bytes(share));
+}
+
+v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfile& gpu,
+                                      const FamilyCalibration& calibration) {
+  const double reserved = static_cast<double>(replay.peak_reserved_bytes);
+  const double outside = gpu.context_bytes + calibration.intercept_mib * kMiB;
+  v1::MemoryEstimate m;
+  m.set_point_bytes(Bytes(gpu.context_bytes + calibration.point_intercept_mib * kMiB +
+                          calibration.point_factor * reserved));
+  m.set_upper_bytes(
+      std::max(m.point_bytes(), Bytes(outside + calibration.safe_factor * reserved)));
+  m.set_gpu_constants(gpu.constants_calibrated ? v1::GPU_CONSTANTS_CALIBRATED
+                                               : v1::GPU_CONSTANTS_ASSUMED);
+
+  const CategoryBytes& live = replay.live_at_peak;
+  v1::MemoryBreakdown& b = *m.mutable_breakdown();
+  b.set_weights_bytes(live[v1::ALLOCATION_CATEGORY_PARAMETER]);
+  b.set_gradients_bytes(live[v1::ALLOCATION_CATEGORY_GRADIENT]);
+  b.set_optimizer_state_bytes(live[v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE]);
+  b.set_inputs_bytes(live[v1::ALLOCATION_CATEGORY_INPUT]);
+  b.set_activations_bytes(live[v1::ALLOCATION_CATEGORY_ACTIVATION]);
+  b.set_temporaries_bytes(live[v1::ALLOCATION_CATEGORY_TEMPORARY]);
+  // Index 0 holds the persistent library workspaces (validation refuses uncategorised
+  // trace events).
+  b.set_context_bytes(gpu.context_bytes + live[0]);
+  // Reserved beyond the tensors' rounded sizes: cached free blocks, and the unsplit
+  // remainders of blocks handed out whole (the allocator counts those as allocated).
+  uint64_t tensors = 0;
+  for (uint64_t bytes : live) tensors += bytes;
+  b.set_fragmentation_bytes(replay.peak_reserved_bytes - std::min(tensors,
+                                                                  replay.peak_reserved_bytes));
+  const uint64_t explained = replay.peak_reserved_bytes + gpu.context_bytes;
+  b.set_calibration_bytes(m.upper_bytes() > explained ? m.upper_bytes() - explained : 0);
+  return m;
+}
+
+}  // namespace gpuest::allocsim

@@ -1,0 +1,50 @@
+// File: memory_model.h
+//
+// The one memory model: a training step's allocations, replayed through the
+// caching-allocator simulation on a GPU profile, turned into the peak nvidia-smi would
+// show. Served by the simulation estimators and calibrated by gpuest-validate-memory,
+// so both use exactly the same arithmetic:
+//
+//   point = context + point_intercept + point_factor x simulated peak reserved
+//   upper = context + intercept       + safe_factor  x simulated peak reserved
+//
+// context is the GPU's memory outside the allocator; the simulated peak includes the
+// cuBLAS workspace. intercept and the factors are per family, fitted on measurements:
+// they stand for what the trace cannot see (cuDNN workspaces, kernels and tensors a
+// CPU-side trace leaves out or adds).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "estimators/allocsim/trace_replay.h"
+#include "estimators/gpu_profiles.h"
+#include "gpuest/v1/estimate.pb.h"
+
+namespace gpuest::allocsim {
+
+struct FamilyCalibration {
+  double intercept_mib = 0;
+  double safe_factor = 1;  // Keeps the calibration quantile of rows at or under it.
+  // The median fit: half the measured rows above, half below.
+  double point_intercept_mib = 0;
+  double point_factor = 1;
+};
+
+// Replays the trace on the GPU (its cuBLAS workspace held from the start).
+// config.capacity_bytes, when set, is the allocator's share of the card.
+absl::StatusOr<ReplayResult> SimulatePeak(const v1::AllocationTrace& trace,
+                                          const GpuProfile& gpu,
+                                          const AllocatorConfig& config, int steps);
+
+// The allocator's share of the card under this calibration: the largest simulated
+// reserved peak whose safe estimate still fits.
+uint64_t AllocatorCapacity(const GpuProfile& gpu, const FamilyCalibration& calibration);
+
+// Point, upper bound and the breakdown (which adds up to the upper bound: the figure
+// a scheduler reserves).
+v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfile& gpu,
+                                      const FamilyCalibration& calibration);
+
+}  // namespace gpuest::allocsim

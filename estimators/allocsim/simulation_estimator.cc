@@ -1,0 +1,203 @@
+#include "estimators/allocsim/simulation_estimator.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "estimators/allocsim/layer_trace.h"
+#include "estimators/allocsim/memory_model.h"
+#include "estimators/layer_types.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuest::allocsim {
+namespace {
+
+constexpr double kMiB = 1 << 20;
+
+enum class TraceSource { kRequest, kLayers };
+
+class SimulationEstimator final : public Estimator {
+ public:
+  const v1::EstimatorInfo& Info() const override { return info_; }
+
+  bool AppliesTo(const EstimationInput& input) const override {
+    if (!input.request.has_model()) return false;
+    const v1::ModelDescription& model = input.request.model();
+    return source_ == TraceSource::kRequest
+               ? model.has_trace() && model.trace().size_bytes_size() > 0
+               : model.layers_size() > 0;
+  }
+
+  absl::Status Estimate(const EstimationInput& input, v1::EstimatorResult& result,
+                        std::vector<v1::Warning>& warnings) const override {
+    const v1::ModelDescription& model = input.request.model();
+    const std::string& id = info_.id();
+    std::optional<v1::AllocationTrace> built;
+    if (source_ == TraceSource::kLayers) built = TraceFromLayers(model);
+    const v1::AllocationTrace& trace = built ? *built : model.trace();
+
+    const v1::ModelFamily family = input.features.family();
+    FamilyCalibration calibration = fallback_;
+    double confidence = fallback_confidence_;
+    if (auto it = families_.find(family); it != families_.end()) {
+      calibration = it->second.calibration;
+      confidence = it->second.confidence;
+    } else {
+      warnings.push_back(MakeWarning(
+          "UNCALIBRATED_FAMILY",
+          absl::StrCat("no measurements of the ", FamilyName(family),
+                       " family calibrate this estimator; it used the most conservative "
+                       "family's terms"),
+          id));
+    }
+    AllocatorConfig config;
+    if (model.has_allocator()) {
+      if (model.allocator().max_split_size_mb() > 0) {
+        config.max_split_size = model.allocator().max_split_size_mb() << 20;
+      }
+      config.expandable_segments = model.allocator().expandable_segments();
+    }
+    const GpuProfile& gpu = input.gpu;
+    absl::StatusOr<ReplayResult> replay = SimulatePeak(trace, gpu, config, steps_);
+    if (!replay.ok()) return replay.status();
+    v1::MemoryEstimate memory = CalibratedEstimate(*replay, gpu, calibration);
+    std::string fit_note;
+    if (memory.upper_bytes() > gpu.memory_bytes) {
+      // The allocator empties its cache and retries before it gives up: replay on a
+      // card of this size to see whether that saves the step.
+      config.capacity_bytes = AllocatorCapacity(gpu, calibration);
+      absl::StatusOr<ReplayResult> on_card = SimulatePeak(trace, gpu, config, steps_);
+      if (!on_card.ok()) return on_card.status();
+      if (!on_card->out_of_memory) {
+        memory = CalibratedEstimate(*on_card, gpu, calibration);
+        replay = std::move(on_card);
+        warnings.push_back(
+            MakeWarning("ALLOCATOR_RETRIES",
+                        absl::StrCat("fits ", gpu.id,
+                                     " only because the caching allocator empties "
+                                     "its cache and retries (",
+                                     replay->alloc_retries,
+                                     " times in the simulated steps); expect "
+                                     "slower steps"),
+                        id));
+      } else {
+        fit_note = absl::StrCat("; does not fit ", gpu.id,
+                                " even after the allocator empties its cache");
+      }
+    }
+    if (!gpu.constants_calibrated) {
+      warnings.push_back(
+          MakeWarning("ASSUMED_GPU_CONSTANTS",
+                      absl::StrCat(gpu.id,
+                                   "'s context and workspace sizes are assumptions, not "
+                                   "measurements: ",
+                                   gpu.constants_basis),
+                      id));
+    }
+    *result.mutable_memory() = std::move(memory);
+    result.set_confidence(confidence);
+    result.set_basis(absl::StrFormat(
+        "%s: %d allocations replayed for %d training steps through the caching-allocator "
+        "simulation: peak allocated %.0f MiB, reserved %.0f MiB; plus %s's context "
+        "%.0f MiB (%s) and the %s calibration (upper: +%.0f MiB, x%.3f)%s",
+        source_ == TraceSource::kRequest ? "the request's trace"
+                                         : "a step built from the layer sequence",
+        trace.size_bytes_size(), steps_, replay->peak_allocated_bytes / kMiB,
+        replay->peak_reserved_bytes / kMiB, gpu.id, gpu.context_bytes / kMiB,
+        gpu.constants_calibrated ? "calibrated" : "assumed", FamilyName(family),
+        calibration.intercept_mib, calibration.safe_factor, fit_note));
+    return absl::OkStatus();
+  }
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<Estimator>> allocsim::CreateSimulationEstimator(
+      const ModelArtifact&, const RegistryOptions&);
+  struct Family {
+    FamilyCalibration calibration;
+    double confidence = 0.5;
+  };
+
+  v1::EstimatorInfo info_;
+  TraceSource source_ = TraceSource::kRequest;
+  int steps_ = 2;
+  std::map<v1::ModelFamily, Family> families_;
+  FamilyCalibration fallback_;  // The most conservative terms of all families.
+  double fallback_confidence_ = 0;
+};
+
+std::optional<v1::ModelFamily> FamilyByName(const std::string& name) {
+  for (v1::ModelFamily f : {v1::MODEL_FAMILY_MLP, v1::MODEL_FAMILY_CNN,
+                            v1::MODEL_FAMILY_TRANSFORMER, v1::MODEL_FAMILY_OTHER}) {
+    if (FamilyName(f) == name) return f;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
+    const ModelArtifact& artifact, const RegistryOptions&) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(artifact.directory, "/manifest.json: ", why));
+  };
+  auto e = std::make_unique<SimulationEstimator>();
+  try {
+    const nlohmann::json m = nlohmann::json::parse(artifact.manifest_text);
+    v1::EstimatorInfo& info = e->info_;
+    info.set_id(m.at("id").get<std::string>());
+    info.set_kind(v1::ESTIMATOR_KIND_SIMULATOR);
+    info.set_family(v1::MODEL_FAMILY_UNSPECIFIED);
+    info.set_version(m.at("version").get<std::string>());
+    info.set_description(m.value("description", ""));
+    info.set_estimates_memory(true);
+    const std::string source = m.at("trace_source").get<std::string>();
+    if (source != "request" && source != "layers") {
+      return bad(absl::StrCat("trace_source must be \"request\" or \"layers\", not \"",
+                              source, "\""));
+    }
+    e->source_ = source == "request" ? TraceSource::kRequest : TraceSource::kLayers;
+    const nlohmann::json& c = m.at("calibration");
+    e->steps_ = c.at("steps").get<int>();
+    if (e->steps_ < 1) return bad("calibration.steps must be at least 1");
+    for (const auto& [name, terms] : c.at("families").items()) {
+      const std::optional<v1::ModelFamily> family = FamilyByName(name);
+      if (!family) return bad(absl::StrCat("unknown family '", name, "'"));
+      SimulationEstimator::Family& f = e->families_[*family];
+      f.calibration.intercept_mib = terms.at("intercept_mib").get<double>();
+      f.calibration.point_intercept_mib = terms.at("point_intercept_mib").get<double>();
+      f.calibration.point_factor = terms.at("point_factor").get<double>();
+      f.calibration.safe_factor = terms.at("safe_factor").get<double>();
+      // Held-out safe-and-tight rate: how often the upper bound is both safe and close.
+      f.confidence = terms.value("held_out_safe_and_tight", 0.5);
+      const FamilyCalibration& t = f.calibration;
+      if (t.intercept_mib < 0 || t.point_intercept_mib < 0 || t.point_factor <= 0 ||
+          t.safe_factor < 1) {
+        return bad(absl::StrCat("calibration of ", name,
+                                ": needs intercepts >= 0, point_factor > 0 and "
+                                "safe_factor >= 1"));
+      }
+      FamilyCalibration& worst = e->fallback_;
+      worst.intercept_mib = std::max(worst.intercept_mib, t.intercept_mib);
+      worst.point_intercept_mib =
+          std::max(worst.point_intercept_mib, t.point_intercept_mib);
+      worst.point_factor = std::max(worst.point_factor, t.point_factor);
+      worst.safe_factor = std::max(worst.safe_factor, t.safe_factor);
+      for (const char* metric :
+           {"held_out_mape", "held_out_safe", "held_out_safe_and_tight"}) {
+        if (terms.contains(metric)) {
+          (*info.mutable_training_metrics())[absl::StrCat(name, "_", metric)] =
+              terms.at(metric).get<double>();
+        }
+      }
+    }
+    if (e->families_.empty()) return bad("calibration.families is empty");
+  } catch (const nlohmann::json::exception& ex) {
+    return bad(ex.what());
+  }
+  return std::unique_ptr<Estimator>(std::move(e));
+}
+
+}  // namespace gpuest::allocsim

@@ -1,0 +1,22 @@
+// File: simulation_estimator.h
+//
+// The served memory estimators built on the allocator simulation, one per model
+// directory whose manifest says "estimator_type": "allocsim":
+// - "trace_source": "request": replays the trace the request carries (allocsim);
+// - "trace_source": "layers": builds the step from the layer sequence by per-layer
+//   rules (layer_trace.h) and replays that (analytic).
+// The manifest holds the per-family calibration gpuest-validate-memory fitted
+// (memory_model.h) and the held-out metrics it measured.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "estimators/registry.h"
+
+namespace gpuest::allocsim {
+
+absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
+    const ModelArtifact& artifact, const RegistryOptions& options);
+
+}  // namespace gpuest::allocsim

@@ -1,0 +1,220 @@
+#include "estimators/allocsim/simulation_estimator.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "estimators/allocsim/layer_trace.h"
+#include "estimators/allocsim/memory_model.h"
+#include "estimators/features.h"
+#include "gtest/gtest.h"
+
+namespace gpuest::allocsim {
+namespace {
+
+constexpr uint64_t MiB = 1024 * 1024;
+
+GpuProfile Card(uint64_t memory_mib, bool calibrated = true) {
+  GpuProfile gpu;
+  gpu.id = "card";
+  gpu.memory_bytes = memory_mib * MiB;
+  gpu.context_bytes = 1000 * MiB;
+  gpu.cublas_workspace_bytes = kDefaultCublasWorkspaceBytes;
+  gpu.constants_calibrated = calibrated;
+  gpu.constants_basis = "measured on a test card";
+  return gpu;
+}
+
+// A manifest like the ones gpuest-validate-memory writes.
+std::string Manifest(const std::string& source, const std::string& mlp_terms =
+                                                    R"("intercept_mib": 100,
+  "safe_factor": 1.5, "point_intercept_mib": 100, "point_factor": 1.1,
+  "held_out_safe_and_tight": 0.9)") {
+  return absl::StrCat(R"({"estimator_type": "allocsim", "id": "sim", "version": "1",
+  "trace_source": ")",
+                      source, R"(", "calibration": {"steps": 2, "families": {"mlp": {)",
+                      mlp_terms, "}}}}");
+}
+
+absl::StatusOr<std::unique_ptr<Estimator>> Create(const std::string& manifest) {
+  return CreateSimulationEstimator({"sim", "/models/sim", manifest}, {});
+}
+
+// An MLP of three 1024-wide layers at batch 64, with a trace built from its layers.
+v1::EstimateRequest MlpRequest(bool with_trace) {
+  v1::EstimateRequest r;
+  v1::ModelDescription& m = *r.mutable_model();
+  m.set_name("mlp");
+  m.set_family(v1::MODEL_FAMILY_MLP);
+  m.set_batch_size(64);
+  m.add_input_shape(1024);
+  for (int i = 0; i < 3; ++i) {
+    v1::Layer& dense = *m.add_layers();
+    dense.set_type("Linear");
+    dense.set_output_activations(1024);
+    dense.set_parameters(1024 * 1024 + 1024);
+    v1::Layer& act = *m.add_layers();
+    act.set_type("ReLU");
+    act.set_output_activations(1024);
+  }
+  if (with_trace) *m.mutable_trace() = TraceFromLayers(m);
+  return r;
+}
+
+struct Outcome {
+  v1::EstimatorResult result;
+  std::vector<v1::Warning> warnings;
+  absl::Status status;
+};
+
+Outcome EstimateWith(const Estimator& e, const v1::EstimateRequest& request,
+                     const GpuProfile& gpu) {
+  const v1::FeatureVector features = FeaturesOf(request);
+  Outcome run;
+  run.status = e.Estimate({request, features, gpu}, run.result, run.warnings);
+  return run;
+}
+
+uint64_t Sum(const v1::MemoryBreakdown& b) {
+  return b.weights_bytes() + b.gradients_bytes() + b.optimizer_state_bytes() +
+         b.inputs_bytes() + b.activations_bytes() + b.temporaries_bytes() +
+         b.fragmentation_bytes() + b.context_bytes() + b.calibration_bytes();
+}
+
+bool HasWarning(const Outcome& run, const std::string& code) {
+  for (const v1::Warning& w : run.warnings) {
+    if (w.code() == code) return true;
+  }
+  return false;
+}
+
+TEST(MemoryModel, CalibratedEstimateAndABreakdownThatAddsUp) {
+  const v1::EstimateRequest request = MlpRequest(true);
+  const GpuProfile gpu = Card(40960);
+  auto replay = SimulatePeak(request.model().trace(), gpu, {}, 2);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  const FamilyCalibration calibration{100, 1.5, 50, 1.1};
+  const v1::MemoryEstimate m = CalibratedEstimate(*replay, gpu, calibration);
+  const double reserved = replay->peak_reserved_bytes;
+  EXPECT_NEAR(m.point_bytes(), 1050.0 * MiB + 1.1 * reserved, 1);
+  EXPECT_NEAR(m.upper_bytes(), 1100.0 * MiB + 1.5 * reserved, 1);
+  EXPECT_EQ(Sum(m.breakdown()), m.upper_bytes());
+  // Three layers of 1024 x 1024 + 1024 fp32 weights; Adam's state twice that.
+  const uint64_t weights = 3 * ((1024 * 1024 + 1024) * 4);
+  EXPECT_EQ(m.breakdown().weights_bytes(), weights);
+  EXPECT_EQ(m.breakdown().optimizer_state_bytes(), 2 * weights);
+  EXPECT_EQ(m.breakdown().context_bytes(), 1000 * MiB + kDefaultCublasWorkspaceBytes);
+  EXPECT_EQ(m.gpu_constants(), v1::GPU_CONSTANTS_CALIBRATED);
+  EXPECT_EQ(CalibratedEstimate(*replay, Card(40960, false), calibration).gpu_constants(),
+            v1::GPU_CONSTANTS_ASSUMED);
+}
+
+TEST(MemoryModel, AllocatorCapacityIsWhatTheSafeEstimateLeaves) {
+  const FamilyCalibration calibration{1000, 2.0, 0, 1.0};
+  // (4000 - 1000 context - 1000 intercept) / 2.
+  EXPECT_EQ(AllocatorCapacity(Card(4000), calibration), 1000 * MiB);
+  EXPECT_EQ(AllocatorCapacity(Card(1500), calibration), 1u);  // Nothing left: not 0.
+}
+
+TEST(SimulationEstimator, ReplaysTheRequestsTrace) {
+  auto e = Create(Manifest("request"));
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ((*e)->Info().kind(), v1::ESTIMATOR_KIND_SIMULATOR);
+  EXPECT_DOUBLE_EQ((*e)->Info().training_metrics().at("mlp_held_out_safe_and_tight"),
+                   0.9);
+  const GpuProfile gpu = Card(40960);
+  const v1::EstimateRequest request = MlpRequest(true);
+  const v1::FeatureVector features = FeaturesOf(request);
+  EXPECT_TRUE((*e)->AppliesTo({request, features, gpu}));
+  const v1::EstimateRequest layers_only = MlpRequest(false);
+  const v1::FeatureVector layer_features = FeaturesOf(layers_only);
+  EXPECT_FALSE((*e)->AppliesTo({layers_only, layer_features, gpu}));
+
+  const Outcome run = EstimateWith(**e, request, gpu);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  auto replay = SimulatePeak(request.model().trace(), gpu, {}, 2);
+  ASSERT_TRUE(replay.ok());
+  EXPECT_EQ(run.result.memory().upper_bytes(),
+            CalibratedEstimate(*replay, gpu, {100, 1.5, 100, 1.1}).upper_bytes());
+  EXPECT_DOUBLE_EQ(run.result.confidence(), 0.9);
+  EXPECT_TRUE(absl::StrContains(run.result.basis(), "the request's trace"))
+      << run.result.basis();
+  EXPECT_TRUE(run.warnings.empty());
+}
+
+TEST(SimulationEstimator, AnalyticBuildsTheStepFromTheLayers) {
+  auto analytic = Create(Manifest("layers"));
+  auto traced = Create(Manifest("request"));
+  ASSERT_TRUE(analytic.ok() && traced.ok());
+  const GpuProfile gpu = Card(40960);
+  const v1::EstimateRequest layers_only = MlpRequest(false);
+  const v1::FeatureVector features = FeaturesOf(layers_only);
+  ASSERT_TRUE((*analytic)->AppliesTo({layers_only, features, gpu}));
+  // The same step as the trace TraceFromLayers makes, so the same answer.
+  const Outcome from_layers = EstimateWith(**analytic, layers_only, gpu);
+  const Outcome from_trace = EstimateWith(**traced, MlpRequest(true), gpu);
+  ASSERT_TRUE(from_layers.status.ok() && from_trace.status.ok());
+  EXPECT_EQ(from_layers.result.memory().upper_bytes(),
+            from_trace.result.memory().upper_bytes());
+  // With small activations, the peak is Adam's first step: every gradient alive.
+  const v1::MemoryBreakdown& b = from_layers.result.memory().breakdown();
+  EXPECT_EQ(b.gradients_bytes(), b.weights_bytes());
+  EXPECT_EQ(b.optimizer_state_bytes(), 2 * b.weights_bytes());
+}
+
+TEST(SimulationEstimator, WarnsWhereItsNumbersRestOnLess) {
+  auto e = Create(Manifest("request"));
+  ASSERT_TRUE(e.ok());
+  v1::EstimateRequest cnn = MlpRequest(true);
+  cnn.mutable_model()->set_family(v1::MODEL_FAMILY_CNN);  // No CNN calibration here.
+  const Outcome uncalibrated = EstimateWith(**e, cnn, Card(40960, false));
+  ASSERT_TRUE(uncalibrated.status.ok()) << uncalibrated.status;
+  EXPECT_TRUE(HasWarning(uncalibrated, "UNCALIBRATED_FAMILY"));
+  EXPECT_TRUE(HasWarning(uncalibrated, "ASSUMED_GPU_CONSTANTS"));
+}
+
+TEST(SimulationEstimator, SaysWhenTheStepCannotFitTheCard) {
+  auto e = Create(Manifest("request"));
+  ASSERT_TRUE(e.ok());
+  const v1::EstimateRequest request = MlpRequest(true);
+  const Outcome roomy = EstimateWith(**e, request, Card(40960));
+  ASSERT_TRUE(roomy.status.ok());
+  EXPECT_FALSE(absl::StrContains(roomy.result.basis(), "does not fit"));
+  // 10 MiB beyond context and intercept: less than the 12 MiB of weights.
+  const Outcome tiny = EstimateWith(**e, request, Card(1110));
+  ASSERT_TRUE(tiny.status.ok()) << tiny.status;
+  EXPECT_TRUE(absl::StrContains(tiny.result.basis(), "does not fit"))
+      << tiny.result.basis();
+  // The figure is still the whole step's need, not the card.
+  EXPECT_EQ(tiny.result.memory().upper_bytes(), roomy.result.memory().upper_bytes());
+}
+
+TEST(SimulationEstimator, HonoursTheJobsAllocatorSettings) {
+  auto e = Create(Manifest("request"));
+  ASSERT_TRUE(e.ok());
+  v1::EstimateRequest request = MlpRequest(true);
+  const Outcome defaults = EstimateWith(**e, request, Card(40960));
+  request.mutable_model()->mutable_allocator()->set_expandable_segments(true);
+  const Outcome expandable = EstimateWith(**e, request, Card(40960));
+  ASSERT_TRUE(defaults.status.ok() && expandable.status.ok());
+  EXPECT_LE(expandable.result.memory().breakdown().fragmentation_bytes(),
+            defaults.result.memory().breakdown().fragmentation_bytes());
+}
+
+TEST(SimulationEstimator, RejectsABadManifestByName) {
+  auto source = Create(Manifest("guess"));
+  EXPECT_TRUE(absl::StrContains(source.status().message(), "trace_source"))
+      << source.status();
+  EXPECT_TRUE(absl::StrContains(source.status().message(), "/models/sim/manifest.json"));
+  auto factor = Create(Manifest(
+      "request", R"("intercept_mib": 0, "safe_factor": 0.5, "point_intercept_mib": 0,
+  "point_factor": 1.0)"));
+  EXPECT_TRUE(absl::StrContains(factor.status().message(), "safe_factor"))
+      << factor.status();
+  auto family =
+      Create(absl::StrReplaceAll(Manifest("request"), {{"\"mlp\"", "\"rnn\""}}));
+  EXPECT_TRUE(absl::StrContains(family.status().message(), "rnn")) << family.status();
+  EXPECT_FALSE(Create("{").ok());
+}
+
+}  // namespace
+}  // namespace gpuest::allocsim
