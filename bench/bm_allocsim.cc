@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include "benchmark/benchmark.h"
+#include "estimators/allocsim/simulation_estimator.h"
 #include "estimators/allocsim/trace_replay.h"
+#include "estimators/features.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace gpuest::allocsim {
@@ -76,12 +78,23 @@ BENCHMARK(BM_ReplayTraceExpandable)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 // A real step: a 96-layer Transformer encoder (d 256, batch 8, AdamW) described by
 // `gpuest.describe`, 10,972 allocations.
-void BM_ReplayRealTrace(benchmark::State& state) {
-  std::ifstream in(std::string(GPUEST_TEST_DATA_DIR) + "/traces/encoder96_b8.json");
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
+  return text.str();
+}
+
+bool ReadEncoder(v1::ModelDescription& model) {
+  return google::protobuf::util::JsonStringToMessage(
+             ReadText(std::string(GPUEST_TEST_DATA_DIR) + "/traces/encoder96_b8.json"),
+             &model)
+      .ok();
+}
+
+void BM_ReplayRealTrace(benchmark::State& state) {
   v1::ModelDescription model;
-  if (!google::protobuf::util::JsonStringToMessage(text.str(), &model).ok()) {
+  if (!ReadEncoder(model)) {
     state.SkipWithError("cannot read tests/data/traces/encoder96_b8.json");
     return;
   }
@@ -91,6 +104,32 @@ void BM_ReplayRealTrace(benchmark::State& state) {
   state.counters["events"] = model.trace().size_bytes_size();
 }
 BENCHMARK(BM_ReplayRealTrace)->Unit(benchmark::kMicrosecond);
+
+// The served estimators on the same model, as the server runs them: the shipped
+// manifests (models/allocsim, models/analytic) and the A100 40GB profile; two steps
+// replayed, the breakdown and the basis built.
+void BM_ServedSimulation(benchmark::State& state, const std::string& id) {
+  const std::string models = GPUEST_MODELS_DIR;
+  auto gpus = GpuProfiles::LoadFile(models + "/gpu_profiles.json");
+  auto estimator = CreateSimulationEstimator(
+      {id, models + "/" + id, ReadText(models + "/" + id + "/manifest.json")}, {});
+  v1::EstimateRequest request;
+  if (!gpus.ok() || !estimator.ok() || !ReadEncoder(*request.mutable_model())) {
+    state.SkipWithError("cannot read the shipped models or the encoder's description");
+    return;
+  }
+  const v1::FeatureVector features = FeaturesOf(request);
+  const EstimationInput input{request, features, gpus->Default()};
+  for (auto _ : state) {
+    v1::EstimatorResult result;
+    std::vector<v1::Warning> warnings;
+    benchmark::DoNotOptimize((*estimator)->Estimate(input, result, warnings));
+  }
+}
+BENCHMARK_CAPTURE(BM_ServedSimulation, allocsim, std::string("allocsim"))
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_ServedSimulation, analytic, std::string("analytic"))
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gpuest::allocsim

@@ -13,7 +13,7 @@ import pytest
 import torch.nn as nn
 
 import gpuest
-from gpuest.describe import message
+from gpuest.describe import DescribeError, message
 
 PROTO_ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "proto"))
 PROTO = os.path.join(PROTO_ROOT, "gpuest", "v1", "model.proto")
@@ -72,3 +72,22 @@ def test_returns_the_message_when_generated_module_imports(model_pb2, monkeypatc
     assert isinstance(desc, model_pb2.ModelDescription)
     assert desc.optimizer == model_pb2.OPTIMIZER_ADAMW and desc.batch_size == 4
     assert message.as_json_dict(desc)["family"] == "MODEL_FAMILY_MLP"
+
+
+def test_the_jobs_allocator_settings_reach_the_description(model_pb2, monkeypatch):
+    from google.protobuf import json_format
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF",
+                       "garbage_collection_threshold:0.6,max_split_size_mb:128")
+    d = gpuest.describe(_small(), input_shape=(8,), batch_size=4, trace=False)
+    msg = json_format.ParseDict(d, model_pb2.ModelDescription())
+    assert msg.allocator.max_split_size_mb == 128 and not msg.allocator.expandable_segments
+    d = gpuest.describe(_small(), input_shape=(8,), batch_size=4, trace=False,
+                        alloc_conf="expandable_segments:True")
+    msg = json_format.ParseDict(d, model_pb2.ModelDescription())
+    assert msg.allocator.expandable_segments and msg.allocator.max_split_size_mb == 0
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
+    assert "allocator" not in gpuest.describe(_small(), input_shape=(8,), batch_size=4,
+                                              trace=False)
+    with pytest.raises(DescribeError, match="max_split_size_mb"):
+        gpuest.describe(_small(), input_shape=(8,), batch_size=4, trace=False,
+                        alloc_conf="max_split_size_mb:8")

@@ -54,6 +54,10 @@ def _parser():
     p.add_argument("--no-trace", dest="trace", action="store_false",
                    help="layer sequence only, no allocation trace")
     p.add_argument("--name", default=None, help="model name (default: its class name)")
+    p.add_argument("--alloc-conf", default=None, metavar="CONF",
+                   help="the job's PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True "
+                        "(default: this environment's); max_split_size_mb and "
+                        "expandable_segments reach the allocator simulation")
     p.add_argument("-o", "--output", default="-", metavar="FILE",
                    help="where to write the JSON (default: standard output)")
     return p
@@ -110,7 +114,8 @@ def main(argv=None) -> int:
     try:
         desc = describe(model, input_shape=shape, batch_size=args.batch_size,
                         optimizer=args.optimizer, dtype=args.dtype, amp=args.amp,
-                        trace=args.trace, input_dtype=args.input_dtype, name=args.name)
+                        trace=args.trace, input_dtype=args.input_dtype, name=args.name,
+                        alloc_conf=args.alloc_conf)
     except DescribeError as e:
         p.error(str(e))
     d = as_json_dict(desc)

@@ -1,6 +1,7 @@
 """``describe``: a model in, a ModelDescription out (layers, and a traced step)."""
 from __future__ import annotations
 
+import os
 from typing import Optional, Sequence, Union
 
 import torch
@@ -8,7 +9,7 @@ import torch.nn as nn
 
 from ._compat import TORCH_VERSION, data_dependent_errors
 from .layers import LayerRecorder, infer_activation, infer_family
-from .message import description_json, to_message, trace_json
+from .message import allocator_json, description_json, to_message, trace_json
 from .optim import ENUM_NAMES as OPTIMIZER_ENUMS
 from .optim import OPTIMIZERS
 from .step import DTYPES, InputSpec, fake_forward, real_forward, traced_step
@@ -68,7 +69,8 @@ def describe(model: nn.Module,
              *,
              input_dtype: Union[str, torch.dtype, None] = None,
              name: Optional[str] = None,
-             sequence_length: Optional[int] = None):
+             sequence_length: Optional[int] = None,
+             alloc_conf: Optional[str] = None):
     """Describe ``model`` for gpuest: its layer sequence and, with ``trace``, the
     allocations of one training step at ``batch_size``, without a GPU and without
     computing anything (fake tensors).
@@ -78,6 +80,9 @@ def describe(model: nn.Module,
     whose first dimension is the batch (re-sized to ``batch_size`` when given).
     ``optimizer``: sgd, sgd_momentum, adam, adamw, rmsprop or adagrad. ``dtype``:
     float32, float16 or bfloat16 for the parameters; ``amp`` for mixed precision.
+    ``alloc_conf``: the job's PYTORCH_CUDA_ALLOC_CONF (default: this process's
+    environment); its max_split_size_mb and expandable_segments go into the
+    description for the allocator simulation.
 
     Returns a ``gpuest.v1.model_pb2.ModelDescription`` when that generated module
     imports, else its protobuf-JSON form as a dict. The model is left as it was.
@@ -93,6 +98,12 @@ def describe(model: nn.Module,
         raise DescribeError(f"unknown dtype {dtype!r}; one of {', '.join(DTYPES)}")
     if batch_size is not None and int(batch_size) <= 0:
         raise DescribeError(f"batch_size must be positive, got {batch_size}")
+    if alloc_conf is None:
+        alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    try:
+        allocator = allocator_json(alloc_conf)
+    except ValueError as e:
+        raise DescribeError(str(e)) from None
     in_dtype = _input_dtype(input_dtype)
     specs, sample_shape, batch = _specs(input_shape, example_inputs, batch_size, in_dtype)
     torch_dtype = DTYPES[dtype]
@@ -136,7 +147,8 @@ def describe(model: nn.Module,
         optimizer=OPTIMIZER_ENUMS[optimizer], dtype=DTYPE_ENUMS[dtype],
         mixed_precision=amp, framework_version=TORCH_VERSION, trace=trace_msg,
         trace_unavailable_reason=reason if trace else
-        "; ".join(x for x in ("tracing was turned off", reason) if x))
+        "; ".join(x for x in ("tracing was turned off", reason) if x),
+        allocator=allocator)
     return to_message(d)
 
 

@@ -51,7 +51,8 @@ def description_json(*, name: str, family: str, batch_size: int, input_shape: Li
                      sequence_length: int, layers: List[dict], activation_function: str,
                      optimizer: str, dtype: str, mixed_precision: bool,
                      framework_version: str, trace: Optional[dict],
-                     trace_unavailable_reason: str) -> dict:
+                     trace_unavailable_reason: str,
+                     allocator: Optional[dict] = None) -> dict:
     d: Dict[str, Any] = {}
     _put(d, "name", name)
     _put(d, "family", family)
@@ -68,7 +69,35 @@ def description_json(*, name: str, family: str, batch_size: int, input_shape: Li
     if trace is not None:
         d["trace"] = trace
     _put(d, "traceUnavailableReason", trace_unavailable_reason)
+    if allocator:
+        d["allocator"] = allocator
     return d
+
+
+def allocator_json(alloc_conf: Optional[str]) -> Optional[dict]:
+    """The AllocatorSettings of a PYTORCH_CUDA_ALLOC_CONF string
+    ("max_split_size_mb:128,expandable_segments:True"); None when it sets neither.
+    Options the simulation does not model (garbage_collection_threshold, ...) are
+    ignored; a malformed value raises ValueError."""
+    if not alloc_conf:
+        return None
+    d: Dict[str, Any] = {}
+    for item in alloc_conf.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition(":")
+        key, value = key.strip(), value.strip()
+        if not sep:
+            raise ValueError(f"PYTORCH_CUDA_ALLOC_CONF item {item!r} is not key:value")
+        if key == "max_split_size_mb":
+            if not value.isdigit() or int(value) <= 20:
+                raise ValueError(f"max_split_size_mb must be an integer above 20, got {value!r}")
+            d["maxSplitSizeMb"] = int(value)
+        elif key == "expandable_segments":
+            if value not in ("True", "False"):
+                raise ValueError(f"expandable_segments must be True or False, got {value!r}")
+            _put(d, "expandableSegments", value == "True")
+    return d or None
 
 
 def to_message(d: dict):
