@@ -25,9 +25,13 @@ class SimulationEstimator final : public Estimator {
   bool AppliesTo(const EstimationInput& input) const override {
     if (!input.request.has_model()) return false;
     const v1::ModelDescription& model = input.request.model();
-    return source_ == TraceSource::kRequest
-               ? model.has_trace() && model.trace().size_bytes_size() > 0
-               : model.layers_size() > 0;
+    const bool traced = model.has_trace() && model.trace().size_bytes_size() > 0;
+    if (source_ == TraceSource::kRequest) return traced;
+    // The layer rules approximate what a trace records; with a trace they answer only
+    // when asked for by name.
+    const auto& asked = input.request.estimators();
+    return model.layers_size() > 0 &&
+           (!traced || std::find(asked.begin(), asked.end(), info_.id()) != asked.end());
   }
 
   absl::Status Estimate(const EstimationInput& input, v1::EstimatorResult& result,

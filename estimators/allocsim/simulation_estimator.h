@@ -4,7 +4,9 @@
 // directory whose manifest says "estimator_type": "allocsim":
 // - "trace_source": "request": replays the trace the request carries (allocsim);
 // - "trace_source": "layers": builds the step from the layer sequence by per-layer
-//   rules (layer_trace.h) and replays that (analytic).
+//   rules (layer_trace.h) and replays that (analytic); for a request that carries a
+//   trace, only when asked for by name, since the trace says better what the rules
+//   approximate (and is tighter on the held-out rows of docs/accuracy.md).
 // The manifest holds the per-family calibration gpuest-validate-memory fitted
 // (memory_model.h) and the held-out metrics it measured.
 #pragma once

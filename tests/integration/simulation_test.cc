@@ -45,12 +45,23 @@ class SimulationTest : public testing::CliAgainstServer {
   }
 };
 
-TEST_F(SimulationTest, ATracedRequestGetsBothSimulationsWithABreakdown) {
+TEST_F(SimulationTest, ATracedRequestIsReplayedAndAnsweredWithABreakdown) {
   auto client = Connect();
   ASSERT_NE(client, nullptr);
   v1::EstimateRequest request = testing::RequestFromFile(kTracedModel);
   request.set_gpu("a100-40gb");
   auto response = client->Estimate(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  // The trace supersedes the layer rules unless they are asked for.
+  ASSERT_NE(ResultOf(*response, "allocsim"), nullptr);
+  EXPECT_EQ(ResultOf(*response, "analytic"), nullptr);
+  EXPECT_EQ(response->recommendation().estimator_id(), "allocsim");
+  EXPECT_EQ(response->recommendation().memory_bytes(),
+            ResultOf(*response, "allocsim")->memory().upper_bytes());
+
+  request.add_estimators("allocsim");
+  request.add_estimators("analytic");
+  response = client->Estimate(request);
   ASSERT_TRUE(response.ok()) << response.status();
   for (const char* id : {"allocsim", "analytic"}) {
     const v1::EstimatorResult* r = ResultOf(*response, id);
@@ -133,7 +144,8 @@ TEST_F(SimulationTest, ListsTheSimulationsWithHeldOutMetrics) {
 }
 
 TEST_F(SimulationTest, TheCliShowsTheBreakdown) {
-  const testing::CommandResult r = Cli({"estimate", kTracedModel, "--gpu", "a100-40gb"});
+  const testing::CommandResult r = Cli({"estimate", kTracedModel, "--gpu", "a100-40gb",
+                                        "--estimators", "allocsim,analytic"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "breakdown (allocsim")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "breakdown (analytic")) << r.out;
