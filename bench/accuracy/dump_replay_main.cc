@@ -5,8 +5,8 @@
 #include "absl/flags/flag.h"
 #include "bench/accuracy/measured_rows.h"
 #include "common/flags.h"
-#include "estimators/allocsim/layer_trace.h"
 #include "estimators/allocsim/trace_replay.h"
+#include "estimators/analytic/layer_trace.h"
 #include "estimators/features.h"
 #include "estimators/layer_types.h"
 
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   for (const auto& row : *rows) {
     if (!row.model.has_trace() && !absl::GetFlag(FLAGS_from_layers)) continue;
     const gpuest::v1::AllocationTrace trace =
-        absl::GetFlag(FLAGS_from_layers) ? gpuest::allocsim::TraceFromLayers(row.model)
+        absl::GetFlag(FLAGS_from_layers) ? gpuest::analytic::TraceFromLayers(row.model)
                                          : row.model.trace();
     auto r = gpuest::allocsim::ReplayTrace(
         trace, {}, {{gpuest::allocsim::kDefaultCublasWorkspaceBytes}},

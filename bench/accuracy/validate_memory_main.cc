@@ -23,9 +23,9 @@
 #include "absl/strings/str_format.h"
 #include "bench/accuracy/measured_rows.h"
 #include "common/flags.h"
-#include "estimators/allocsim/layer_trace.h"
 #include "estimators/allocsim/memory_model.h"
 #include "estimators/allocsim/simulation_estimator.h"
+#include "estimators/analytic/layer_trace.h"
 #include "estimators/engine.h"
 #include "estimators/features.h"
 #include "estimators/horus.h"
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
       for (const SimulationModel& s : simulations) {
         const v1::AllocationTrace trace =
             s.trace_source == "request" ? m.model.trace()
-                                        : gpuest::allocsim::TraceFromLayers(m.model);
+                                        : gpuest::analytic::TraceFromLayers(m.model);
         auto replay = gpuest::allocsim::SimulatePeak(trace, gpu, {}, steps);
         if (!replay.ok()) return Fail(replay.status());
         row.replay[s.id] = *replay;

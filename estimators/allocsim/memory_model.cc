@@ -57,8 +57,8 @@ v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfi
   // remainders of blocks handed out whole (the allocator counts those as allocated).
   uint64_t tensors = 0;
   for (uint64_t bytes : live) tensors += bytes;
-  b.set_fragmentation_bytes(replay.peak_reserved_bytes - std::min(tensors,
-                                                                  replay.peak_reserved_bytes));
+  b.set_fragmentation_bytes(replay.peak_reserved_bytes -
+                            std::min(tensors, replay.peak_reserved_bytes));
   const uint64_t explained = replay.peak_reserved_bytes + gpu.context_bytes;
   b.set_calibration_bytes(m.upper_bytes() > explained ? m.upper_bytes() - explained : 0);
   return m;

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "estimators/allocsim/layer_trace.h"
 #include "estimators/allocsim/memory_model.h"
+#include "estimators/analytic/layer_trace.h"
 #include "estimators/layer_types.h"
 #include "nlohmann/json.hpp"
 
@@ -39,7 +39,7 @@ class SimulationEstimator final : public Estimator {
     const v1::ModelDescription& model = input.request.model();
     const std::string& id = info_.id();
     std::optional<v1::AllocationTrace> built;
-    if (source_ == TraceSource::kLayers) built = TraceFromLayers(model);
+    if (source_ == TraceSource::kLayers) built = analytic::TraceFromLayers(model);
     const v1::AllocationTrace& trace = built ? *built : model.trace();
 
     const v1::ModelFamily family = input.features.family();

@@ -1,4 +1,4 @@
-#include "estimators/allocsim/layer_trace.h"
+#include "estimators/analytic/layer_trace.h"
 
 #include <map>
 
@@ -6,7 +6,7 @@
 #include "estimators/validation.h"
 #include "gtest/gtest.h"
 
-namespace gpuest::allocsim {
+namespace gpuest::analytic {
 namespace {
 
 // Linear(100 -> 50), ReLU, Dropout, Linear(50 -> 10): 5,560 parameters.
@@ -95,4 +95,4 @@ TEST(LayerTrace, SavedActivationsFollowTheRules) {
 }
 
 }  // namespace
-}  // namespace gpuest::allocsim
+}  // namespace gpuest::analytic

@@ -3,8 +3,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "estimators/allocsim/layer_trace.h"
 #include "estimators/allocsim/memory_model.h"
+#include "estimators/analytic/layer_trace.h"
 #include "estimators/features.h"
 #include "gtest/gtest.h"
 
@@ -56,7 +56,7 @@ v1::EstimateRequest MlpRequest(bool with_trace) {
     act.set_type("ReLU");
     act.set_output_activations(1024);
   }
-  if (with_trace) *m.mutable_trace() = TraceFromLayers(m);
+  if (with_trace) *m.mutable_trace() = analytic::TraceFromLayers(m);
   return r;
 }
 

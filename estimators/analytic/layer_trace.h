@@ -18,9 +18,9 @@
 
 #include "gpuest/v1/model.pb.h"
 
-namespace gpuest::allocsim {
+namespace gpuest::analytic {
 
 // The description must be valid (estimators/validation.h) and have layers.
 v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model);
 
-}  // namespace gpuest::allocsim
+}  // namespace gpuest::analytic

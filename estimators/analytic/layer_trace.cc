@@ -1,11 +1,11 @@
-#include "estimators/allocsim/layer_trace.h"
+#include "estimators/analytic/layer_trace.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "estimators/layer_types.h"
 
-namespace gpuest::allocsim {
+namespace gpuest::analytic {
 namespace {
 
 enum class Saves { kNothing, kInput, kOutput, kInputAndStats, kMask, kInputAndIndices };
@@ -166,4 +166,4 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   return b.Take();
 }
 
-}  // namespace gpuest::allocsim
+}  // namespace gpuest::analytic
