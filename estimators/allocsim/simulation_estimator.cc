@@ -99,6 +99,7 @@ class SimulationEstimator final : public Estimator {
                                    "measurements: ",
                                    gpu.constants_basis),
                       id));
+      confidence /= 2;  // As the classifiers do for a GPU they were not measured on.
     }
     *result.mutable_memory() = std::move(memory);
     result.set_confidence(confidence);

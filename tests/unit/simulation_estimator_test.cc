@@ -170,6 +170,9 @@ TEST(SimulationEstimator, WarnsWhereItsNumbersRestOnLess) {
   ASSERT_TRUE(uncalibrated.status.ok()) << uncalibrated.status;
   EXPECT_TRUE(HasWarning(uncalibrated, "UNCALIBRATED_FAMILY"));
   EXPECT_TRUE(HasWarning(uncalibrated, "ASSUMED_GPU_CONSTANTS"));
+  // The held-out rate stands for the calibrated GPU only.
+  const Outcome assumed = EstimateWith(**e, MlpRequest(true), Card(40960, false));
+  EXPECT_DOUBLE_EQ(assumed.result.confidence(), 0.45);
 }
 
 TEST(SimulationEstimator, SaysWhenTheStepCannotFitTheCard) {
