@@ -45,9 +45,11 @@ class SimulationEstimator final : public Estimator {
     const v1::ModelFamily family = input.features.family();
     FamilyCalibration calibration = fallback_;
     double confidence = fallback_confidence_;
+    std::string calibration_name = "most conservative";
     if (auto it = families_.find(family); it != families_.end()) {
       calibration = it->second.calibration;
       confidence = it->second.confidence;
+      calibration_name = std::string(FamilyName(family));
     } else {
       warnings.push_back(MakeWarning(
           "UNCALIBRATED_FAMILY",
@@ -111,7 +113,7 @@ class SimulationEstimator final : public Estimator {
                                          : "a step built from the layer sequence",
         trace.size_bytes_size(), steps_, replay->peak_allocated_bytes / kMiB,
         replay->peak_reserved_bytes / kMiB, gpu.id, gpu.context_bytes / kMiB,
-        gpu.constants_calibrated ? "calibrated" : "assumed", FamilyName(family),
+        gpu.constants_calibrated ? "calibrated" : "assumed", calibration_name,
         calibration.intercept_mib, calibration.safe_factor, fit_note));
     return absl::OkStatus();
   }

@@ -169,6 +169,8 @@ TEST(SimulationEstimator, WarnsWhereItsNumbersRestOnLess) {
   const Outcome uncalibrated = EstimateWith(**e, cnn, Card(40960, false));
   ASSERT_TRUE(uncalibrated.status.ok()) << uncalibrated.status;
   EXPECT_TRUE(HasWarning(uncalibrated, "UNCALIBRATED_FAMILY"));
+  EXPECT_TRUE(absl::StrContains(uncalibrated.result.basis(), "most conservative"))
+      << uncalibrated.result.basis();
   EXPECT_TRUE(HasWarning(uncalibrated, "ASSUMED_GPU_CONSTANTS"));
   // The held-out rate stands for the calibrated GPU only.
   const Outcome assumed = EstimateWith(**e, MlpRequest(true), Card(40960, false));
