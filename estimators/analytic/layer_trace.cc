@@ -8,7 +8,21 @@
 namespace gpuest::analytic {
 namespace {
 
-enum class Saves { kNothing, kInput, kOutput, kInputAndStats, kMask, kInputAndIndices };
+enum class Saves {
+  kNothing,
+  kInput,
+  kOutput,
+  kInputAndStats,
+  kMask,
+  kInputAndIndices,
+  kFusedAttention
+};
+
+// A fused attention kernel (flash / memory-efficient, what CUDA runs for
+// need_weights=False) saves q, k, v and its output; the output projection saves its
+// input, a contiguous copy of that output: five tensors of the layer's output size
+// beside the layer's input, and no L x L weights.
+constexpr int kFusedAttentionSaved = 5;
 
 Saves WhatItSaves(const LayerTypeInfo& info) {
   switch (info.kind) {
@@ -16,8 +30,9 @@ Saves WhatItSaves(const LayerTypeInfo& info) {
     case LayerKind::kConv:
     case LayerKind::kEmbedding:
     case LayerKind::kLayerNorm:
-    case LayerKind::kAttention:
       return Saves::kInput;
+    case LayerKind::kAttention:
+      return Saves::kFusedAttention;
     case LayerKind::kBatchNorm:
       return Saves::kInputAndStats;
     case LayerKind::kDropout:
@@ -115,11 +130,18 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
       case Saves::kOutput:
         saved[i].push_back(output);
         break;
+      case Saves::kFusedAttention:
+        for (int k = 0; k < kFusedAttentionSaved; ++k) {
+          saved[i].push_back(
+              b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        }
+        break;
       default:
         break;
     }
     const bool saves_input = saves == Saves::kInput || saves == Saves::kInputAndStats ||
-                             saves == Saves::kInputAndIndices;
+                             saves == Saves::kInputAndIndices ||
+                             saves == Saves::kFusedAttention;
     if (saves_input && previous != batch_input) saved[i].push_back(previous);
     if (!saves_input && !previous_kept) b.Free(previous);
     previous = output;

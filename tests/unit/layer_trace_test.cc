@@ -55,6 +55,26 @@ TEST(LayerTrace, ModelStateInputsAndOptimizerState) {
   EXPECT_EQ(end.at(v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE), 2u * 5560 * 4);
 }
 
+TEST(LayerTrace, AttentionSavesWhatTheFusedKernelsSave) {
+  // Embedding(1000 -> 64) over 128 tokens, then self-attention: (128 x 64) out.
+  v1::ModelDescription m;
+  m.set_batch_size(2);
+  m.add_input_shape(128);
+  auto add = [&](const char* type, int64_t acts, int64_t params) {
+    v1::Layer* l = m.add_layers();
+    l->set_type(type);
+    l->set_output_activations(acts);
+    l->set_parameters(params);
+  };
+  add("Embedding", 128 * 64, 64000);
+  add("MultiheadAttention", 128 * 64, 4 * 64 * 64 + 4 * 64);
+  const auto saved = BytesByCategory(TraceFromLayers(m), false);
+  const uint64_t tensor = 2u * 128 * 64 * 4;
+  // Both layers' outputs, plus q, k, v, the kernel's output and the out-projection's
+  // input; a 2 x heads x 128 x 128 weight tensor would be far larger than all of it.
+  EXPECT_EQ(saved.at(v1::ALLOCATION_CATEGORY_ACTIVATION), 2 * tensor + 5 * tensor);
+}
+
 TEST(LayerTrace, OptimizerDecidesTheState) {
   const auto sgd =
       BytesByCategory(TraceFromLayers(SmallMlp(4, v1::OPTIMIZER_SGD)), false);

@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._pytree import tree_flatten
 
 from ._compat import fake_leaf, make_fake_mode
+from .fused_attention import cuda_attention
 from .layers import LayerRecorder
 from .optim import optimizer_step
 from .tracer import AllocationTracer
@@ -145,7 +146,7 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
                                dtype=torch.int64)
             inputs.append(tracer.track(target))
 
-            with mode, tracer:
+            with mode, tracer, cuda_attention():
                 tracer.phase = "forward"
                 with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
                     with _autocast(amp):
