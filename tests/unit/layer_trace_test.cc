@@ -9,22 +9,23 @@
 namespace gpuest::analytic {
 namespace {
 
+void AddLayer(v1::ModelDescription& m, const char* type, int64_t acts, int64_t params) {
+  v1::Layer* l = m.add_layers();
+  l->set_type(type);
+  l->set_output_activations(acts);
+  l->set_parameters(params);
+}
+
 // Linear(100 -> 50), ReLU, Dropout, Linear(50 -> 10): 5,560 parameters.
 v1::ModelDescription SmallMlp(int64_t batch, v1::Optimizer optimizer) {
   v1::ModelDescription m;
   m.set_batch_size(batch);
   m.add_input_shape(100);
   m.set_optimizer(optimizer);
-  auto add = [&](const char* type, int64_t acts, int64_t params) {
-    v1::Layer* l = m.add_layers();
-    l->set_type(type);
-    l->set_output_activations(acts);
-    l->set_parameters(params);
-  };
-  add("Linear", 50, 5050);
-  add("ReLU", 50, 0);
-  add("Dropout", 50, 0);
-  add("Linear", 10, 510);
+  AddLayer(m, "Linear", 50, 5050);
+  AddLayer(m, "ReLU", 50, 0);
+  AddLayer(m, "Dropout", 50, 0);
+  AddLayer(m, "Linear", 10, 510);
   return m;
 }
 
@@ -60,14 +61,8 @@ TEST(LayerTrace, AttentionSavesWhatTheFusedKernelsSave) {
   v1::ModelDescription m;
   m.set_batch_size(2);
   m.add_input_shape(128);
-  auto add = [&](const char* type, int64_t acts, int64_t params) {
-    v1::Layer* l = m.add_layers();
-    l->set_type(type);
-    l->set_output_activations(acts);
-    l->set_parameters(params);
-  };
-  add("Embedding", 128 * 64, 64000);
-  add("MultiheadAttention", 128 * 64, 4 * 64 * 64 + 4 * 64);
+  AddLayer(m, "Embedding", 128 * 64, 64000);
+  AddLayer(m, "MultiheadAttention", 128 * 64, 4 * 64 * 64 + 4 * 64);
   const auto saved = BytesByCategory(TraceFromLayers(m), false);
   const uint64_t tensor = 2u * 128 * 64 * 4;
   // Both layers' outputs, plus q, k, v, the kernel's output and the out-projection's
