@@ -43,19 +43,22 @@ absl::StatusOr<ReplayResult> ReplayTrace(
   CachingAllocator allocator(config);
   ReplayResult result;
   CategoryBytes live{};
+  uint64_t allocated_at_peak = 0;
   auto note_peak = [&] {
-    result.peak_reserved_bytes =
-        std::max(result.peak_reserved_bytes, allocator.reserved());
-    if (allocator.allocated() > result.allocated_at_peak) {
-      result.allocated_at_peak = allocator.allocated();
+    if (allocator.allocated() > allocated_at_peak) {
+      allocated_at_peak = allocator.allocated();
       result.live_at_peak = live;
     }
+  };
+  auto peaks = [&] {
+    result.peak_allocated_bytes = allocator.peak_allocated();
+    result.peak_reserved_bytes = allocator.peak_reserved();
+    result.alloc_retries = allocator.alloc_retries();
   };
   auto fail = [&](const absl::Status& status) -> absl::StatusOr<ReplayResult> {
     if (status.code() != absl::StatusCode::kResourceExhausted) return status;
     result.out_of_memory = true;
-    result.peak_allocated_bytes = allocator.peak_allocated();
-    result.alloc_retries = allocator.alloc_retries();
+    peaks();
     return result;
   };
 
@@ -116,8 +119,7 @@ absl::StatusOr<ReplayResult> ReplayTrace(
       }
     }
   }
-  result.peak_allocated_bytes = allocator.peak_allocated();
-  result.alloc_retries = allocator.alloc_retries();
+  peaks();
   return result;
 }
 

@@ -30,9 +30,8 @@ struct ReplayResult {
   // reserved peak can come later, when a small request maps a segment while freed
   // activations sit in the cache: a breakdown taken then would show only the cache).
   CategoryBytes live_at_peak{};
-  uint64_t allocated_at_peak = 0;  // Equals peak_allocated_bytes.
-  bool out_of_memory = false;      // Only with a capacity: the step did not fit.
-  int alloc_retries = 0;           // Times the cache was emptied to make room.
+  bool out_of_memory = false;  // Only with a capacity: the step did not fit.
+  int alloc_retries = 0;       // Times the cache was emptied to make room.
 };
 
 // The trace must be valid (estimators/validation.h). Events at the same time are
