@@ -8,7 +8,6 @@
 #include "estimators/allocsim/trace_replay.h"
 #include "estimators/analytic/layer_trace.h"
 #include "estimators/features.h"
-#include "estimators/layer_types.h"
 
 ABSL_FLAG(std::string, jsonl, "", "rows from gpuest.synthetic.export --trace");
 ABSL_FLAG(std::string, family, "", "mlp, cnn or transformer");
@@ -43,13 +42,6 @@ int main(int argc, char** argv) {
         absl::GetFlag(FLAGS_steps));
     if (!r.ok()) continue;
     const auto f = gpuest::ExtractFeatures(row.model);
-    double max_conv = 0;
-    for (const auto& l : row.model.layers()) {
-      if (gpuest::ClassifyLayerType(l.type()).kind == gpuest::LayerKind::kConv) {
-        max_conv =
-            std::max(max_conv, 4.0 * l.output_activations() * row.model.batch_size());
-      }
-    }
     const auto& c = r->live_at_peak;
     std::printf(
         "%s,%s,%lld,%.0f,%d,%lld,%lld,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f\n",
@@ -58,7 +50,8 @@ int main(int argc, char** argv) {
         static_cast<long long>(f.total_parameters()),
         static_cast<long long>(f.total_activations()), trace.size_bytes_size(),
         r->peak_allocated_bytes / kMiB, r->peak_reserved_bytes / kMiB, c[1] / kMiB,
-        c[2] / kMiB, c[3] / kMiB, c[4] / kMiB, c[5] / kMiB, c[6] / kMiB, max_conv / kMiB);
+        c[2] / kMiB, c[3] / kMiB, c[4] / kMiB, c[5] / kMiB, c[6] / kMiB,
+        gpuest::accuracy::LargestConvOutputMib(row.model));
   }
   return 0;
 }

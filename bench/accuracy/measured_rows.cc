@@ -1,12 +1,24 @@
 #include "bench/accuracy/measured_rows.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "estimators/layer_types.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuest::accuracy {
+
+double LargestConvOutputMib(const v1::ModelDescription& model) {
+  double largest = 0;
+  for (const v1::Layer& l : model.layers()) {
+    if (ClassifyLayerType(l.type()).kind == LayerKind::kConv) {
+      largest = std::max(largest, 4.0 * l.output_activations() * model.batch_size());
+    }
+  }
+  return largest / (1 << 20);
+}
 
 absl::StatusOr<std::vector<MeasuredRow>> ReadMeasuredRows(const std::string& path,
                                                           const std::string& family) {

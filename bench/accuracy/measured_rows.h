@@ -20,6 +20,10 @@ struct MeasuredRow {
   bool oom = false;
 };
 
+// The largest convolution output of one batch, fp32, in MiB: a proxy for cuDNN's
+// workspaces when studying what the simulation misses.
+double LargestConvOutputMib(const v1::ModelDescription& model);
+
 // Reads one JSON-lines file of the exporter. InvalidArgument names the line.
 absl::StatusOr<std::vector<MeasuredRow>> ReadMeasuredRows(const std::string& path,
                                                           const std::string& family);

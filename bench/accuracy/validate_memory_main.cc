@@ -29,7 +29,6 @@
 #include "estimators/engine.h"
 #include "estimators/features.h"
 #include "estimators/horus.h"
-#include "estimators/layer_types.h"
 #include "estimators/ml/default_factories.h"
 #include "models/trainer/dataset.h"
 #include "models/trainer/pipeline.h"
@@ -293,20 +292,13 @@ int main(int argc, char** argv) {
     for (const Family& f : families) {
       for (const Row& r : rows[f.name]) {
         if (r.held_out || r.measured->oom) continue;
-        double largest_conv = 0;
-        for (const v1::Layer& l : r.measured->model.layers()) {
-          if (gpuest::ClassifyLayerType(l.type()).kind == gpuest::LayerKind::kConv) {
-            largest_conv =
-                std::max(largest_conv, 4.0 * l.output_activations() *
-                                           r.measured->model.batch_size() / kMiB);
-          }
-        }
-        csv << absl::StrFormat(
-            "%s,%s,%d,%.0f,%.1f,%.1f,%.1f,%.1f\n", f.name, r.measured->file_name,
-            r.measured->model.batch_size(), r.measured->measured_mib,
-            r.replay.at("allocsim").peak_reserved_bytes / kMiB,
-            r.replay.at("analytic").peak_reserved_bytes / kMiB,
-            r.replay.at("allocsim").peak_allocated_bytes / kMiB, largest_conv);
+        csv << absl::StrFormat("%s,%s,%d,%.0f,%.1f,%.1f,%.1f,%.1f\n", f.name,
+                               r.measured->file_name, r.measured->model.batch_size(),
+                               r.measured->measured_mib,
+                               r.replay.at("allocsim").peak_reserved_bytes / kMiB,
+                               r.replay.at("analytic").peak_reserved_bytes / kMiB,
+                               r.replay.at("allocsim").peak_allocated_bytes / kMiB,
+                               gpuest::accuracy::LargestConvOutputMib(r.measured->model));
       }
     }
   }
