@@ -19,6 +19,7 @@ import time
 
 from . import clean as cleaner
 from .plan import PlanError, load_plan
+from .runner import RESULT_PREFIX, RunOptions, run_job, run_pair
 from .store import RowStore, StoreError
 
 ROWS = "rows.jsonl"
@@ -105,12 +106,19 @@ def _lock(out: str):
     return f
 
 
+def _remove_stale_results(out: str) -> None:
+    """Result files of children a killed collector left behind (under the lock, no
+    child of another collector can be writing them)."""
+    for name in os.listdir(out):
+        if name.startswith(RESULT_PREFIX):
+            os.remove(os.path.join(out, name))
+
+
 def _on_sigterm(signum, frame):
     raise Interrupted(f"signal {signal.Signals(signum).name}")
 
 
 def run(args) -> int:
-    from .runner import RunOptions, run_job, run_pair
     from .zoo import TIMM_SOURCE_ENV
     if args.timm_src:
         os.environ[TIMM_SOURCE_ENV] = os.path.abspath(args.timm_src)
@@ -121,6 +129,7 @@ def run(args) -> int:
     os.makedirs(args.out, exist_ok=True)
     lock = _lock(args.out)
     _check_run_kind(args.out, args.dry_run)
+    _remove_stale_results(args.out)
     store = RowStore(os.path.join(args.out, ROWS))
     options = RunOptions(dry_run=args.dry_run, gpu_index=args.gpu,
                          child_memory_limit_mb=args.child_memory_limit_mb,

@@ -224,17 +224,26 @@ def _model_jobs(entry, defaults, key) -> List[Job]:
             raise PlanError(f"{key}.input_shape: a list of positive integers (per sample, "
                             f"e.g. [3, 224, 224]), not {shape!r}")
         shape = tuple(shape)
-    if "csv" in entry:
-        for other in ("names", "batch_sizes", "input_shape"):
-            if other in entry:
-                raise PlanError(f"{key}.{other}: the csv gives names, batch sizes and input "
-                                f"sizes; give either csv or {other}")
-        return [j for name, batches, csv_shape in _csv_models(entry["csv"], f"{key}.csv")
-                for j in _jobs_for(settings, source, name, batches, csv_shape, input_dtype)]
     names = entry.get("names")
-    if not (isinstance(names, list) and names and all(isinstance(n, str) and n
-                                                      for n in names)):
+    if names is not None and not (isinstance(names, list) and names and
+                                  all(isinstance(n, str) and n for n in names)):
         raise PlanError(f"{key}.names: a list of {source} model names")
+    if "csv" in entry:
+        for other in ("batch_sizes", "input_shape"):
+            if other in entry:
+                raise PlanError(f"{key}.{other}: the csv gives batch sizes and input sizes; "
+                                f"give either csv or {other}")
+        models = _csv_models(entry["csv"], f"{key}.csv")
+        if names is not None:  # a subset of the csv's models, at the csv's batch sizes
+            known = {m for m, _, _ in models}
+            for n in names:
+                if n not in known:
+                    raise PlanError(f"{key}.names: {n!r} is not a model of {entry['csv']}")
+            models = [m for m in models if m[0] in set(names)]
+        return [j for name, batches, csv_shape in models
+                for j in _jobs_for(settings, source, name, batches, csv_shape, input_dtype)]
+    if names is None:
+        raise PlanError(f"{key}.names: a list of {source} model names (or a csv)")
     if source == "torchvision":
         if shape is None:
             raise PlanError(f"{key}.input_shape: torchvision models need one "
@@ -356,7 +365,7 @@ def _is(value, kind) -> bool:
 def _check_values(v, key, kind) -> None:
     """A parameter's value: one value, a list to choose from (or to make a grid of), or
     a numeric {min, max} range to draw from."""
-    what = {int: "integer", float: "number", str: "name", bool: "true/false"}[kind]
+    what = {int: "an integer", float: "a number", str: "a name", bool: "true or false"}[kind]
     if isinstance(v, Mapping):
         _no_unknown_keys(v, {"min", "max"}, key)
         lo, hi = v.get("min"), v.get("max")
@@ -370,7 +379,7 @@ def _check_values(v, key, kind) -> None:
         raise PlanError(f"{key}: an empty list gives no configuration")
     for x in values:
         if not _is(x, kind):
-            raise PlanError(f"{key}: {x!r} is not a {what}")
+            raise PlanError(f"{key}: {x!r} is not {what}")
 
 
 def _draw(rng: random.Random, v):

@@ -22,6 +22,7 @@ from typing import List, Optional
 from . import monitor
 from .plan import Job, Pair
 
+RESULT_PREFIX = "gpuest-job-"  # a child's result file, in the run's directory
 STATUSES = ("OK", "OOM", "ERROR", "CRASH", "TIMEOUT", "DRY_RUN")
 _PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -43,7 +44,7 @@ class _Child:
 
     def __init__(self, job: Job, options: RunOptions):
         self.job = job
-        fd, self.result_path = tempfile.mkstemp(prefix="gpuest-job-", suffix=".json",
+        fd, self.result_path = tempfile.mkstemp(prefix=RESULT_PREFIX, suffix=".json",
                                                 dir=options.work_dir)
         os.close(fd)
         os.remove(self.result_path)
