@@ -122,10 +122,10 @@ def run(args) -> int:
     from .zoo import TIMM_SOURCE_ENV
     if args.timm_src:
         os.environ[TIMM_SOURCE_ENV] = os.path.abspath(args.timm_src)
-    plan = load_plan(args.plan)
     if not args.dry_run and not _has_gpu():
         _log("no nvidia-smi here: run on a GPU node, or pass --dry-run")
         return 2
+    plan = load_plan(args.plan)
     os.makedirs(args.out, exist_ok=True)
     lock = _lock(args.out)
     _check_run_kind(args.out, args.dry_run)

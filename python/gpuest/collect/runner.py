@@ -87,10 +87,7 @@ class _Child:
         if os.path.exists(self.result_path):
             with open(self.result_path) as f:
                 result = json.load(f)
-        for path in (self.result_path, self.result_path + ".tmp",
-                     self.result_path + ".measuring"):
-            if os.path.exists(path):
-                os.remove(path)
+        self._remove_files()
         status = result.get("status")
         if timed_out:
             status = "TIMEOUT"
@@ -99,7 +96,7 @@ class _Child:
         elif status is None:
             code = self.proc.returncode
             status = "CRASH"
-            how = (f"killed by signal {signal.Signals(-code).name}" if code < 0
+            how = (f"was killed by signal {signal.Signals(-code).name}" if code < 0
                    else f"exited with status {code}")
             result["error"] = f"the child {how} at stage {result.get('stage', 'start')}"
         if status not in ("OK", "DRY_RUN") and stderr:
@@ -119,10 +116,18 @@ class _Child:
             "describe_error": result.get("describe_error", ""),
         }
 
+    def _remove_files(self):
+        for path in (self.result_path, self.result_path + ".tmp",
+                     self.result_path + ".measuring"):
+            if os.path.exists(path):
+                os.remove(path)
+
     def kill(self):
+        """Stops the child if it still runs (the collector was interrupted)."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+            self._remove_files()
         if self.sampler:
             self.sampler.stop()
 

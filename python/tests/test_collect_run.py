@@ -1,0 +1,253 @@
+"""gpuest-collect end to end on the CPU (--dry-run): real children describe and train
+tiny models; the collector is killed mid-run (SIGTERM, then SIGKILL of its whole
+process group) and restarted, and no finished row is lost or duplicated; an
+out-of-memory child, a hung one and one that dies are rows with their status; the
+cleaned files have the shared datasets' columns first."""
+import csv
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from conftest import DATA_DIR
+from gpuest.collect import clean
+from gpuest.collect.calibrate import CalibrationError, calibrate_context
+from gpuest.collect.plan import expand
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.dirname(HERE)
+REPO = os.path.dirname(PYTHON_DIR)
+SHARED = os.path.normpath(os.path.join(DATA_DIR, ".."))
+
+MLP = {"input_size": 32, "output_size": 10, "depth": 2, "architecture": "pyramid",
+       "batch_size": 8, "activation": "relu", "dropout_rate": 0.2, "use_dropout": True,
+       "use_batch_norm": True}
+TINY_PLAN = {
+    "steps": 2, "warmup_steps": 1, "timeout_s": 120, "optimizers": ["adam"],
+    "synthetic": [
+        {"family": "mlp", "precisions": ["fp32", "amp"], "params": MLP},
+        {"family": "transformer", "params": {
+            "num_classes": 5, "embedding_size": 16, "num_layers": 1, "num_heads": 4,
+            "ff_hidden_size": 32, "dropout_rate": 0.1, "seq_length": 12, "vocab_size": 50,
+            "batch_size": 4}}],
+    "pair_seconds": 1,
+}
+
+
+def collector(args, **kw):
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    return subprocess.Popen([sys.executable, "-m", "gpuest.collect", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def finish(args):
+    p = collector(args)
+    out, err = p.communicate(timeout=240)
+    return p.returncode, err
+
+
+def lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [l for l in f.read().split("\n") if l]
+
+
+def running_child(out_dir):
+    """The pid of the child running now (its result file says), or None."""
+    for path in glob.glob(os.path.join(out_dir, "gpuest-job-*.json")):
+        try:
+            with open(path) as f:
+                return json.load(f)["pid"]
+        except (OSError, ValueError, KeyError):
+            pass  # between the collector's mkstemp and the child's first write
+    return None
+
+
+def wait_for_rows_and_child(out_dir, rows, proc):
+    """Until ``rows`` rows are finished and the next job's child is running; its pid."""
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        pid = running_child(out_dir)
+        if len(lines(os.path.join(out_dir, "rows.jsonl"))) >= rows and pid:
+            return pid
+        time.sleep(0.05)
+    pytest.fail(f"no row {rows} and child in {out_dir} within the deadline")
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(tmp_path_factory):
+    """A dry run of three jobs and a pair, interrupted three ways and resumed."""
+    d = tmp_path_factory.mktemp("collect")
+    plan_doc = dict(TINY_PLAN)
+    ids = [j.id for j in expand(plan_doc).jobs]
+    plan_doc["pairs"] = [[ids[0], ids[2]]]  # the MLP in fp32 beside the Transformer
+    plan_path = d / "plan.yaml"
+    plan_path.write_text(yaml.safe_dump(plan_doc))
+    out = str(d / "out")
+    args = ["run", str(plan_path), "--out", out, "--dry-run"]
+    rows_path = os.path.join(out, "rows.jsonl")
+
+    # 1: SIGTERM to the collector while the second job's child runs: it stops the
+    # child and exits, keeping the finished row.
+    first = collector(args)
+    wait_for_rows_and_child(out, 1, first)
+    first.send_signal(signal.SIGTERM)
+    _, err1 = first.communicate(timeout=60)
+    after_term = lines(rows_path)
+
+    # 2: the second job's child dies (SIGKILL): a CRASH row, and the collector goes on;
+    # then SIGKILL to the collector and its child at once, while the third job runs.
+    second = collector(args, start_new_session=True)
+    os.kill(wait_for_rows_and_child(out, 1, second), signal.SIGKILL)
+    wait_for_rows_and_child(out, 2, second)
+    os.killpg(second.pid, signal.SIGKILL)
+    second.communicate(timeout=60)
+    after_kill = lines(rows_path)
+
+    # 3: to the end.
+    rc3, err3 = finish(args)
+    return {"dir": out, "ids": ids, "rc1": first.returncode, "err1": err1,
+            "after_term": after_term, "rc2": second.returncode, "after_kill": after_kill,
+            "rc3": rc3, "err3": err3, "rows": lines(rows_path)}
+
+
+def test_kills_lose_and_duplicate_no_finished_row(killed_and_resumed):
+    r = killed_and_resumed
+    assert r["rc1"] == 1 and "interrupted (signal SIGTERM)" in r["err1"], r["err1"]
+    assert len(r["after_term"]) == 1
+    assert r["rc2"] == -signal.SIGKILL and len(r["after_kill"]) == 2
+    assert r["rc3"] == 0, r["err3"]
+    assert "3 jobs, 2 already finished" in r["err3"]
+    rows = r["rows"]
+    # Finished rows are never rewritten: each kill's rows are the final file's prefix.
+    assert rows[:2] == r["after_kill"] and rows[:1] == r["after_term"]
+    got = [json.loads(l)["id"] for l in rows]
+    assert len(got) == len(set(got)) == 4
+    assert got[:3] == r["ids"] and got[3] == f"pair/{r['ids'][0]}+{r['ids'][2]}"
+    # No killed child's result file is left behind.
+    assert not glob.glob(os.path.join(r["dir"], "gpuest-job-*"))
+
+
+def test_a_child_killed_by_a_signal_is_a_crash_row(killed_and_resumed):
+    crashed = json.loads(killed_and_resumed["rows"][1])
+    assert crashed["status"] == "CRASH", crashed
+    assert crashed["error"].startswith("the child was killed by signal SIGKILL at stage ")
+    assert crashed["job"]["precision"] == "amp"
+
+
+def test_dry_run_rows_describe_and_run_each_job(killed_and_resumed):
+    rows = [json.loads(l) for l in killed_and_resumed["rows"]]
+    for row in (rows[0], rows[2]):
+        assert row["status"] == "DRY_RUN", row
+        d = row["description"]
+        assert d["batchSize"] == row["job"]["batch_size"] and d["layers"]
+        assert len(d["trace"]["sizeBytes"]) > 10, d.get("traceUnavailableReason")
+        assert bool(d.get("mixedPrecision")) == (row["job"]["precision"] == "amp")
+        m = row["measurement"]
+        assert m["measured_steps"] == 1 and m["samples_per_s"] > 0
+        assert row["versions"]["torch"]
+    transformer = rows[2]
+    assert transformer["description"]["family"] == "MODEL_FAMILY_TRANSFORMER"
+    assert transformer["description"]["sequenceLength"] == 12
+    pair = rows[3]
+    assert pair["kind"] == "pair" and pair["status"] == "DRY_RUN"
+    assert all(s > 0 for s in pair["speeds"])
+
+
+def test_cleaned_files_have_the_shared_columns_first(killed_and_resumed):
+    out = killed_and_resumed["dir"]
+    with open(os.path.join(SHARED, "timm", "timm_a100.csv"), newline="") as f:
+        timm_header = next(csv.reader(f))
+    with open(os.path.join(out, "measurements.csv"), newline="") as f:
+        table = list(csv.reader(f))
+    header = table[0]
+    assert header[:len(timm_header)] == timm_header
+    assert header == list(clean.COLUMNS) and len(set(header)) == len(header)
+    rows = [dict(zip(header, r)) for r in table[1:]]
+    assert [r["status"] for r in rows] == ["DRY_RUN", "CRASH", "DRY_RUN"]
+    assert "killed by signal SIGKILL" in rows[1]["error"]
+    assert rows[0]["model"].startswith("input:32_output:10_depth:2") and \
+        rows[0]["model"].endswith(".out")
+    assert rows[0]["input_size"] == "32" and rows[2]["input_size"] == "12"
+    assert [r["batch_size"] for r in rows] == ["8", "8", "4"]
+    assert [r["precision"] for r in rows] == ["fp32", "amp", "fp32"]
+    for r in (rows[0], rows[2]):
+        assert r["max_gpu_memory_mib"] == ""  # nothing measured on a GPU
+        assert float(r["faketensor_mib"]) > 0 and int(r["trace_allocations"]) > 10
+    with open(os.path.join(SHARED, "lucid", "colocation.csv"), newline="") as f:
+        lucid_header = next(csv.reader(f))
+    with open(os.path.join(out, "colocation.csv"), newline="") as f:
+        pairs = list(csv.reader(f))
+    assert pairs[0][:len(lucid_header)] == lucid_header and len(pairs) == 2
+    pair = dict(zip(pairs[0], pairs[1]))
+    assert (pair["batchsize1"], pair["batchsize2"]) == ("8", "4")
+    assert float(pair["speed1"]) > 0 and float(pair["speed2"]) > 0
+    # Nothing measured on a GPU: nothing to calibrate on.
+    assert lines(os.path.join(out, "exported.jsonl")) == []
+
+
+def test_collector_refuses_mixing_a_gpu_run_into_dry_rows(killed_and_resumed):
+    rc, err = finish(["run", os.path.join(os.path.dirname(killed_and_resumed["dir"]),
+                                          "plan.yaml"),
+                      "--out", killed_and_resumed["dir"]])
+    # No GPU here: refused before anything; the rows file is untouched either way.
+    assert rc == 2 and "no nvidia-smi here" in err
+    assert lines(os.path.join(killed_and_resumed["dir"], "rows.jsonl")) == \
+        killed_and_resumed["rows"]
+
+
+def test_oom_and_hang_are_rows_with_their_status(tmp_path):
+    big = dict(MLP, input_size=4096, batch_size=262144, use_batch_norm=False)
+    plan_path = tmp_path / "plan.yaml"
+    plan_path.write_text(yaml.safe_dump({
+        "steps": 1, "warmup_steps": 0, "timeout_s": 120,
+        "synthetic": [{"family": "mlp", "params": big},
+                      {"family": "mlp", "timeout_s": 1, "params": MLP}]}))
+    out = str(tmp_path / "out")
+    # Under a 1.5 GB address-space limit the 4 GiB batch cannot be allocated: a real
+    # out-of-memory failure, on the CPU's allocator.
+    rc, err = finish(["run", str(plan_path), "--out", out, "--dry-run",
+                      "--child-memory-limit-mb", "1500"])
+    assert rc == 0, err
+    oom, hung = [json.loads(l) for l in lines(os.path.join(out, "rows.jsonl"))]
+    assert oom["status"] == "OOM" and "can't allocate memory" in oom["error"]
+    assert oom["description"]["batchSize"] == 262144  # described before it failed
+    assert hung["status"] == "TIMEOUT" and "timeout of 1 s" in hung["error"]
+
+
+
+def test_calibration_needs_measured_rows_and_rewrites_one_gpu(tmp_path):
+    profiles = tmp_path / "gpu_profiles.json"
+    original = open(os.path.join(REPO, "models", "gpu_profiles.json")).read()
+    profiles.write_text(original)
+
+    def row(i, smi, reserved, name="NVIDIA H200", status="OK"):
+        return {"id": f"j{i}", "kind": "job", "status": status, "gpu_name": name,
+                "measurement": {"smi_process_mib": smi, "torch_max_reserved_mib": reserved}}
+
+    rows = [row(1, 2000.0, 1400.0), row(2, 5000.0, 4450.0), row(3, 900.0, 290.0),
+            row(4, 80000.0, 81000.0, status="OOM")]
+    got = calibrate_context(rows, str(profiles), "h200", "data/h200")
+    assert got["context_mib"] == 600 and got["rows"] == 3  # median of 600, 550, 610
+    after = json.loads(profiles.read_text())
+    before = json.loads(original)
+    changed = [g["id"] for g, b in zip(after["gpus"], before["gpus"]) if g != b]
+    assert changed == ["h200"]
+    h200 = next(g for g in after["gpus"] if g["id"] == "h200")
+    assert h200["context_mib"] == 600 and h200["constants"] == "calibrated"
+    assert "3 successful training runs" in h200["constants_basis"]
+    assert h200["constants_basis"].endswith("cuBLAS workspace: PyTorch's default for sm_90 "
+                                            "(4096 KiB x 8)")
+    with pytest.raises(CalibrationError, match="measured on 'NVIDIA H200'"):
+        calibrate_context(rows, str(profiles), "h100-80gb", "x")
+    with pytest.raises(CalibrationError, match="rows of one GPU are needed"):
+        calibrate_context([dict(r, status="DRY_RUN") for r in rows], str(profiles), "h200",
+                          "x")
