@@ -1,8 +1,8 @@
 """gpuest-collect end to end on the CPU (--dry-run): real children describe and train
-tiny models; the collector is killed mid-run (SIGTERM, then SIGKILL of its whole
+tiny models; the collector is interrupted mid-run (SIGTERM; SIGKILL of its whole
 process group) and restarted, and no finished row is lost or duplicated; an
-out-of-memory child, a hung one and one that dies are rows with their status; the
-cleaned files have the shared datasets' columns first."""
+out-of-memory child, a hung one and one killed by a signal are rows with their status;
+the cleaned files have the shared datasets' columns first."""
 import csv
 import glob
 import json
@@ -18,6 +18,7 @@ import yaml
 from conftest import DATA_DIR
 from gpuest.collect import clean
 from gpuest.collect.calibrate import CalibrationError, calibrate_context
+from gpuest.collect.__main__ import main
 from gpuest.collect.plan import expand
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,6 +29,7 @@ SHARED = os.path.normpath(os.path.join(DATA_DIR, ".."))
 MLP = {"input_size": 32, "output_size": 10, "depth": 2, "architecture": "pyramid",
        "batch_size": 8, "activation": "relu", "dropout_rate": 0.2, "use_dropout": True,
        "use_batch_norm": True}
+BIG_MLP = dict(MLP, input_size=4096, batch_size=262144, use_batch_norm=False)
 TINY_PLAN = {
     "steps": 2, "warmup_steps": 1, "timeout_s": 120, "optimizers": ["adam"],
     "synthetic": [
@@ -35,9 +37,21 @@ TINY_PLAN = {
         {"family": "transformer", "params": {
             "num_classes": 5, "embedding_size": 16, "num_layers": 1, "num_heads": 4,
             "ff_hidden_size": 32, "dropout_rate": 0.1, "seq_length": 12, "vocab_size": 50,
-            "batch_size": 4}}],
+            "batch_size": 4}},
+        # A 4 GiB batch, beyond the children's address-space limit: out of memory.
+        {"family": "mlp", "params": BIG_MLP},
+        # Killed at its timeout, before it is even built.
+        {"family": "mlp", "timeout_s": 1, "params": dict(MLP, depth=1)}],
     "pair_seconds": 1,
 }
+
+
+def child_memory_limit_mb():
+    """Room for a child to import torch and run the tiny jobs, not for the 4 GiB batch:
+    this process's address space (torch imported) and 1 GiB more."""
+    with open("/proc/self/status") as f:
+        vm_kib = next(int(l.split()[1]) for l in f if l.startswith("VmSize:"))
+    return vm_kib // 1024 + 1024
 
 
 def collector(args, **kw):
@@ -84,7 +98,7 @@ def wait_for_rows_and_child(out_dir, rows, proc):
 
 @pytest.fixture(scope="module")
 def killed_and_resumed(tmp_path_factory):
-    """A dry run of three jobs and a pair, interrupted three ways and resumed."""
+    """A dry run of five jobs and a pair, interrupted three ways and resumed."""
     d = tmp_path_factory.mktemp("collect")
     plan_doc = dict(TINY_PLAN)
     ids = [j.id for j in expand(plan_doc).jobs]
@@ -92,7 +106,8 @@ def killed_and_resumed(tmp_path_factory):
     plan_path = d / "plan.yaml"
     plan_path.write_text(yaml.safe_dump(plan_doc))
     out = str(d / "out")
-    args = ["run", str(plan_path), "--out", out, "--dry-run"]
+    args = ["run", str(plan_path), "--out", out, "--dry-run",
+            "--child-memory-limit-mb", str(child_memory_limit_mb())]
     rows_path = os.path.join(out, "rows.jsonl")
 
     # 1: SIGTERM to the collector while the second job's child runs: it stops the
@@ -125,13 +140,13 @@ def test_kills_lose_and_duplicate_no_finished_row(killed_and_resumed):
     assert len(r["after_term"]) == 1
     assert r["rc2"] == -signal.SIGKILL and len(r["after_kill"]) == 2
     assert r["rc3"] == 0, r["err3"]
-    assert "3 jobs, 2 already finished" in r["err3"]
+    assert "5 jobs, 2 already finished" in r["err3"]
     rows = r["rows"]
     # Finished rows are never rewritten: each kill's rows are the final file's prefix.
     assert rows[:2] == r["after_kill"] and rows[:1] == r["after_term"]
     got = [json.loads(l)["id"] for l in rows]
-    assert len(got) == len(set(got)) == 4
-    assert got[:3] == r["ids"] and got[3] == f"pair/{r['ids'][0]}+{r['ids'][2]}"
+    assert len(got) == len(set(got)) == 6
+    assert got[:5] == r["ids"] and got[5] == f"pair/{r['ids'][0]}+{r['ids'][2]}"
     # No killed child's result file is left behind.
     assert not glob.glob(os.path.join(r["dir"], "gpuest-job-*"))
 
@@ -157,7 +172,7 @@ def test_dry_run_rows_describe_and_run_each_job(killed_and_resumed):
     transformer = rows[2]
     assert transformer["description"]["family"] == "MODEL_FAMILY_TRANSFORMER"
     assert transformer["description"]["sequenceLength"] == 12
-    pair = rows[3]
+    pair = rows[5]
     assert pair["kind"] == "pair" and pair["status"] == "DRY_RUN"
     assert all(s > 0 for s in pair["speeds"])
 
@@ -172,13 +187,13 @@ def test_cleaned_files_have_the_shared_columns_first(killed_and_resumed):
     assert header[:len(timm_header)] == timm_header
     assert header == list(clean.COLUMNS) and len(set(header)) == len(header)
     rows = [dict(zip(header, r)) for r in table[1:]]
-    assert [r["status"] for r in rows] == ["DRY_RUN", "CRASH", "DRY_RUN"]
+    assert [r["status"] for r in rows] == ["DRY_RUN", "CRASH", "DRY_RUN", "OOM", "TIMEOUT"]
     assert "killed by signal SIGKILL" in rows[1]["error"]
     assert rows[0]["model"].startswith("input:32_output:10_depth:2") and \
         rows[0]["model"].endswith(".out")
     assert rows[0]["input_size"] == "32" and rows[2]["input_size"] == "12"
-    assert [r["batch_size"] for r in rows] == ["8", "8", "4"]
-    assert [r["precision"] for r in rows] == ["fp32", "amp", "fp32"]
+    assert [r["batch_size"] for r in rows] == ["8", "8", "4", "262144", "8"]
+    assert [r["precision"] for r in rows] == ["fp32", "amp", "fp32", "fp32", "fp32"]
     for r in (rows[0], rows[2]):
         assert r["max_gpu_memory_mib"] == ""  # nothing measured on a GPU
         assert float(r["faketensor_mib"]) > 0 and int(r["trace_allocations"]) > 10
@@ -194,34 +209,26 @@ def test_cleaned_files_have_the_shared_columns_first(killed_and_resumed):
     assert lines(os.path.join(out, "exported.jsonl")) == []
 
 
-def test_collector_refuses_mixing_a_gpu_run_into_dry_rows(killed_and_resumed):
-    rc, err = finish(["run", os.path.join(os.path.dirname(killed_and_resumed["dir"]),
-                                          "plan.yaml"),
-                      "--out", killed_and_resumed["dir"]])
-    # No GPU here: refused before anything; the rows file is untouched either way.
-    assert rc == 2 and "no nvidia-smi here" in err
-    assert lines(os.path.join(killed_and_resumed["dir"], "rows.jsonl")) == \
-        killed_and_resumed["rows"]
-
-
-def test_oom_and_hang_are_rows_with_their_status(tmp_path):
-    big = dict(MLP, input_size=4096, batch_size=262144, use_batch_norm=False)
-    plan_path = tmp_path / "plan.yaml"
-    plan_path.write_text(yaml.safe_dump({
-        "steps": 1, "warmup_steps": 0, "timeout_s": 120,
-        "synthetic": [{"family": "mlp", "params": big},
-                      {"family": "mlp", "timeout_s": 1, "params": MLP}]}))
-    out = str(tmp_path / "out")
-    # Under a 1.5 GB address-space limit the 4 GiB batch cannot be allocated: a real
-    # out-of-memory failure, on the CPU's allocator.
-    rc, err = finish(["run", str(plan_path), "--out", out, "--dry-run",
-                      "--child-memory-limit-mb", "1500"])
-    assert rc == 0, err
-    oom, hung = [json.loads(l) for l in lines(os.path.join(out, "rows.jsonl"))]
+def test_oom_and_hang_are_rows_with_their_status(killed_and_resumed):
+    oom, hung = [json.loads(l) for l in killed_and_resumed["rows"][3:5]]
     assert oom["status"] == "OOM" and "can't allocate memory" in oom["error"]
     assert oom["description"]["batchSize"] == 262144  # described before it failed
     assert hung["status"] == "TIMEOUT" and "timeout of 1 s" in hung["error"]
 
+
+def test_a_run_directory_holds_one_kind_of_run(tmp_path, capsys):
+    plan_path = tmp_path / "plan.yaml"
+    plan_path.write_text(yaml.safe_dump(TINY_PLAN))
+    # No GPU here: a GPU run is refused before anything.
+    assert main(["run", str(plan_path), "--out", str(tmp_path / "a")]) == 2
+    assert "no nvidia-smi here" in capsys.readouterr().err
+    # A dry run into a GPU run's directory would make its restart skip unmeasured jobs.
+    gpu_dir = tmp_path / "gpu"
+    gpu_dir.mkdir()
+    (gpu_dir / "run.json").write_text('{"dry_run": false}\n')
+    assert main(["run", str(plan_path), "--out", str(gpu_dir), "--dry-run"]) == 1
+    assert "holds the rows of a GPU run" in capsys.readouterr().err
+    assert not (gpu_dir / "rows.jsonl").exists()
 
 
 def test_calibration_needs_measured_rows_and_rewrites_one_gpu(tmp_path):
