@@ -66,6 +66,9 @@ def _parser():
                    help="skip the plan's pairs")
     pl = sub.add_parser("plan", help="check a plan and list its jobs")
     pl.add_argument("plan")
+    pl.add_argument("--json", action="store_true",
+                    help="print the plan as JSON (for a node without PyYAML) after "
+                         "checking it")
     c = sub.add_parser("clean", help="rewrite the cleaned files of a run")
     c.add_argument("dir")
     cal = sub.add_parser("calibrate", help="calibrate a GPU's context from a run's rows")
@@ -187,6 +190,12 @@ def main(argv=None) -> int:
             return run(args)
         if args.command == "plan":
             plan = load_plan(args.plan)
+            if args.json:  # the plan for a node without PyYAML (JSON is YAML too)
+                import yaml
+                with open(args.plan) as f:
+                    json.dump(yaml.safe_load(f), sys.stdout, indent=1)
+                print()
+                return 0
             for j in plan.jobs:
                 print(j.id)
             for p in plan.pairs:

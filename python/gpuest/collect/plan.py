@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import itertools
+import json
 import os
 import random
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -92,15 +93,27 @@ def job_id(source: str, model: str, batch: int, optimizer: str, precision: str) 
 
 
 def load_plan(path: str) -> Plan:
-    """Reads and expands a YAML plan; PlanError names the file and key at fault."""
-    import yaml
+    """Reads and expands a YAML plan (or its JSON form, where PyYAML is not installed,
+    as on a bare GPU node); PlanError names the file and key at fault."""
     try:
         with open(path) as f:
-            doc = yaml.safe_load(f)
+            text = f.read()
     except OSError as e:
         raise PlanError(f"{path}: cannot read: {e}") from None
-    except yaml.YAMLError as e:
-        raise PlanError(f"{path}: not YAML: {e}") from None
+    try:
+        import yaml
+    except ImportError:
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            raise PlanError(f"{path}: PyYAML is not installed here and the plan is not "
+                            f"JSON: convert it where PyYAML is (python3 -m gpuest.collect "
+                            f"plan --json PLAN > plan.json)") from None
+    else:
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise PlanError(f"{path}: not YAML: {e}") from None
     try:
         return expand(doc)
     except PlanError as e:
