@@ -17,7 +17,7 @@ import yaml
 
 from conftest import DATA_DIR
 from gpuest.collect import clean
-from gpuest.collect.calibrate import CalibrationError, calibrate_context
+from gpuest.collect.calibrate import CalibrationError, context_residuals, read_measurements
 from gpuest.collect.__main__ import main
 from gpuest.collect.plan import expand
 
@@ -207,6 +207,9 @@ def test_cleaned_files_have_the_shared_columns_first(killed_and_resumed):
     assert float(pair["speed1"]) > 0 and float(pair["speed2"]) > 0
     # Nothing measured on a GPU: nothing to calibrate on.
     assert lines(os.path.join(out, "exported.jsonl")) == []
+    summary = open(os.path.join(out, "summary.md")).read()
+    assert "- 5 jobs: CRASH 1, DRY_RUN 2, OOM 1, TIMEOUT 1" in summary
+    assert "- 1 pairs: DRY_RUN 1" in summary
 
 
 def test_oom_and_hang_are_rows_with_their_status(killed_and_resumed):
@@ -231,30 +234,64 @@ def test_a_run_directory_holds_one_kind_of_run(tmp_path, capsys):
     assert not (gpu_dir / "rows.jsonl").exists()
 
 
-def test_calibration_needs_measured_rows_and_rewrites_one_gpu(tmp_path):
+def gpu_row(i, smi, reserved, status="OK", name="NVIDIA H200"):
+    """A finished row as a GPU run stores it (the parts clean and calibrate read)."""
+    job = {"id": f"timm/m{i}/b8/sgd_momentum/fp32", "source": "timm", "model": f"m{i}",
+           "batch_size": 8, "optimizer": "sgd_momentum", "precision": "fp32",
+           "loss": "auto"}
+    return {"id": job["id"], "kind": "job", "job": job, "status": status, "error": "",
+            "input_shape": [3, 224, 224], "gpu_name": name, "gpu_memory_mib": 143771.0,
+            "driver": "550.54.15", "versions": {"torch": "2.4.1", "cuda": "12.4",
+                                                "cudnn": "90100"},
+            "measurement": {"smi_process_mib": smi, "torch_max_reserved_mib": reserved,
+                            "torch_max_allocated_mib": reserved - 100},
+            "description": None}
+
+
+def test_calibration_from_the_cleaned_csv_rewrites_one_gpu(tmp_path, capsys):
     profiles = tmp_path / "gpu_profiles.json"
     original = open(os.path.join(REPO, "models", "gpu_profiles.json")).read()
     profiles.write_text(original)
-
-    def row(i, smi, reserved, name="NVIDIA H200", status="OK"):
-        return {"id": f"j{i}", "kind": "job", "status": status, "gpu_name": name,
-                "measurement": {"smi_process_mib": smi, "torch_max_reserved_mib": reserved}}
-
-    rows = [row(1, 2000.0, 1400.0), row(2, 5000.0, 4450.0), row(3, 900.0, 290.0),
-            row(4, 80000.0, 81000.0, status="OOM")]
-    got = calibrate_context(rows, str(profiles), "h200", "data/h200")
-    assert got["context_mib"] == 600 and got["rows"] == 3  # median of 600, 550, 610
+    run_dir = tmp_path / "h200"
+    run_dir.mkdir()
+    rows = [gpu_row(1, 2000.0, 1400.0), gpu_row(2, 5000.0, 4450.0),
+            gpu_row(3, 900.0, 290.0), gpu_row(4, 140000.0, 141000.0, status="OOM")]
+    clean.clean(rows, str(run_dir))
+    summary = (run_dir / "summary.md").read_text()
+    assert "- GPU: NVIDIA H200 (143771 MiB)" in summary
+    assert "driver 550.54.15; CUDA 12.4; cuDNN 90100; PyTorch 2.4.1" in summary
+    assert "- 4 jobs: OK 3, OOM 1" in summary
+    assert main(["calibrate", str(run_dir), "--gpu", "h200", "--profiles",
+                 str(profiles)]) == 0
+    assert "h200 (NVIDIA H200) context 600 MiB from 3 rows" in capsys.readouterr().err
     after = json.loads(profiles.read_text())
     before = json.loads(original)
     changed = [g["id"] for g, b in zip(after["gpus"], before["gpus"]) if g != b]
-    assert changed == ["h200"]
+    assert changed == ["h200"]  # the median of 600, 550 and 610; OOM rows left out
     h200 = next(g for g in after["gpus"] if g["id"] == "h200")
     assert h200["context_mib"] == 600 and h200["constants"] == "calibrated"
     assert "3 successful training runs" in h200["constants_basis"]
     assert h200["constants_basis"].endswith("cuBLAS workspace: PyTorch's default for sm_90 "
                                             "(4096 KiB x 8)")
-    with pytest.raises(CalibrationError, match="measured on 'NVIDIA H200'"):
-        calibrate_context(rows, str(profiles), "h100-80gb", "x")
+    assert profiles.read_text() == json.dumps(after, indent=2, ensure_ascii=False) + "\n"
+    # The rows' card must be the profile's.
+    assert main(["calibrate", str(run_dir), "--gpu", "h100-80gb", "--profiles",
+                 str(profiles)]) == 2
+    assert "measured on 'NVIDIA H200'" in capsys.readouterr().err
+    # A dry run measured nothing to calibrate on.
+    rows = read_measurements(str(run_dir / "measurements.csv"))
     with pytest.raises(CalibrationError, match="rows of one GPU are needed"):
-        calibrate_context([dict(r, status="DRY_RUN") for r in rows], str(profiles), "h200",
-                          "x")
+        context_residuals([dict(r, status="DRY_RUN") for r in rows])
+
+
+def test_measured_rows_export_for_the_calibration_tools(killed_and_resumed):
+    # The exporter's shape (training/data/exported_rows.cc reads it): a dry-run row's
+    # real description, with what a GPU would have measured.
+    row = json.loads(killed_and_resumed["rows"][0])
+    assert clean.export_record(row) is None  # nothing measured
+    measured = dict(row, status="OOM", measurement={"smi_process_mib": 141000.0})
+    record = clean.export_record(measured)
+    assert record["fileName"] == row["id"] and record["model"] == row["job"]["model"]
+    assert record["status"] == "OOM_CRASH" and record["maxMemoryMib"] == 141000.0
+    assert record["description"]["trace"] == row["description"]["trace"]
+    assert record["fakeTensorMib"] == clean.trace_peak_mib(row["description"]["trace"]) > 0

@@ -6,6 +6,7 @@
     plan PLAN                        check a plan and list its job ids
     clean DIR                        rewrite DIR's cleaned files from DIR/rows.jsonl
     calibrate DIR --gpu ID           set that GPU's context in models/gpu_profiles.json
+                                     from DIR/measurements.csv
 """
 from __future__ import annotations
 
@@ -207,10 +208,10 @@ def main(argv=None) -> int:
             _log(", ".join(f"{k}: {v} rows" for k, v in counts.items()))
             return 0
         if args.command == "calibrate":
-            from .calibrate import CalibrationError, calibrate_context
+            from .calibrate import CalibrationError, calibrate_context, read_measurements
             try:
-                got = calibrate_context(RowStore(os.path.join(args.dir, ROWS)).rows(),
-                                        args.profiles, args.gpu, args.dir)
+                rows = read_measurements(os.path.join(args.dir, "measurements.csv"))
+                got = calibrate_context(rows, args.profiles, args.gpu, args.dir)
             except CalibrationError as e:
                 _log(str(e))
                 return 2

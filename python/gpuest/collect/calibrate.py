@@ -10,6 +10,7 @@ the GPU's ``context_mib``, and its constants turn from "assumed" to "calibrated"
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
 import statistics
@@ -20,19 +21,25 @@ class CalibrationError(ValueError):
     pass
 
 
+def read_measurements(path: str) -> List[dict]:
+    """The rows of a cleaned measurements.csv (what data/<gpu>/ keeps in git)."""
+    try:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError as e:
+        raise CalibrationError(f"cannot read {path}: {e}") from None
+
+
 def context_residuals(rows: List[dict]) -> Tuple[str, List[float]]:
-    """(GPU name, nvidia-smi process peak - torch reserved peak per OK row)."""
-    names = {r.get("gpu_name") for r in rows if r.get("kind") == "job" and
-             r.get("status") == "OK"}
+    """(GPU name, nvidia-smi process peak - torch reserved peak per OK row), from the
+    rows of measurements.csv."""
+    ok = [r for r in rows if r.get("status") == "OK"]
+    names = {r.get("gpu_name") for r in ok}
     if len(names) != 1:
         raise CalibrationError(f"rows of one GPU are needed, got OK rows of "
                                f"{sorted(map(str, names)) or 'none'}")
-    residuals = []
-    for r in rows:
-        m = r.get("measurement") or {}
-        if r.get("kind") == "job" and r.get("status") == "OK" and \
-                m.get("smi_process_mib") and m.get("torch_max_reserved_mib") is not None:
-            residuals.append(m["smi_process_mib"] - m["torch_max_reserved_mib"])
+    residuals = [float(r["smi_process_mib"]) - float(r["torch_max_reserved_mib"])
+                 for r in ok if r.get("smi_process_mib") and r.get("torch_max_reserved_mib")]
     if not residuals:
         raise CalibrationError("no OK row has both nvidia-smi's process peak and "
                                "torch's reserved peak (smi_process_mib is empty where "

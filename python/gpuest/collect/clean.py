@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections import Counter
 from typing import Iterable, List, Optional
 
 SHARED_COLUMNS = ("model", "input_size", "batch_size", "max_gpu_memory_mib", "status",
@@ -139,9 +140,38 @@ def _write_csv(path: str, columns, rows: Iterable[dict]) -> int:
     return n
 
 
+def summary(rows: List[dict]) -> str:
+    """What data/<gpu>/README.md states about a run: the stack it ran on (every value
+    seen, so a driver change mid-run shows) and its rows by status and kind."""
+    jobs = [r for r in rows if r.get("kind") == "job"]
+    pairs = [r for r in rows if r.get("kind") == "pair"]
+
+    def seen(get):
+        values = Counter(str(get(r) or "?") for r in rows)
+        return ", ".join(f"{v} ({n} rows)" if len(values) > 1 else v
+                         for v, n in sorted(values.items()))
+
+    def counts(items):
+        return ", ".join(f"{k} {n}" for k, n in sorted(Counter(items).items())) or "none"
+
+    lines = [
+        f"- GPU: {seen(lambda r: r.get('gpu_name'))}"
+        f" ({seen(lambda r: _fmt(r.get('gpu_memory_mib')))} MiB)",
+        f"- driver {seen(lambda r: r.get('driver'))}; CUDA "
+        f"{seen(lambda r: (r.get('versions') or {}).get('cuda'))}; cuDNN "
+        f"{seen(lambda r: (r.get('versions') or {}).get('cudnn'))}; PyTorch "
+        f"{seen(lambda r: (r.get('versions') or {}).get('torch'))}",
+        f"- {len(jobs)} jobs: {counts(r['status'] for r in jobs)}",
+        f"- by source: {counts(r['job']['source'] for r in jobs)}; by precision: "
+        f"{counts(r['job']['precision'] for r in jobs)}",
+        f"- {len(pairs)} pairs: {counts(r['status'] for r in pairs)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def clean(rows: List[dict], out_dir: str) -> dict:
-    """Writes measurements.csv, colocation.csv (when there are pairs) and
-    exported.jsonl into ``out_dir``; returns how many rows each file has."""
+    """Writes measurements.csv, colocation.csv (when there are pairs), exported.jsonl
+    and summary.md into ``out_dir``; returns how many rows each file has."""
     jobs = [r for r in rows if r.get("kind") == "job"]
     pairs = [r for r in rows if r.get("kind") == "pair"]
     counts = {"measurements.csv": _write_csv(os.path.join(out_dir, "measurements.csv"),
@@ -156,4 +186,6 @@ def clean(rows: List[dict], out_dir: str) -> dict:
             f.write(json.dumps(e, separators=(",", ":")) + "\n")
     os.replace(path + ".tmp", path)
     counts["exported.jsonl"] = len(exported)
+    with open(os.path.join(out_dir, "summary.md"), "w") as f:
+        f.write(summary(rows))
     return counts
