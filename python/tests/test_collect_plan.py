@@ -187,3 +187,16 @@ def test_csv_names_pick_a_subset():
     assert [j.batch_size for j in expand(doc).jobs] == [8, 16, 32, 64, 128]
     doc["models"][0]["names"] = ["resnet5000"]
     assert "models[0].names: 'resnet5000' is not a model of" in error_of(doc)
+
+
+def test_short_lease_plan_runs_the_comparable_rows_first():
+    with open(os.path.join(os.path.dirname(EXAMPLE), "short-lease.yaml")) as f:
+        doc = yaml.safe_load(f)
+    for entry in doc["models"]:
+        entry["csv"] = TIMM_CSV
+    jobs = expand(doc).jobs
+    # The plan's order: its models (fp32 timm rows, comparable with the A100's) first.
+    assert jobs[0].id == "timm/resnet50/b8/sgd_momentum/fp32"
+    first_amp = next(i for i, j in enumerate(jobs) if j.precision == "amp")
+    assert all(j.source == "timm" and j.precision == "fp32" for j in jobs[:first_amp])
+    assert {j.source for j in jobs[first_amp:]} == {"timm", "synthetic"}

@@ -54,8 +54,9 @@ def _parser():
                    help="on the CPU: build, describe and run one step of each job; no GPU")
     r.add_argument("--gpu", type=int, default=0, metavar="INDEX",
                    help="the GPU to run on, as nvidia-smi numbers them (default 0)")
-    r.add_argument("--only", default="", metavar="TEXT",
-                   help="only the jobs whose id contains TEXT")
+    r.add_argument("--only", action="append", default=[], metavar="TEXT",
+                   help="only the jobs (and pairs) whose id contains TEXT; repeat for "
+                        "several (any of them)")
     r.add_argument("--limit", type=int, default=0, metavar="N",
                    help="stop after N jobs run by this invocation (0: all)")
     r.add_argument("--timm-src", default=None, metavar="DIR",
@@ -138,7 +139,7 @@ def run(args) -> int:
     options = RunOptions(dry_run=args.dry_run, gpu_index=args.gpu,
                          child_memory_limit_mb=args.child_memory_limit_mb,
                          work_dir=args.out)
-    jobs = [j for j in plan.jobs if args.only in j.id]
+    jobs = [j for j in plan.jobs if _selected(j.id, args.only)]
     todo = [j for j in jobs if not store.finished(j.id)]
     _log(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already finished in {args.out}; "
          f"{'dry run on the CPU' if args.dry_run else f'GPU {args.gpu}'}")
@@ -157,7 +158,7 @@ def run(args) -> int:
                  f"{time.perf_counter() - started:.1f} s")
         if args.pairs and not (args.limit and ran >= args.limit):
             for pair in plan.pairs:
-                if store.finished(pair.id) or args.only not in pair.id:
+                if store.finished(pair.id) or not _selected(pair.id, args.only):
                     continue
                 alone = [store.get(j.id) if store.finished(j.id) else None
                          for j in (pair.first, pair.second)]
@@ -177,6 +178,10 @@ def run(args) -> int:
     counts = cleaner.clean(store.rows(), args.out)
     _log(f"wrote {', '.join(f'{k} ({v} rows)' for k, v in counts.items())} in {args.out}")
     return 0
+
+
+def _selected(row_id: str, only) -> bool:
+    return not only or any(text in row_id for text in only)
 
 
 def _has_gpu() -> bool:

@@ -121,17 +121,18 @@ def load_plan(path: str) -> Plan:
 
 
 def expand(doc: Any) -> Plan:
-    """The jobs of a parsed plan, in plan order: entry, then configuration or model,
-    then batch size, optimizer, precision."""
+    """The jobs of a parsed plan, in plan order (``synthetic`` and ``models`` in the
+    order the plan gives them, then entry, configuration or model, batch size,
+    optimizer, precision)."""
     if not isinstance(doc, Mapping):
         raise PlanError("the plan must be a mapping with `synthetic` and/or `models`")
     _no_unknown_keys(doc, TOP_KEYS, "")
     defaults = _run_settings(doc, RUN_DEFAULTS, "")
     jobs: List[Job] = []
-    for i, entry in enumerate(_list(doc, "synthetic", "")):
-        jobs += _synthetic_jobs(entry, defaults, f"synthetic[{i}]")
-    for i, entry in enumerate(_list(doc, "models", "")):
-        jobs += _model_jobs(entry, defaults, f"models[{i}]")
+    for section in (k for k in doc if k in ("synthetic", "models")):  # the plan's order
+        make = _synthetic_jobs if section == "synthetic" else _model_jobs
+        for i, entry in enumerate(_list(doc, section, "")):
+            jobs += make(entry, defaults, f"{section}[{i}]")
     if not jobs:
         raise PlanError("the plan has no jobs: give `synthetic` families or `models`")
     seen: Dict[str, Job] = {}
