@@ -248,12 +248,12 @@ def _model_jobs(entry, defaults, key) -> List[Job]:
                 raise PlanError(f"{key}.{other}: the csv gives batch sizes and input sizes; "
                                 f"give either csv or {other}")
         models = _csv_models(entry["csv"], f"{key}.csv")
-        if names is not None:  # a subset of the csv's models, at the csv's batch sizes
-            known = {m for m, _, _ in models}
+        if names is not None:  # some of the csv's models, in this order, at its batches
+            known = {m[0]: m for m in models}
             for n in names:
                 if n not in known:
                     raise PlanError(f"{key}.names: {n!r} is not a model of {entry['csv']}")
-            models = [m for m in models if m[0] in set(names)]
+            models = [known[n] for n in dict.fromkeys(names)]
         return [j for name, batches, csv_shape in models
                 for j in _jobs_for(settings, source, name, batches, csv_shape, input_dtype)]
     if names is None:
