@@ -1,6 +1,7 @@
 """gpuest.collect's plan: YAML validation (errors name the key), deterministic
 expansion with stable ids, the timm CSV as a plan, and the example plan."""
 import copy
+import json
 import csv
 import os
 
@@ -8,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import DATA_DIR, read_rows
-from gpuest.collect.plan import PlanError, expand, load_plan
+from gpuest.collect.plan import PlanError, expand, load_plan, self_contained
 from gpuest.synthetic import config_file_name, parse_config
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -200,3 +201,16 @@ def test_short_lease_plan_runs_the_comparable_rows_first():
     first_amp = next(i for i, j in enumerate(jobs) if j.precision == "amp")
     assert all(j.source == "timm" and j.precision == "fp32" for j in jobs[:first_amp])
     assert {j.source for j in jobs[first_amp:]} == {"timm", "synthetic"}
+
+
+def test_self_contained_plan_has_the_same_jobs_without_the_csv(tmp_path):
+    with open(os.path.join(os.path.dirname(EXAMPLE), "short-lease.yaml")) as f:
+        doc = yaml.safe_load(f)
+    for entry in doc["models"]:
+        entry["csv"] = TIMM_CSV
+    inline = self_contained(doc)
+    assert all("csv" not in e for e in inline["models"])
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(inline))  # what `plan --json` writes
+    assert [j.id for j in load_plan(str(path)).jobs] == [j.id for j in expand(doc).jobs]
+    assert [p.id for p in load_plan(str(path)).pairs] == [p.id for p in expand(doc).pairs]

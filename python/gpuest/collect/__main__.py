@@ -19,7 +19,7 @@ import sys
 import time
 
 from . import clean as cleaner
-from .plan import PlanError, load_plan
+from .plan import PlanError, load_plan, self_contained
 from .runner import RESULT_PREFIX, RunOptions, run_job, run_pair
 from .store import RowStore, StoreError
 
@@ -69,8 +69,8 @@ def _parser():
     pl = sub.add_parser("plan", help="check a plan and list its jobs")
     pl.add_argument("plan")
     pl.add_argument("--json", action="store_true",
-                    help="print the plan as JSON (for a node without PyYAML) after "
-                         "checking it")
+                    help="print the plan as self-contained JSON (csv entries written "
+                         "out per model) for a node without PyYAML or ../shared")
     c = sub.add_parser("clean", help="rewrite the cleaned files of a run")
     c.add_argument("dir")
     cal = sub.add_parser("calibrate", help="calibrate a GPU's context from a run's rows")
@@ -196,10 +196,10 @@ def main(argv=None) -> int:
             return run(args)
         if args.command == "plan":
             plan = load_plan(args.plan)
-            if args.json:  # the plan for a node without PyYAML (JSON is YAML too)
+            if args.json:  # for a node without PyYAML or ../shared (JSON is YAML too)
                 import yaml
                 with open(args.plan) as f:
-                    json.dump(yaml.safe_load(f), sys.stdout, indent=1)
+                    json.dump(self_contained(yaml.safe_load(f)), sys.stdout, indent=1)
                 print()
                 return 0
             for j in plan.jobs:

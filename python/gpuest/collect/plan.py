@@ -154,6 +154,29 @@ def expand(doc: Any) -> Plan:
     return Plan(jobs, pairs)
 
 
+def self_contained(doc: Mapping[str, Any]) -> dict:
+    """The plan with each ``csv`` entry replaced by one entry per model (its names,
+    batch sizes and input shape written out): the same jobs, with the same ids, from a
+    file that needs nothing beside it (a GPU node without ../shared)."""
+    expand(doc)  # valid first: the errors name the original keys
+    out = dict(doc)
+    if "models" in doc:
+        out["models"] = []
+        for i, entry in enumerate(doc["models"]):
+            if "csv" not in entry:
+                out["models"].append(entry)
+                continue
+            models = _csv_models(entry["csv"], f"models[{i}].csv")
+            if "names" in entry:
+                known = {m[0]: m for m in models}
+                models = [known[n] for n in dict.fromkeys(entry["names"])]
+            rest = {k: v for k, v in entry.items() if k not in ("csv", "names")}
+            out["models"] += [dict(rest, names=[name], batch_sizes=batches,
+                                   input_shape=list(shape))
+                              for name, batches, shape in models]
+    return out
+
+
 # --- entries -------------------------------------------------------------------------
 
 def _synthetic_jobs(entry, defaults, key) -> List[Job]:
