@@ -166,10 +166,7 @@ def self_contained(doc: Mapping[str, Any]) -> dict:
             if "csv" not in entry:
                 out["models"].append(entry)
                 continue
-            models = _csv_models(entry["csv"], f"models[{i}].csv")
-            if "names" in entry:
-                known = {m[0]: m for m in models}
-                models = [known[n] for n in dict.fromkeys(entry["names"])]
+            models = _csv_entry_models(entry, f"models[{i}]")
             rest = {k: v for k, v in entry.items() if k not in ("csv", "names")}
             out["models"] += [dict(rest, names=[name], batch_sizes=batches,
                                    input_shape=list(shape))
@@ -181,10 +178,8 @@ def self_contained(doc: Mapping[str, Any]) -> dict:
 
 def _synthetic_jobs(entry, defaults, key) -> List[Job]:
     from ..synthetic import config_file_name, config_keys, parse_config
-    if not isinstance(entry, Mapping):
-        raise PlanError(f"{key}: a synthetic entry is a mapping with family and params")
-    _no_unknown_keys(entry, SYNTHETIC_KEYS, key)
-    settings = _run_settings(entry, defaults, key)
+    settings = _entry_settings(entry, SYNTHETIC_KEYS, defaults, key,
+                               "a synthetic entry is a mapping with family and params")
     family = entry.get("family")
     if family not in ("mlp", "cnn", "transformer"):
         raise PlanError(f"{key}.family: one of mlp, cnn, transformer, not {family!r}")
@@ -229,7 +224,6 @@ def _synthetic_jobs(entry, defaults, key) -> List[Job]:
 
 def _checked_synthetic(cfg, where, config_file_name, parse_config) -> str:
     """The seed-style file name of a config the generator can build, else PlanError."""
-    import torch  # noqa: F401  (the generators need it; imported here, not at plan load)
     from ..synthetic import GeneratorCrash, candidates
     try:
         name = config_file_name(cfg)
@@ -242,10 +236,8 @@ def _checked_synthetic(cfg, where, config_file_name, parse_config) -> str:
 
 
 def _model_jobs(entry, defaults, key) -> List[Job]:
-    if not isinstance(entry, Mapping):
-        raise PlanError(f"{key}: a models entry is a mapping with source and names (or csv)")
-    _no_unknown_keys(entry, MODEL_KEYS, key)
-    settings = _run_settings(entry, defaults, key)
+    settings = _entry_settings(entry, MODEL_KEYS, defaults, key,
+                               "a models entry is a mapping with source and names (or csv)")
     source = entry.get("source")
     if source not in ("torchvision", "timm"):
         raise PlanError(f"{key}.source: torchvision or timm, not {source!r}")
@@ -270,14 +262,7 @@ def _model_jobs(entry, defaults, key) -> List[Job]:
             if other in entry:
                 raise PlanError(f"{key}.{other}: the csv gives batch sizes and input sizes; "
                                 f"give either csv or {other}")
-        models = _csv_models(entry["csv"], f"{key}.csv")
-        if names is not None:  # some of the csv's models, in this order, at its batches
-            known = {m[0]: m for m in models}
-            for n in names:
-                if n not in known:
-                    raise PlanError(f"{key}.names: {n!r} is not a model of {entry['csv']}")
-            models = [known[n] for n in dict.fromkeys(names)]
-        return [j for name, batches, csv_shape in models
+        return [j for name, batches, csv_shape in _csv_entry_models(entry, key)
                 for j in _jobs_for(settings, source, name, batches, csv_shape, input_dtype)]
     if names is None:
         raise PlanError(f"{key}.names: a list of {source} model names (or a csv)")
@@ -295,6 +280,19 @@ def _model_jobs(entry, defaults, key) -> List[Job]:
     batches = [_integer(b, f"{key}.batch_sizes") for b in batches]
     return [j for n in names
             for j in _jobs_for(settings, source, n, batches, shape, input_dtype)]
+
+
+def _csv_entry_models(entry, key) -> List[Tuple[str, List[int], Tuple[int, ...]]]:
+    """A csv entry's models: the file's, or those ``names`` picks, in that order."""
+    models = _csv_models(entry["csv"], f"{key}.csv")
+    names = entry.get("names")
+    if names is None:
+        return models
+    known = {m[0]: m for m in models}
+    for n in names:
+        if n not in known:
+            raise PlanError(f"{key}.names: {n!r} is not a model of {entry['csv']}")
+    return [known[n] for n in dict.fromkeys(names)]
 
 
 def _csv_models(path, key) -> List[Tuple[str, List[int], Tuple[int, ...]]]:
@@ -337,6 +335,14 @@ def _jobs_for(settings, source, model, batches, shape, input_dtype) -> List[Job]
 
 
 # --- values --------------------------------------------------------------------------
+
+def _entry_settings(entry, allowed, inherited, key, what) -> dict:
+    """An entry's run settings: the plan's, with the entry's own overrides."""
+    if not isinstance(entry, Mapping):
+        raise PlanError(f"{key}: {what}")
+    _no_unknown_keys(entry, allowed, key)
+    return _run_settings(entry, inherited, key)
+
 
 def _run_settings(entry, inherited, key) -> dict:
     prefix = f"{key}." if key else ""
