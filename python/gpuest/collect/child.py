@@ -102,7 +102,10 @@ def train(job: Job, model, shape, device, dry_run: bool, measuring_marker: str) 
     cuda = device.type == "cuda"
     model = model.to(device).train()
     optimizer = make_optimizer(job.optimizer, model.parameters())
-    scaler = torch.cuda.amp.GradScaler() if amp and cuda else None
+    scaler = None
+    if amp and cuda:  # torch.amp's on 2.3+ (torch.cuda.amp's is deprecated there)
+        scaler = (torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler")
+                  else torch.cuda.amp.GradScaler())
     # Autocast as the job runs it: float16 on CUDA; the CPU's bfloat16 in a dry run.
     autocast_dtype = torch.float16 if cuda else torch.bfloat16
     batch = make_batch(job, model, shape, device)

@@ -18,6 +18,8 @@ from typing import Dict, List, Optional
 # DCGM profiling fields: SM active, SM occupancy, DRAM active (dcgmi dmon -e).
 DCGM_FIELDS = {"smact": 1002, "smocc": 1003, "drama": 1005}
 _QUERY_TIMEOUT_S = 10
+# What a failed or unexpected nvidia-smi query raises.
+MONITOR_ERRORS = (subprocess.SubprocessError, OSError, ValueError, IndexError)
 
 
 def nvidia_smi() -> Optional[str]:
@@ -96,7 +98,7 @@ class Sampler:
                 if self._measuring():
                     self.util["gpu_util"].append(float(util_gpu))
                     self.util["gmem_util"].append(float(util_mem))
-            except (subprocess.SubprocessError, OSError, ValueError, IndexError) as e:
+            except MONITOR_ERRORS as e:
                 if len(self.errors) < 5:
                     self.errors.append(f"nvidia-smi: {type(e).__name__}: {e}")
 

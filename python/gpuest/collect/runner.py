@@ -55,7 +55,8 @@ class _Child:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [_PYTHON_DIR] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        if not options.dry_run:
+        if not options.dry_run:  # CUDA numbers the cards as nvidia-smi does
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             env["CUDA_VISIBLE_DEVICES"] = str(options.gpu_index)
         limit = options.child_memory_limit_mb
 
@@ -68,10 +69,14 @@ class _Child:
                                      stderr=subprocess.PIPE, text=True,
                                      preexec_fn=limit_memory)
         self.sampler = None
+        self.monitor_error = ""
         if not options.dry_run:
-            self.sampler = monitor.Sampler(options.gpu_index, self.proc.pid,
-                                           self.result_path + ".measuring",
-                                           options.sample_interval_s)
+            try:
+                self.sampler = monitor.Sampler(options.gpu_index, self.proc.pid,
+                                               self.result_path + ".measuring",
+                                               options.sample_interval_s)
+            except monitor.MONITOR_ERRORS as e:  # the job runs; its row says why
+                self.monitor_error = f"nvidia-smi: {type(e).__name__}: {e}"
 
     def wait(self) -> dict:
         """The child's finished row; kills it past the job's timeout."""
@@ -83,6 +88,8 @@ class _Child:
             self.proc.kill()
             _, stderr = self.proc.communicate()
         seen = self.sampler.stop() if self.sampler else {}
+        if self.monitor_error:
+            seen["monitor_errors"] = [self.monitor_error]
         result = {}
         if os.path.exists(self.result_path):
             with open(self.result_path) as f:
@@ -137,7 +144,11 @@ def gpu_row_fields(options: RunOptions) -> dict:
     if options.dry_run:
         return {"gpu_name": "none (dry run on the CPU)", "gpu_memory_mib": None,
                 "driver": ""}
-    info = monitor.gpu_info(options.gpu_index)
+    try:
+        info = monitor.gpu_info(options.gpu_index)
+    except monitor.MONITOR_ERRORS as e:
+        return {"gpu_name": f"unknown (nvidia-smi: {type(e).__name__}: {e})",
+                "gpu_memory_mib": None, "driver": ""}
     info.pop("used_mib")
     return info
 
