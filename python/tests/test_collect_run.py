@@ -234,6 +234,21 @@ def test_a_run_directory_holds_one_kind_of_run(tmp_path, capsys):
     assert not (gpu_dir / "rows.jsonl").exists()
 
 
+def test_a_plan_of_timm_jobs_needs_the_timm_source(tmp_path, capsys, monkeypatch):
+    # Refused up front: otherwise every timm job would become a finished ERROR row that
+    # a restart with the right --timm-src would skip.
+    plan_path = tmp_path / "plan.yaml"
+    plan_path.write_text(yaml.safe_dump({"models": [
+        {"source": "timm", "names": ["resnet18"], "batch_sizes": [2]}]}))
+    empty = tmp_path / "no-timm"
+    empty.mkdir()
+    monkeypatch.setenv("GPUEST_TIMM_SRC", str(empty))  # what --timm-src sets
+    assert main(["run", str(plan_path), "--out", str(tmp_path / "out"), "--dry-run"]) == 2
+    assert f"the plan has timm jobs: {empty} holds no timm/ package" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def gpu_row(i, smi, reserved, status="OK", name="NVIDIA H200"):
     """A finished row as a GPU run stores it (the parts clean and calibrate read)."""
     job = {"id": f"timm/m{i}/b8/sgd_momentum/fp32", "source": "timm", "model": f"m{i}",

@@ -124,13 +124,19 @@ def _on_sigterm(signum, frame):
 
 
 def run(args) -> int:
-    from .zoo import TIMM_SOURCE_ENV
+    from .zoo import TIMM_SOURCE_ENV, ModelUnavailable, timm_source
     if args.timm_src:
         os.environ[TIMM_SOURCE_ENV] = os.path.abspath(args.timm_src)
     if not args.dry_run and not _has_gpu():
         _log("no nvidia-smi here: run on a GPU node, or pass --dry-run")
         return 2
     plan = load_plan(args.plan)
+    if any(j.source == "timm" for j in plan.jobs):
+        try:
+            timm_source()
+        except ModelUnavailable as e:
+            _log(f"the plan has timm jobs: {e}")
+            return 2
     os.makedirs(args.out, exist_ok=True)
     lock = _lock(args.out)
     _check_run_kind(args.out, args.dry_run)

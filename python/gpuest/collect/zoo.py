@@ -8,6 +8,7 @@ measurements run on (``gpuest.describe.fused_attention``).
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from typing import Optional, Tuple
@@ -19,26 +20,36 @@ class ModelUnavailable(RuntimeError):
     """The job's model cannot be built here (unknown name, timm not importable)."""
 
 
+_NO_TIMM = (f"extract ../shared/vendor/timm-src-*.tar.gz and pass --timm-src (or set "
+            f"{TIMM_SOURCE_ENV}) to the folder that holds timm/")
+
+
+def timm_source(source_dir: Optional[str] = None) -> Optional[str]:
+    """The folder timm is imported from (``source_dir``, else $GPUEST_TIMM_SRC), or None
+    for an installed timm; ModelUnavailable when there is neither. Imports nothing, so
+    the collector can refuse a plan of timm jobs before it turns them into ERROR rows."""
+    source_dir = source_dir or os.environ.get(TIMM_SOURCE_ENV)
+    if source_dir:
+        if not os.path.isfile(os.path.join(source_dir, "timm", "__init__.py")):
+            raise ModelUnavailable(f"{source_dir} holds no timm/ package: {_NO_TIMM}")
+        return source_dir
+    if importlib.util.find_spec("timm") is None:
+        raise ModelUnavailable(f"timm is not installed: {_NO_TIMM}")
+    return None
+
+
 def import_timm(source_dir: Optional[str] = None):
     """The timm module, from ``source_dir`` (or $GPUEST_TIMM_SRC) when given, with
     torch 2.x's fused attention provided first (a no-op on 2.x)."""
     from ..describe.fused_attention import provide_torch2_attention
-    source_dir = source_dir or os.environ.get(TIMM_SOURCE_ENV)
-    if source_dir:
-        if not os.path.isdir(os.path.join(source_dir, "timm")):
-            raise ModelUnavailable(f"{source_dir} holds no timm/ package (extract "
-                                   f"../shared/vendor/timm-src-*.tar.gz and give the folder "
-                                   f"that holds timm/)")
-        if source_dir not in sys.path:
-            sys.path.insert(0, source_dir)
+    source_dir = timm_source(source_dir)
+    if source_dir and source_dir not in sys.path:
+        sys.path.insert(0, source_dir)
     provide_torch2_attention()  # before timm's import: it picks its attention path there
     try:
         import timm
     except ImportError as e:
-        raise ModelUnavailable(f"timm is not importable ({e}): extract "
-                               f"../shared/vendor/timm-src-*.tar.gz and pass --timm-src "
-                               f"(or set {TIMM_SOURCE_ENV}) to the folder that holds "
-                               f"timm/") from None
+        raise ModelUnavailable(f"timm is not importable ({e}): {_NO_TIMM}") from None
     return timm
 
 
