@@ -20,6 +20,7 @@ from gpuest.collect import clean
 from gpuest.collect.calibrate import CalibrationError, context_residuals, read_measurements
 from gpuest.collect.__main__ import main
 from gpuest.collect.plan import expand
+from gpuest.collect.runner import NodeUnusable, RunOptions, run_job
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.dirname(HERE)
@@ -247,6 +248,15 @@ def test_a_plan_of_timm_jobs_needs_the_timm_source(tmp_path, capsys, monkeypatch
     assert f"the plan has timm jobs: {empty} holds no timm/ package" in \
         capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_node_without_cuda_stops_the_run_without_a_row(tmp_path):
+    # The GPU path on this CPU machine: no nvidia-smi (the row would have said so) and
+    # PyTorch sees no CUDA device, which is the node's fault, not the job's.
+    job = expand(TINY_PLAN).jobs[0]
+    with pytest.raises(NodeUnusable, match="sees no CUDA device"):
+        run_job(job, RunOptions(dry_run=False, work_dir=str(tmp_path)))
+    assert os.listdir(tmp_path) == []  # no result file left
 
 
 def gpu_row(i, smi, reserved, status="OK", name="NVIDIA H200"):

@@ -20,7 +20,7 @@ import time
 
 from . import clean as cleaner
 from .plan import PlanError, load_plan, self_contained
-from .runner import RESULT_PREFIX, RunOptions, run_job, run_pair
+from .runner import RESULT_PREFIX, NodeUnusable, RunOptions, run_job, run_pair
 from .store import RowStore, StoreError
 
 ROWS = "rows.jsonl"
@@ -174,6 +174,9 @@ def run(args) -> int:
                 row = run_pair(pair, alone, options)
                 store.append(row)
                 _log(f"{pair.id}: {row['status']}, speeds {row['speeds']}")
+    except NodeUnusable as e:
+        _log(f"stopped: this node cannot run jobs ({e}); {len(store)} finished rows kept")
+        return 1
     except (Interrupted, KeyboardInterrupt) as e:
         _log(f"interrupted ({e or 'SIGINT'}): {len(store)} finished rows kept in "
              f"{store.path}; run the same command to go on")

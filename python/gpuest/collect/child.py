@@ -19,6 +19,9 @@ import traceback
 from .plan import Job
 
 MIB = 1 << 20
+# The child's exit status when the node, not the job, is at fault (no CUDA for PyTorch):
+# the collector stops instead of filing every job as a failed row.
+NODE_UNUSABLE = 3
 
 
 def write_result(path: str, result: dict) -> None:
@@ -170,6 +173,10 @@ def run(job: Job, result_path: str, dry_run: bool) -> int:
     import torch
     torch.manual_seed(0)
     if not dry_run:
+        if not torch.cuda.is_available():
+            print(f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA "
+                  f"device here", file=sys.stderr)
+            return NODE_UNUSABLE
         torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     result: dict = {"stage": "start", "pid": os.getpid()}
     write_result(result_path, result)

@@ -27,6 +27,8 @@ def nvidia_smi() -> Optional[str]:
 
 
 def _query(args: List[str]) -> List[List[str]]:
+    if nvidia_smi() is None:
+        raise FileNotFoundError("nvidia-smi is not on PATH")
     out = subprocess.run([nvidia_smi(), *args, "--format=csv,noheader,nounits"],
                          capture_output=True, text=True, timeout=_QUERY_TIMEOUT_S, check=True)
     return parse_csv_lines(out.stdout)

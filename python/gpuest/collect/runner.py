@@ -20,11 +20,16 @@ import time
 from typing import List, Optional
 
 from . import monitor
+from .child import NODE_UNUSABLE
 from .plan import Job, Pair
 
 RESULT_PREFIX = "gpuest-job-"  # a child's result file, in the run's directory
 STATUSES = ("OK", "OOM", "ERROR", "CRASH", "TIMEOUT", "DRY_RUN")
 _PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class NodeUnusable(RuntimeError):
+    """The node cannot run jobs (the child found no CUDA device): stop, file no row."""
 
 
 class RunOptions:
@@ -102,6 +107,8 @@ class _Child:
                                f"(stage {result.get('stage', 'start')})")
         elif status is None:
             code = self.proc.returncode
+            if code == NODE_UNUSABLE:
+                raise NodeUnusable((stderr or "").strip()[-500:])
             status = "CRASH"
             how = (f"was killed by signal {signal.Signals(-code).name}" if code < 0
                    else f"exited with status {code}")
