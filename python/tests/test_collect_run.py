@@ -259,11 +259,13 @@ def test_a_node_without_cuda_stops_the_run_without_a_row(tmp_path):
     assert os.listdir(tmp_path) == []  # no result file left
 
 
-def gpu_row(i, smi, reserved, status="OK", name="NVIDIA H200"):
+def gpu_row(i, smi, reserved, status="OK", name="NVIDIA H200", model=None, batch=8,
+            precision="fp32"):
     """A finished row as a GPU run stores it (the parts clean and calibrate read)."""
-    job = {"id": f"timm/m{i}/b8/sgd_momentum/fp32", "source": "timm", "model": f"m{i}",
-           "batch_size": 8, "optimizer": "sgd_momentum", "precision": "fp32",
-           "loss": "auto"}
+    model = model or f"m{i}"
+    job = {"id": f"timm/{model}/b{batch}/sgd_momentum/{precision}", "source": "timm",
+           "model": model, "batch_size": batch, "optimizer": "sgd_momentum",
+           "precision": precision, "loss": "auto"}
     return {"id": job["id"], "kind": "job", "job": job, "status": status, "error": "",
             "input_shape": [3, 224, 224], "gpu_name": name, "gpu_memory_mib": 143771.0,
             "driver": "550.54.15", "versions": {"torch": "2.4.1", "cuda": "12.4",
@@ -320,3 +322,23 @@ def test_measured_rows_export_for_the_calibration_tools(killed_and_resumed):
     assert record["status"] == "OOM_CRASH" and record["maxMemoryMib"] == 141000.0
     assert record["description"]["trace"] == row["description"]["trace"]
     assert record["fakeTensorMib"] == clean.trace_peak_mib(row["description"]["trace"]) > 0
+
+
+def test_compare_matches_the_a100_rows(tmp_path, capsys):
+    # On the A100 (timm_a100.csv): resnet50 @ 8 2875 MiB, @ 128 15169 MiB;
+    # coatnet_2_rw_224 @ 128 OOM.
+    run_dir = tmp_path / "h200"
+    run_dir.mkdir()
+    clean.clean([gpu_row(1, 3162.5, 2400.0, model="resnet50", batch=8),
+                 gpu_row(2, 16685.9, 15000.0, model="resnet50", batch=128),
+                 gpu_row(3, 60000.0, 59000.0, model="coatnet_2_rw_224", batch=128),
+                 gpu_row(4, 9000.0, 8000.0, model="resnet50", batch=8, precision="amp"),
+                 gpu_row(5, 100.0, 50.0, model="not_in_the_a100_data")], str(run_dir))
+    timm_csv = os.path.join(SHARED, "timm", "timm_a100.csv")
+    assert main(["compare", str(run_dir), "--reference", timm_csv]) == 0
+    report = capsys.readouterr().out
+    assert "(NVIDIA H200) against" in report
+    assert "3 fp32 rows of 2 models matched on model and batch size" in report
+    assert "both OK: 2 rows; peak here / reference: median 1.100" in report  # 1.1, 1.1
+    assert "out of memory on one card only: 1 rows" in report
+    assert "coatnet_2_rw_224 @ 128: OK here, OOM there" in report

@@ -5,6 +5,7 @@
                                      write the cleaned files; a restart skips finished jobs
     plan PLAN                        check a plan and list its job ids
     clean DIR                        rewrite DIR's cleaned files from DIR/rows.jsonl
+    compare DIR                      the run's fp32 rows beside the A100's timm rows
     calibrate DIR --gpu ID           set that GPU's context in models/gpu_profiles.json
                                      from DIR/measurements.csv
 """
@@ -73,6 +74,11 @@ def _parser():
                          "out per model) for a node without PyYAML or ../shared")
     c = sub.add_parser("clean", help="rewrite the cleaned files of a run")
     c.add_argument("dir")
+    cmp_ = sub.add_parser("compare", help="a run's fp32 rows beside the A100's")
+    cmp_.add_argument("dir")
+    cmp_.add_argument("--reference", default="../shared/data/timm/timm_a100.csv",
+                      help="a measured CSV of the shared datasets' schema (default: the "
+                           "A100's timm rows)")
     cal = sub.add_parser("calibrate", help="calibrate a GPU's context from a run's rows")
     cal.add_argument("dir")
     cal.add_argument("--gpu", required=True, metavar="ID",
@@ -220,6 +226,15 @@ def main(argv=None) -> int:
         if args.command == "clean":
             counts = cleaner.clean(RowStore(os.path.join(args.dir, ROWS)).rows(), args.dir)
             _log(", ".join(f"{k}: {v} rows" for k, v in counts.items()))
+            return 0
+        if args.command == "compare":
+            from .compare import CompareError, compare
+            try:
+                sys.stdout.write(compare(os.path.join(args.dir, "measurements.csv"),
+                                         args.reference))
+            except CompareError as e:
+                _log(str(e))
+                return 2
             return 0
         if args.command == "calibrate":
             from .calibrate import CalibrationError, calibrate_context, read_measurements
