@@ -17,7 +17,7 @@ import yaml
 
 from conftest import DATA_DIR
 from gpuest.collect import clean
-from gpuest.collect.calibrate import CalibrationError, context_residuals, read_measurements
+from gpuest.collect.calibrate import CalibrationError, context_residuals
 from gpuest.collect.__main__ import main
 from gpuest.collect.plan import expand
 from gpuest.collect.runner import NodeUnusable, RunOptions, run_job
@@ -306,7 +306,7 @@ def test_calibration_from_the_cleaned_csv_rewrites_one_gpu(tmp_path, capsys):
                  str(profiles)]) == 2
     assert "measured on 'NVIDIA H200'" in capsys.readouterr().err
     # A dry run measured nothing to calibrate on.
-    rows = read_measurements(str(run_dir / "measurements.csv"))
+    rows = clean.read_table(str(run_dir / "measurements.csv"))
     with pytest.raises(CalibrationError, match="rows of one GPU are needed"):
         context_residuals([dict(r, status="DRY_RUN") for r in rows])
 

@@ -232,16 +232,16 @@ def main(argv=None) -> int:
             try:
                 sys.stdout.write(compare(os.path.join(args.dir, "measurements.csv"),
                                          args.reference))
-            except CompareError as e:
+            except (CompareError, cleaner.TableError) as e:
                 _log(str(e))
                 return 2
             return 0
         if args.command == "calibrate":
-            from .calibrate import CalibrationError, calibrate_context, read_measurements
+            from .calibrate import CalibrationError, calibrate_context
             try:
-                rows = read_measurements(os.path.join(args.dir, "measurements.csv"))
+                rows = cleaner.read_table(os.path.join(args.dir, "measurements.csv"))
                 got = calibrate_context(rows, args.profiles, args.gpu, args.dir)
-            except CalibrationError as e:
+            except (CalibrationError, cleaner.TableError) as e:
                 _log(str(e))
                 return 2
             _log(f"{args.profiles}: {got['gpu']} ({got['name']}) context {got['context_mib']}"

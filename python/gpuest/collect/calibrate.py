@@ -10,7 +10,6 @@ the GPU's ``context_mib``, and its constants turn from "assumed" to "calibrated"
 """
 from __future__ import annotations
 
-import csv
 import json
 import os
 import statistics
@@ -19,15 +18,6 @@ from typing import List, Tuple
 
 class CalibrationError(ValueError):
     pass
-
-
-def read_measurements(path: str) -> List[dict]:
-    """The rows of a cleaned measurements.csv (what data/<gpu>/ keeps in git)."""
-    try:
-        with open(path, newline="") as f:
-            return list(csv.DictReader(f))
-    except OSError as e:
-        raise CalibrationError(f"cannot read {path}: {e}") from None
 
 
 def context_residuals(rows: List[dict]) -> Tuple[str, List[float]]:

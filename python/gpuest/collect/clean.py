@@ -45,6 +45,19 @@ PAIR_COLUMNS = LUCID_COLUMNS + ("status", "job_id1", "job_id2", "gpu_name", "dri
 EXPORT_STATUS = {"OK": "SUCCESSFUL", "OOM": "OOM_CRASH"}
 
 
+class TableError(ValueError):
+    """A CSV that cannot be read."""
+
+
+def read_table(path: str) -> List[dict]:
+    """The rows of a CSV (a cleaned measurements.csv, a shared dataset) as dicts."""
+    try:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError as e:
+        raise TableError(f"cannot read {path}: {e}") from None
+
+
 def trace_peak_mib(trace: Optional[dict]) -> Optional[float]:
     """Peak live bytes of a description's allocation trace, in MiB."""
     if not trace or not trace.get("sizeBytes"):

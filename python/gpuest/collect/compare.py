@@ -5,21 +5,14 @@ the new card over what it needed on the reference, and the jobs whose fate chang
 (out of memory on one card, not on the other)."""
 from __future__ import annotations
 
-import csv
 import statistics
 from typing import Dict, List, Tuple
+
+from .clean import read_table
 
 
 class CompareError(ValueError):
     pass
-
-
-def _read(path: str) -> List[dict]:
-    try:
-        with open(path, newline="") as f:
-            return list(csv.DictReader(f))
-    except OSError as e:
-        raise CompareError(f"cannot read {path}: {e}") from None
 
 
 def _quantile(values: List[float], q: float) -> float:
@@ -29,9 +22,9 @@ def _quantile(values: List[float], q: float) -> float:
 
 def compare(measurements_csv: str, reference_csv: str) -> str:
     """A short report (text) of ``measurements_csv`` against ``reference_csv``."""
-    ours = [r for r in _read(measurements_csv) if r.get("precision", "fp32") == "fp32"]
+    ours = [r for r in read_table(measurements_csv) if r.get("precision", "fp32") == "fp32"]
     reference: Dict[Tuple[str, str], dict] = {
-        (r["model"], r["batch_size"]): r for r in _read(reference_csv)}
+        (r["model"], r["batch_size"]): r for r in read_table(reference_csv)}
     pairs = [(r, reference[(r["model"], r["batch_size"])]) for r in ours
              if (r["model"], r["batch_size"]) in reference]
     if not pairs:
