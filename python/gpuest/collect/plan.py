@@ -177,7 +177,7 @@ def self_contained(doc: Mapping[str, Any]) -> dict:
 # --- entries -------------------------------------------------------------------------
 
 def _synthetic_jobs(entry, defaults, key) -> List[Job]:
-    from ..synthetic import config_file_name, config_keys, parse_config
+    from ..synthetic import config_keys
     settings = _entry_settings(entry, SYNTHETIC_KEYS, defaults, key,
                                "a synthetic entry is a mapping with family and params")
     family = entry.get("family")
@@ -215,16 +215,16 @@ def _synthetic_jobs(entry, defaults, key) -> List[Job]:
         cfg = {"family": family, **cfg}
         if family == "transformer":
             cfg.setdefault("num_samples", None)
-        name = _checked_synthetic(cfg, f"{key} configuration {n} ({_short(cfg)})",
-                                  config_file_name, parse_config)
+        name = _checked_synthetic(cfg, f"{key} configuration {n} ({_short(cfg)})")
         jobs += _jobs_for(settings, "synthetic", name, [int(cfg["batch_size"])], None,
                           "int64" if family == "transformer" else "float32")
     return jobs
 
 
-def _checked_synthetic(cfg, where, config_file_name, parse_config) -> str:
-    """The seed-style file name of a config the generator can build, else PlanError."""
-    from ..synthetic import GeneratorCrash, candidates
+def _checked_synthetic(cfg, where) -> str:
+    """The seed-style file name of a config the generator can build (built on the meta
+    device: no memory), else PlanError."""
+    from ..synthetic import GeneratorCrash, candidates, config_file_name, parse_config
     try:
         name = config_file_name(cfg)
         parsed = parse_config(name)
