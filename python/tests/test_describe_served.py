@@ -15,7 +15,7 @@ import pytest
 import torch.nn as nn
 import torchvision
 
-import gpuest
+from helpers import PYTHONPATH, describe_dict
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SERVER = os.environ.get("GPUEST_SERVER", os.path.join(REPO, "build", "server", "gpuest-server"))
@@ -80,10 +80,7 @@ CASES = [
 @pytest.mark.parametrize("name,factory,kwargs,family", CASES, ids=[c[0] for c in CASES])
 def test_description_is_served(server, name, factory, kwargs, family):
     target, workdir = server
-    d = gpuest.describe(factory(), name=name, **kwargs)
-    if not isinstance(d, dict):  # A generated message: use its JSON form.
-        from google.protobuf import json_format
-        d = json.loads(json_format.MessageToJson(d))
+    d = describe_dict(factory(), name=name, **kwargs)
     assert "trace" in d and d["trace"]["sizeBytes"], d.get("traceUnavailableReason")
     path = os.path.join(workdir, f"{name}.json")
     with open(path, "w") as f:
@@ -116,9 +113,8 @@ def test_new_description_fields_are_served(server, kwargs):
     """The loss, cudnn_benchmark (false included) and a recurrent, mixed-precision
     trace reach the real server's JSON parser and get an estimate."""
     target, workdir = server
-    from gpuest.describe import as_json_dict
-    d = as_json_dict(gpuest.describe(LstmLM(), input_shape=(64,), input_dtype="int64",
-                                     batch_size=8, name="lstm_lm", **kwargs))
+    d = describe_dict(LstmLM(), input_shape=(64,), input_dtype="int64", batch_size=8,
+                      name="lstm_lm", **kwargs)
     assert "trace" in d, d.get("traceUnavailableReason")
     assert d["loss"] == ("step_function" if "step" in kwargs else kwargs["loss"])
     assert d["cudnnBenchmark"] is kwargs.get("cudnn_benchmark", False)
@@ -138,7 +134,7 @@ def test_describe_cli_output_is_served(server):
                         "--batch-size", "4", "--loss", "cross_entropy",
                         "--cudnn-benchmark", "-o", out],
                        capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__))))
+                       env=dict(os.environ, PYTHONPATH=PYTHONPATH))
     assert r.returncode == 0, r.stderr
     r = estimate(target, out)
     assert r.returncode == 0, r.stderr

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
@@ -10,20 +10,20 @@ import torch.nn as nn
 from ._compat import TORCH_VERSION, data_dependent_errors
 from .layers import LayerRecorder, infer_activation, infer_family
 from .losses import LOSSES, STEP_FUNCTION
+from .errors import DescribeError
 from .message import allocator_json, description_json, to_message, trace_json
 from .optim import ENUM_NAMES as OPTIMIZER_ENUMS
 from .optim import OPTIMIZERS
 from .step import DTYPES, InputSpec, fake_forward, real_forward, traced_step
+
+if TYPE_CHECKING:
+    from gpuest.v1 import ModelDescription
 
 DTYPE_ENUMS = {"float32": "DTYPE_FLOAT32", "float16": "DTYPE_FLOAT16",
                "bfloat16": "DTYPE_BFLOAT16"}
 _INPUT_DTYPES = {"float32": torch.float32, "float16": torch.float16,
                  "bfloat16": torch.bfloat16, "int64": torch.int64, "long": torch.int64,
                  "int32": torch.int32, "bool": torch.bool}
-
-
-class DescribeError(ValueError):
-    """Bad arguments to describe (the CLI turns it into exit code 2)."""
 
 
 def _input_dtype(value) -> Optional[torch.dtype]:
@@ -61,7 +61,7 @@ def _specs(input_shape, example_inputs, batch_size, input_dtype):
 
 def describe(model: nn.Module,
              input_shape: Optional[Sequence[int]] = None,
-             example_inputs=None,
+             example_inputs: Any = None,
              batch_size: Optional[int] = None,
              optimizer: str = "adamw",
              dtype: str = "float32",
@@ -74,7 +74,7 @@ def describe(model: nn.Module,
              alloc_conf: Optional[str] = None,
              loss: str = "auto",
              step: Optional[Callable] = None,
-             cudnn_benchmark: Optional[bool] = None):
+             cudnn_benchmark: Optional[bool] = None) -> "ModelDescription":
     """Describe ``model`` for gpuest: its layer sequence and, with ``trace``, the
     allocations of one training step at ``batch_size``, without a GPU and without
     computing anything (fake tensors).
@@ -98,12 +98,37 @@ def describe(model: nn.Module,
     that was traced. ``cudnn_benchmark``: the job's ``torch.backends.cudnn.benchmark``
     (default: this process's setting), recorded for the estimate.
 
-    Returns a ``gpuest.v1.model_pb2.ModelDescription`` when that generated module
-    imports, else its protobuf-JSON form as a dict. The model is left as it was.
+    Returns a ``gpuest.v1.ModelDescription`` (``gpuest.describe.as_json_dict`` gives
+    its protobuf-JSON form). The model is left as it was.
     If the step cannot be traced (an op FakeTensor cannot run, ``.item()`` in the
     forward), the description still has the layers and says why in
     ``traceUnavailableReason``.
     """
+    return to_message(describe_json(
+        model, input_shape, example_inputs, batch_size, optimizer, dtype, amp, trace,
+        input_dtype=input_dtype, name=name, sequence_length=sequence_length,
+        alloc_conf=alloc_conf, loss=loss, step=step, cudnn_benchmark=cudnn_benchmark))
+
+
+def describe_json(model: nn.Module,
+                  input_shape: Optional[Sequence[int]] = None,
+                  example_inputs: Any = None,
+                  batch_size: Optional[int] = None,
+                  optimizer: str = "adamw",
+                  dtype: str = "float32",
+                  amp: bool = False,
+                  trace: bool = True,
+                  *,
+                  input_dtype: Union[str, torch.dtype, None] = None,
+                  name: Optional[str] = None,
+                  sequence_length: Optional[int] = None,
+                  alloc_conf: Optional[str] = None,
+                  loss: str = "auto",
+                  step: Optional[Callable] = None,
+                  cudnn_benchmark: Optional[bool] = None) -> Dict[str, Any]:
+    """``describe``'s description in its protobuf-JSON form (a dict, 64-bit integers as
+    numbers), built without the generated gpuest.v1 modules: what tools that write
+    JSON lines use. ``as_json_dict(describe(...))`` equals it."""
     if not isinstance(model, nn.Module):
         raise DescribeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if optimizer not in OPTIMIZERS:
@@ -180,7 +205,7 @@ def describe(model: nn.Module,
         trace_unavailable_reason=reason if trace else
         "; ".join(x for x in ("tracing was turned off", reason) if x),
         allocator=allocator, loss=traced_loss, cudnn_benchmark=cudnn_benchmark)
-    return to_message(d)
+    return d
 
 
 def _layers_without_trace(model, specs, dtype, amp, recorder):
