@@ -8,19 +8,16 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
 import torch.nn as nn
 import torchvision
 
 from helpers import PYTHONPATH, describe_dict
+from server_process import ServerProcess
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SERVER = os.environ.get("GPUEST_SERVER", os.path.join(REPO, "build", "server", "gpuest-server"))
 CLI = os.environ.get("GPUEST_CLI", os.path.join(REPO, "build", "client", "gpuest"))
-MODELS = os.environ.get("GPUEST_MODELS", os.path.join(REPO, "models"))
 
 
 class TextClassifier(nn.Module):
@@ -37,25 +34,10 @@ class TextClassifier(nn.Module):
 
 @pytest.fixture(scope="module")
 def server():
-    for program in (SERVER, CLI):
-        if not os.access(program, os.X_OK):
-            pytest.fail(f"{program} is not built (or set GPUEST_SERVER / GPUEST_CLI)")
-    workdir = tempfile.mkdtemp(prefix="gpuest-served-")
-    ready = os.path.join(workdir, "ready.json")
-    log = open(os.path.join(workdir, "server.log"), "w")
-    proc = subprocess.Popen([SERVER, "--listen=127.0.0.1:0", "--metrics-listen=",
-                             f"--models={MODELS}", f"--ready-file={ready}"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while not os.path.exists(ready):
-        assert proc.poll() is None, open(log.name).read()
-        assert time.time() < deadline, "server did not become ready"
-        time.sleep(0.02)
-    with open(ready) as f:
-        port = json.load(f)["grpc_port"]
-    yield f"127.0.0.1:{port}", workdir
-    proc.terminate()
-    assert proc.wait(timeout=20) == 0
+    if not os.access(CLI, os.X_OK):
+        pytest.fail(f"{CLI} is not built (or set GPUEST_CLI)")
+    with ServerProcess() as running:
+        yield running.target, running.workdir
 
 
 def estimate(target, path):
