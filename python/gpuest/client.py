@@ -27,9 +27,14 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 import grpc
 from google.protobuf import json_format
 
-from . import _health_pb2
-from .v1 import (EstimateRequest, EstimateResponse, EstimatorStub, ListEstimatorsRequest,
-                 ListEstimatorsResponse, ModelDescription)
+from ._generated import missing_generated_modules
+
+try:
+    from . import _health_pb2
+    from .v1 import (EstimateRequest, EstimateResponse, EstimatorStub, ListEstimatorsRequest,
+                     ListEstimatorsResponse, ModelDescription)
+except ImportError as e:
+    raise missing_generated_modules(e) from e
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 DEFAULT_TIMEOUT_S = 5.0

@@ -13,6 +13,8 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from .._generated import missing_generated_modules
+
 if TYPE_CHECKING:
     from gpuest.v1 import ModelDescription
 
@@ -22,10 +24,7 @@ def _model_description_class() -> "type[ModelDescription]":
     try:
         from gpuest.v1 import ModelDescription
     except ImportError as e:
-        raise ImportError(
-            f"gpuest.v1 (the generated protobuf modules) does not import ({e}): install "
-            "the package (pip install ./python, which generates them), or in a build "
-            "tree put build/python on PYTHONPATH beside python/") from e
+        raise missing_generated_modules(e) from e
     return ModelDescription
 
 
