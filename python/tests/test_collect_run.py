@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from conftest import DATA_DIR
+from helpers import PYTHONPATH
 from gpuest.collect import clean
 from gpuest.collect.calibrate import CalibrationError, context_residuals
 from gpuest.collect.__main__ import main
@@ -56,7 +57,7 @@ def child_memory_limit_mb():
 
 
 def collector(args, **kw):
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
     return subprocess.Popen([sys.executable, "-m", "gpuest.collect", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 

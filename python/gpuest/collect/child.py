@@ -54,12 +54,12 @@ def versions(device) -> dict:
 
 
 def describe_job(job: Job, model, shape, kwargs) -> dict:
-    from ..describe.api import describe
-    from ..describe.message import as_json_dict
-    return as_json_dict(describe(model, input_shape=shape, batch_size=job.batch_size,
-                                 optimizer=job.optimizer, dtype="float32",
-                                 amp=job.precision == "amp", name=job.model,
-                                 loss=job.loss, **kwargs))
+    """The job's description in its JSON form (no generated modules needed)."""
+    from ..describe.api import describe_json
+    return describe_json(model, input_shape=shape, batch_size=job.batch_size,
+                         optimizer=job.optimizer, dtype="float32",
+                         amp=job.precision == "amp", name=job.model, loss=job.loss,
+                         **kwargs)
 
 
 def make_optimizer(name: str, params):
