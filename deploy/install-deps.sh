@@ -19,6 +19,7 @@ PACKAGES=(
   libcivetweb-dev civetweb zlib1g-dev
   python3 python3-pytest python3-torch python3-torchvision python3-protobuf python3-grpcio
   python3-venv python3-pip python3-setuptools python3-wheel mypy
+  python3-yaml
   clang-format
 )
 

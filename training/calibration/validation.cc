@@ -518,11 +518,13 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
 }
 
 // Rewrites the calibrated GPU's context in gpu_profiles.json; the GPUs whose constants
-// are assumed take the same figure (same driver and CUDA stack, unmeasured).
+// are assumed take the same figure (same driver and CUDA stack, unmeasured). Another
+// GPU calibrated on its own measurements (gpuest-collect calibrate) keeps its figure.
 absl::Status WriteContext(const std::string& path, double context_mib,
                           const std::string& basis) {
   GPUEST_ASSIGN_OR_RETURN(GpuProfilesManifest profiles, GpuProfilesManifest::Load(path));
   for (GpuProfile& g : profiles.gpus) {
+    if (g.constants_calibrated && g.id != kCalibratedGpu) continue;
     g.context_bytes = static_cast<uint64_t>(std::llround(context_mib)) << 20;
     if (g.id == kCalibratedGpu) g.constants_basis = basis;
   }

@@ -75,13 +75,12 @@ def main(argv=None) -> int:
 
     import torch
 
+    from gpuest.collect.zoo import import_timm
     from gpuest.describe.api import describe_json
-    from gpuest.describe.fused_attention import provide_torch2_attention
 
-    # The runs were on torch 2.4.1, where timm's attention takes the fused path: give
-    # 1.13 that function before timm looks for it at import.
-    provide_torch2_attention()
-    import timm
+    # The runs were on torch 2.4.1, where timm's attention takes the fused path:
+    # import_timm gives 1.13 that function before timm looks for it at import.
+    timm = import_timm()
 
     torch.set_num_threads(1)
     by_model = OrderedDict()
