@@ -72,6 +72,20 @@ def main():
                            capture_output=True, text=True, timeout=60)
         check(r.returncode == 0 and "python3 -m gpuest.describe" in r.stdout,
               "python -m gpuest.describe still works")
+        # The collector's console script: a plan of one torchvision model expands to
+        # its jobs (fp32 and amp at two batch sizes).
+        collect = shutil.which("gpuest-collect", path=os.path.dirname(sys.executable))
+        check(collect is not None, "the gpuest-collect console script is installed")
+        plan = os.path.join(workdir, "plan.json")
+        with open(plan, "w") as f:
+            json.dump({"models": [{"source": "torchvision", "names": ["resnet18"],
+                                   "batch_sizes": [8, 16], "input_shape": [3, 64, 64],
+                                   "optimizers": ["sgd"], "precisions": ["fp32", "amp"]}]},
+                      f)
+        r = subprocess.run([collect, "plan", plan], capture_output=True, text=True,
+                           timeout=120)
+        check(r.returncode == 0 and r.stdout.count("torchvision/resnet18/") == 4,
+              f"gpuest-collect plan expands a plan ({r.stdout.strip()} {r.stderr.strip()})")
         client.close()
 
 
