@@ -54,6 +54,8 @@ struct ContentionModel {
   // DCGM SMACT -> utilization.gpu (fractions): util = intercept + slope * smact.
   double smact_intercept = 0;
   double smact_slope = 1;
+  // The map's mean absolute error on its rows: a SMACT reading's range is +- this.
+  double smact_mae = 0;
   // Everything else of the file (validation table, provenance), kept for writing.
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 

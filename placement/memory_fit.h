@@ -2,19 +2,15 @@
 //
 // Whether jobs fit one GPU's memory together. Each process pays its own CUDA context,
 // so the joint need is the sum of the jobs' peaks, each with its own context, not one
-// context plus the sum of the tensors. Byte sums saturate instead of wrapping: a
-// request with absurd figures reads as "does not fit", never as a small number.
+// context plus the sum of the tensors. Byte sums saturate instead of wrapping
+// (common/units.h): a request with absurd figures reads as "does not fit", never as a
+// small number.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 namespace gpuest {
-
-// a + b, or UINT64_MAX when it overflows.
-uint64_t SaturatingAdd(uint64_t a, uint64_t b);
-// capacity - need as a signed figure, saturated at INT64_MIN / INT64_MAX.
-int64_t SignedHeadroom(uint64_t capacity, uint64_t need);
 
 struct MemoryFit {
   uint64_t capacity_bytes = 0;
