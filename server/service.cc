@@ -75,4 +75,38 @@ grpc::ServerUnaryReactor* EstimatorService::ListEstimators(
                   });
 }
 
+grpc::ServerUnaryReactor* PlacementService::CheckPlacement(
+    grpc::CallbackServerContext* context, const v1::CheckPlacementRequest* request,
+    v1::CheckPlacementResponse* response) {
+  return Dispatch(
+      RpcMethod::kCheckPlacement, context, metrics_, pool_,
+      [this, request, response](absl::Time start) -> absl::Status {
+        auto result = engine_.CheckPlacement(*request);
+        if (!result.ok()) {
+          spdlog::debug("CheckPlacement: {}", result.status().ToString());
+          return result.status();
+        }
+        *response = std::move(*result);
+        response->set_server_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* PlacementService::RankGpus(grpc::CallbackServerContext* context,
+                                                     const v1::RankGpusRequest* request,
+                                                     v1::RankGpusResponse* response) {
+  return Dispatch(
+      RpcMethod::kRankGpus, context, metrics_, pool_,
+      [this, request, response](absl::Time start) -> absl::Status {
+        auto result = engine_.RankGpus(*request);
+        if (!result.ok()) {
+          spdlog::debug("RankGpus: {}", result.status().ToString());
+          return result.status();
+        }
+        *response = std::move(*result);
+        response->set_server_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
+        return absl::OkStatus();
+      });
+}
+
 }  // namespace gpuest
