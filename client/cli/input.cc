@@ -182,23 +182,34 @@ std::string BaseName(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<v1::PlacementJob> ReadPlacementJob(const std::string& path,
-                                                  const ReadOptions& options) {
-  auto text = ReadAll(path);
-  if (!text.ok()) return text.status();
+namespace {
+
+// ReadPlacementJob on text already read.
+absl::StatusOr<v1::PlacementJob> JobFromText(const std::string& text,
+                                             const std::string& path,
+                                             const ReadOptions& options) {
   const std::string name = path == "-" ? "stdin" : path;
   v1::PlacementJob job;
-  if (HasAnyKey(TopLevelKeys(*text), {"measured", "estimate", "description"})) {
-    auto parsed = ParseJson<v1::PlacementJob>(*text, name, "PlacementJob");
+  if (HasAnyKey(TopLevelKeys(text), {"measured", "estimate", "description"})) {
+    auto parsed = ParseJson<v1::PlacementJob>(text, name, "PlacementJob");
     if (!parsed.ok()) return parsed.status();
     job = *std::move(parsed);
   } else {
-    auto request = RequestFromText(&*text, name, options);
+    auto request = RequestFromText(&text, name, options);
     if (!request.ok()) return request.status();
     *job.mutable_description() = *std::move(request);
   }
   if (job.name().empty()) job.set_name(BaseName(path));
   return job;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::PlacementJob> ReadPlacementJob(const std::string& path,
+                                                  const ReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  return JobFromText(*text, path, options);
 }
 
 absl::StatusOr<v1::CheckPlacementRequest> ReadPlacementRequest(
@@ -213,7 +224,7 @@ absl::StatusOr<v1::CheckPlacementRequest> ReadPlacementRequest(
     if (!parsed.ok()) return parsed.status();
     request = *std::move(parsed);
   } else {
-    auto candidate = ReadPlacementJob(path, options.job);
+    auto candidate = JobFromText(*text, path, options.job);
     if (!candidate.ok()) return candidate.status();
     *request.mutable_candidate() = *std::move(candidate);
     if (options.gpu.empty()) {
@@ -241,7 +252,7 @@ absl::StatusOr<v1::RankGpusRequest> ReadRankRequest(const std::string& path,
                                           "RankGpusRequest");
   }
   v1::RankGpusRequest request;
-  auto job = ReadPlacementJob(path, options);
+  auto job = JobFromText(*text, path, options);
   if (!job.ok()) return job.status();
   *request.mutable_job() = *std::move(job);
   return request;

@@ -30,6 +30,20 @@ std::string WarningName(v1::WarningCode code) {
   return std::string(absl::StripPrefix(v1::WarningCode_Name(code), "WARNING_CODE_"));
 }
 
+// "\nwarnings:\n  CODE [estimator]: message\n..."; empty for none.
+std::string WarningLines(
+    const google::protobuf::RepeatedPtrField<v1::Warning>& warnings) {
+  if (warnings.empty()) return "";
+  std::string out = "\nwarnings:\n";
+  for (const v1::Warning& w : warnings) {
+    absl::StrAppend(
+        &out, "  ", WarningName(w.code()),
+        w.estimator_id().empty() ? "" : absl::StrCat(" [", w.estimator_id(), "]"), ": ",
+        w.message(), "\n");
+  }
+  return out;
+}
+
 std::string MetricName(v1::UtilizationMetric metric) {
   return ShortName(v1::UtilizationMetric_Name(metric), "UTILIZATION_METRIC_");
 }
@@ -189,14 +203,7 @@ std::string RenderEstimate(const v1::EstimateResponse& response,
                       AllocatorRetryText(fit.allocator_retry()), "\n");
     }
   }
-  if (!response.warnings().empty()) {
-    absl::StrAppend(&out, "\nwarnings:\n");
-    for (const v1::Warning& w : response.warnings()) {
-      absl::StrAppend(&out, "  ", WarningName(w.code()),
-                      w.estimator_id().empty() ? "" : " [", w.estimator_id(),
-                      w.estimator_id().empty() ? "" : "]", ": ", w.message(), "\n");
-    }
-  }
+  absl::StrAppend(&out, WarningLines(response.warnings()));
   absl::StrAppend(&out, "\nserver latency: ", response.server_latency_us(), " us\n");
   return out;
 }
@@ -253,13 +260,7 @@ std::string RenderPlacement(const v1::CheckPlacementResponse& response) {
   absl::StrAppend(&out, Table(rows));
   if (!response.reasons().empty()) absl::StrAppend(&out, "\nreasons:\n");
   for (const std::string& r : response.reasons()) absl::StrAppend(&out, "  - ", r, "\n");
-  if (!response.warnings().empty()) absl::StrAppend(&out, "\nwarnings:\n");
-  for (const v1::Warning& w : response.warnings()) {
-    absl::StrAppend(
-        &out, "  ", WarningName(w.code()),
-        w.estimator_id().empty() ? "" : absl::StrCat(" (", w.estimator_id(), ")"), ": ",
-        w.message(), "\n");
-  }
+  absl::StrAppend(&out, WarningLines(response.warnings()));
   return out;
 }
 
@@ -272,11 +273,7 @@ std::string RenderRanking(const v1::RankGpusResponse& response) {
                     FormatSignedBytes(g.headroom_bytes()),
                     g.estimator_id().empty() ? "-" : g.estimator_id()});
   }
-  std::string out = Table(rows);
-  for (const v1::Warning& w : response.warnings()) {
-    absl::StrAppend(&out, "  ", WarningName(w.code()), ": ", w.message(), "\n");
-  }
-  return out;
+  return Table(rows) + WarningLines(response.warnings());
 }
 
 std::string RenderJson(const google::protobuf::Message& message) {
