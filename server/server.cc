@@ -86,8 +86,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
   s->service_ = std::make_unique<EstimatorService>(*s->engine_, *s->metrics_, *s->pool_);
   // The contention model the placement answers with: models/contention/contention.json.
-  const std::string contention_path =
-      options.models.directory + "/contention/contention.json";
+  const std::string contention_path = ContentionModelPath(options.models.directory);
   GPUEST_ASSIGN_OR_RETURN(ContentionModel contention,
                           ContentionModel::Load(contention_path));
   spdlog::info("contention model {} from {}", contention.version, contention_path);

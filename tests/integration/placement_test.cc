@@ -24,16 +24,6 @@ std::string Example(const std::string& name) {
   return std::string(GPUEST_EXAMPLES_DIR) + "/" + name;
 }
 
-v1::PlacementJob Measured(const std::string& name, uint64_t bytes, double util_percent) {
-  v1::PlacementJob job;
-  job.set_name(name);
-  job.mutable_measured()->set_memory_in_use_bytes(bytes);
-  job.mutable_measured()->set_gpu_util(util_percent);
-  job.mutable_measured()->set_mem_util(util_percent / 2);
-  job.mutable_measured()->set_source(v1::UTILIZATION_SOURCE_NVIDIA_SMI);
-  return job;
-}
-
 class PlacementServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -64,7 +54,7 @@ TEST_F(PlacementServerTest, DescribedCandidateBesideAMeasuredJobOnAnNvidiaSmiNam
 
   v1::CheckPlacementRequest request;
   request.mutable_gpu()->set_catalog_id("NVIDIA A100-SXM4-80GB");
-  *request.add_existing() = Measured("resnet-running", 20 * kGiB, 60);
+  *request.add_existing() = testing::MeasuredJob("resnet-running", 20 * kGiB, 60);
   *request.mutable_candidate()->mutable_description() =
       testing::ExampleRequest("cnn.json");
   request.mutable_candidate()->set_name("cnn");
@@ -105,7 +95,7 @@ TEST_F(PlacementServerTest, DescribedCandidateBesideAMeasuredJobOnAnNvidiaSmiNam
 TEST_F(PlacementServerTest, BadInputIsInvalidArgumentNamingTheField) {
   v1::CheckPlacementRequest request;
   request.mutable_gpu()->set_catalog_id("a100-40gb");
-  *request.mutable_candidate() = Measured("x", kGiB, 50);
+  *request.mutable_candidate() = testing::MeasuredJob("x", kGiB, 50);
   request.mutable_candidate()->mutable_measured()->set_gpu_util(250);
   auto r = client_->CheckPlacement(request);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
@@ -166,7 +156,7 @@ TEST_F(PlacementServerTest, MetricsCountPlacementCallsLikeEstimate) {
   };
   const double ok_before = count("OK"), bad_before = count("INVALID_ARGUMENT");
   v1::RankGpusRequest good;
-  *good.mutable_job() = Measured("m", 3 * kGiB, 30);
+  *good.mutable_job() = testing::MeasuredJob("m", 3 * kGiB, 30);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(client_->RankGpus(good).ok());
   ASSERT_FALSE(client_->RankGpus(v1::RankGpusRequest()).ok());
   EXPECT_EQ(count("OK") - ok_before, 3);

@@ -21,8 +21,7 @@
 namespace gpuest {
 namespace {
 
-const std::string kContentionFile =
-    std::string(GPUEST_MODELS_DIR) + "/contention/contention.json";
+const std::string kContentionFile = ContentionModelPath(GPUEST_MODELS_DIR);
 const std::string kLucidDir = std::string(GPUEST_DATA_DIR) + "/../lucid";
 
 TEST(MemoryFitTest, EachProcessPaysItsOwnContext) {
@@ -210,15 +209,6 @@ class PlacementEngineTest : public ::testing::Test {
     delete placement_;
     delete engine_;
   }
-  static v1::PlacementJob Measured(const std::string& name, uint64_t bytes, double util) {
-    v1::PlacementJob job;
-    job.set_name(name);
-    job.mutable_measured()->set_memory_in_use_bytes(bytes);
-    job.mutable_measured()->set_gpu_util(util);
-    job.mutable_measured()->set_mem_util(util / 2);
-    job.mutable_measured()->set_source(v1::UTILIZATION_SOURCE_NVIDIA_SMI);
-    return job;
-  }
   static Engine* engine_;
   static PlacementEngine* placement_;
 };
@@ -228,8 +218,8 @@ PlacementEngine* PlacementEngineTest::placement_ = nullptr;
 TEST_F(PlacementEngineTest, ChecksMemoryAndContentionOnAMigSliceByItsNvidiaSmiName) {
   v1::CheckPlacementRequest request;
   request.mutable_gpu()->set_catalog_id("NVIDIA A100-SXM4-40GB MIG 3g.20gb");
-  *request.add_existing() = Measured("busy", 12 * kGiB, 95);
-  *request.mutable_candidate() = Measured("new", 6 * kGiB, 90);
+  *request.add_existing() = testing::MeasuredJob("busy", 12 * kGiB, 95);
+  *request.mutable_candidate() = testing::MeasuredJob("new", 6 * kGiB, 90);
   auto r = placement_->CheckPlacement(request);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->gpu(), "a100-40gb-mig-3g.20gb");
@@ -249,7 +239,7 @@ TEST_F(PlacementEngineTest, ChecksMemoryAndContentionOnAMigSliceByItsNvidiaSmiNa
 TEST_F(PlacementEngineTest, ADescribedCandidateUsesGpuestsOwnUtilizationEstimate) {
   v1::CheckPlacementRequest request;
   request.mutable_gpu()->set_catalog_id("a100-80gb");
-  *request.add_existing() = Measured("light", 4 * kGiB, 10);
+  *request.add_existing() = testing::MeasuredJob("light", 4 * kGiB, 10);
   *request.mutable_candidate()->mutable_description() =
       testing::ExampleRequest("cnn.json");
   auto r = placement_->CheckPlacement(request);
@@ -268,8 +258,8 @@ TEST_F(PlacementEngineTest, NodeReportedMemoryIsNotCountedTwice) {
   v1::CheckPlacementRequest request;
   request.mutable_gpu()->mutable_node_reported()->set_total_bytes(24 * kGiB);
   request.mutable_gpu()->mutable_node_reported()->set_free_bytes(14 * kGiB);
-  *request.add_existing() = Measured("running", 10 * kGiB, 40);
-  *request.mutable_candidate() = Measured("next", 15 * kGiB, 40);
+  *request.add_existing() = testing::MeasuredJob("running", 10 * kGiB, 40);
+  *request.mutable_candidate() = testing::MeasuredJob("next", 15 * kGiB, 40);
   auto r = placement_->CheckPlacement(request);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->gpu(), "node-reported");
@@ -303,8 +293,8 @@ TEST_F(PlacementEngineTest, BadInputNamesTheField) {
   for (const auto& [mutate, field] : cases) {
     v1::CheckPlacementRequest request;
     request.mutable_gpu()->set_catalog_id("a100-40gb");
-    *request.add_existing() = Measured("a", kGiB, 50);
-    *request.mutable_candidate() = Measured("b", kGiB, 50);
+    *request.add_existing() = testing::MeasuredJob("a", kGiB, 50);
+    *request.mutable_candidate() = testing::MeasuredJob("b", kGiB, 50);
     mutate(request);
     auto r = placement_->CheckPlacement(request);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << field;
@@ -315,7 +305,7 @@ TEST_F(PlacementEngineTest, BadInputNamesTheField) {
 
 TEST_F(PlacementEngineTest, RanksEveryCatalogGpuAndMigProfile) {
   v1::RankGpusRequest request;
-  *request.mutable_job() = Measured("job", 15 * kGiB, 50);
+  *request.mutable_job() = testing::MeasuredJob("job", 15 * kGiB, 50);
   auto r = placement_->RankGpus(request);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(static_cast<size_t>(r->gpus_size()), engine_->registry().gpus().All().size());
