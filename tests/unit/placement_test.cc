@@ -109,13 +109,15 @@ TEST(ContentionFitTest, ModelBeatsBothRulesLeavingModelsOut) {
   options.gpumemnet_dir = GPUEST_DATA_DIR;
   auto result = contention::FitContention(options);
   ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_EQ(result->table.size(), 4u);
+  ASSERT_EQ(result->table.size(), 5u);
   const auto& model = result->table[0];
   const auto& sum_rule = result->table[1];
   const auto& lucid_rule = result->table[2];
   EXPECT_LT(model.speed_mae, sum_rule.speed_mae);
   EXPECT_LT(model.speed_mae, lucid_rule.speed_mae);
   EXPECT_GT(model.pair_accuracy, sum_rule.pair_accuracy);
+  // Thresholding the interval's lower end finds more bad pairs than the point does.
+  EXPECT_GT(result->table[4].bad_recall, model.bad_recall);
   // The shipped file is this fit: refit it with gpuest-fit-contention when data changes.
   auto shipped = ContentionModel::Load(kContentionFile);
   ASSERT_TRUE(shipped.ok()) << shipped.status();
