@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
+#include "placement/placement_engine.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
@@ -26,6 +27,7 @@ namespace gpuest {
 namespace {
 
 constexpr char kServiceName[] = "gpuest.v1.Estimator";
+constexpr char kPlacementServiceName[] = "gpuest.v1.Placement";
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
 absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
@@ -83,6 +85,15 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
                           : std::max(1u, std::thread::hardware_concurrency());
   s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
   s->service_ = std::make_unique<EstimatorService>(*s->engine_, *s->metrics_, *s->pool_);
+  // The contention model the placement answers with: models/contention/contention.json.
+  const std::string contention_path = ContentionModelPath(options.models.directory);
+  GPUEST_ASSIGN_OR_RETURN(ContentionModel contention,
+                          ContentionModel::Load(contention_path));
+  spdlog::info("contention model {} from {}", contention.version, contention_path);
+  s->placement_engine_ =
+      std::make_unique<PlacementEngine>(*s->engine_, std::move(contention));
+  s->placement_service_ =
+      std::make_unique<PlacementService>(*s->placement_engine_, *s->metrics_, *s->pool_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -95,6 +106,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   builder.SetMaxReceiveMessageSize(options.grpc.max_message_bytes);
   builder.SetMaxSendMessageSize(options.grpc.max_message_bytes);
   builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->placement_service_.get());
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->grpc_port_ == 0) {
     return absl::UnavailableError(
@@ -102,6 +114,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   }
   grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(kPlacementServiceName, true);
   health->SetServingStatus(true);
 
   spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}", s->grpc_port_,

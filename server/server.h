@@ -19,6 +19,8 @@ namespace gpuest {
 class Engine;
 class EstimatorService;
 class Metrics;
+class PlacementEngine;
+class PlacementService;
 class WorkerPool;
 
 class GpuestServer {
@@ -42,6 +44,8 @@ class GpuestServer {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<EstimatorService> service_;
+  std::unique_ptr<PlacementEngine> placement_engine_;
+  std::unique_ptr<PlacementService> placement_service_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;
   bool shut_down_ = false;
