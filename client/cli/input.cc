@@ -90,28 +90,33 @@ absl::Status CheckTraceBatch(const std::string& name, const v1::EstimateRequest&
 
 absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
                                                 const ReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  return ParseRequestText(*text, path == "-" ? "stdin" : path, options);
+}
+
+absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
+                                                     const std::string& name,
+                                                     const ReadOptions& options) {
   if (options.batch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--batch-size must be positive, got ", options.batch_size));
   }
-  auto text = ReadAll(path);
-  if (!text.ok()) return text.status();
-  const std::string name = path == "-" ? "stdin" : path;
-  const size_t first = text->find_first_not_of(" \t\r\n");
+  const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": empty input"));
   }
-  if ((*text)[first] != '{') return ReadSummary(*text, name, options);
+  if (text[first] != '{') return ReadSummary(text, name, options);
   v1::EstimateRequest request;
   auto as_model =
-      google::protobuf::util::JsonStringToMessage(*text, request.mutable_model());
+      google::protobuf::util::JsonStringToMessage(text, request.mutable_model());
   if (!as_model.ok()) {
     request.Clear();
-    auto as_request = google::protobuf::util::JsonStringToMessage(*text, &request);
+    auto as_request = google::protobuf::util::JsonStringToMessage(text, &request);
     if (!as_request.ok()) {
       // Report the complaint about the form the text meant, so that it names the bad
       // field: "(model.batch_size): invalid value", not "model: Cannot find field".
-      if (MeansARequest(*text)) {
+      if (MeansARequest(text)) {
         return absl::InvalidArgumentError(absl::StrCat(
             name,
             ": not an EstimateRequest in JSON: ", std::string(as_request.message())));
