@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/credentials.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
 #include "gpuest/v1/placement.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -123,8 +124,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   }
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
-  impl->channel =
-      grpc::CreateCustomChannel(impl->target, grpc::InsecureChannelCredentials(), args);
+  auto credentials = ChannelCredentialsFor(options.tls);
+  if (!credentials.ok()) return credentials.status();
+  impl->channel = grpc::CreateCustomChannel(impl->target, *credentials, args);
   if (!impl->channel) {
     return absl::InvalidArgumentError(
         absl::StrCat("targets: cannot use '", impl->target, "'"));

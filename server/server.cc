@@ -18,6 +18,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
 #include "placement/placement_engine.h"
+#include "server/credentials.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
@@ -58,6 +59,11 @@ int GpuestServer::metrics_port() const { return metrics_->port(); }
 absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     const ServerOptions& options) {
   std::unique_ptr<GpuestServer> s(new GpuestServer(options));
+  // Transport security first: a refused configuration fails before models load.
+  GPUEST_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ServerCredentials> credentials,
+      ServerCredentialsFor(options.grpc.listen_address, options.grpc.tls));
+  spdlog::info("gRPC transport: {}", TransportSecurityName(options.grpc.tls));
 
   GPUEST_ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.models.device));
   RegistryOptions registry_options{options.models.directory, device};
@@ -101,8 +107,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would start and
   // silently take half the connections. Without it, the second one fails to bind.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.grpc.listen_address, grpc::InsecureServerCredentials(),
-                           &s->grpc_port_);
+  builder.AddListeningPort(options.grpc.listen_address, credentials, &s->grpc_port_);
   builder.SetMaxReceiveMessageSize(options.grpc.max_message_bytes);
   builder.SetMaxSendMessageSize(options.grpc.max_message_bytes);
   builder.RegisterService(s->service_.get());

@@ -88,31 +88,35 @@ absl::Status CheckTraceBatch(const std::string& name, const v1::EstimateRequest&
 
 }  // namespace
 
-namespace {
+absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
+                                                const ReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  return ParseRequestText(*text, path == "-" ? "stdin" : path, options);
+}
 
-// ReadRequest on text already read (stdin can be read once only).
-absl::StatusOr<v1::EstimateRequest> RequestFromText(const std::string* text,
-                                                    const std::string& name,
-                                                    const ReadOptions& options) {
+absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
+                                                     const std::string& name,
+                                                     const ReadOptions& options) {
   if (options.batch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--batch-size must be positive, got ", options.batch_size));
   }
-  const size_t first = text->find_first_not_of(" \t\r\n");
+  const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": empty input"));
   }
-  if ((*text)[first] != '{') return ReadSummary(*text, name, options);
+  if (text[first] != '{') return ReadSummary(text, name, options);
   v1::EstimateRequest request;
   auto as_model =
-      google::protobuf::util::JsonStringToMessage(*text, request.mutable_model());
+      google::protobuf::util::JsonStringToMessage(text, request.mutable_model());
   if (!as_model.ok()) {
     request.Clear();
-    auto as_request = google::protobuf::util::JsonStringToMessage(*text, &request);
+    auto as_request = google::protobuf::util::JsonStringToMessage(text, &request);
     if (!as_request.ok()) {
       // Report the complaint about the form the text meant, so that it names the bad
       // field: "(model.batch_size): invalid value", not "model: Cannot find field".
-      if (MeansARequest(*text)) {
+      if (MeansARequest(text)) {
         return absl::InvalidArgumentError(absl::StrCat(
             name,
             ": not an EstimateRequest in JSON: ", std::string(as_request.message())));
@@ -134,15 +138,6 @@ absl::StatusOr<v1::EstimateRequest> RequestFromText(const std::string* text,
     }
   }
   return request;
-}
-
-}  // namespace
-
-absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
-                                                const ReadOptions& options) {
-  auto text = ReadAll(path);
-  if (!text.ok()) return text.status();
-  return RequestFromText(&*text, path == "-" ? "stdin" : path, options);
 }
 
 namespace {
@@ -195,7 +190,7 @@ absl::StatusOr<v1::PlacementJob> JobFromText(const std::string& text,
     if (!parsed.ok()) return parsed.status();
     job = *std::move(parsed);
   } else {
-    auto request = RequestFromText(&text, name, options);
+    auto request = ParseRequestText(text, name, options);
     if (!request.ok()) return request.status();
     *job.mutable_description() = *std::move(request);
   }

@@ -30,6 +30,12 @@ struct ReadOptions {
 absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
                                                 const ReadOptions& options = {});
 
+// The same, for text already read; name stands for the file in errors ("stdin" for
+// standard input). What ReadRequest does after reading, and what tests/fuzz feeds.
+absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
+                                                     const std::string& name,
+                                                     const ReadOptions& options = {});
+
 // One job for `gpuest place` / `gpuest rank`: a PlacementJob in JSON (a key "measured",
 // "estimate" or "description"), or anything ReadRequest reads, as the job's
 // description. The job is named after the file when the JSON names none.

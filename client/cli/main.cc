@@ -30,6 +30,11 @@ ABSL_FLAG(int64_t, batch_size, 0,
           "when FILE is a torchsummary/torchinfo summary; refused for a description "
           "with an allocation trace recorded at another batch size (describe it again "
           "at this batch size)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA that signed the server's certificate: talk TLS (default plaintext)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate, for a server that requires mutual TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
 ABSL_FLAG(bool, json, false, "print the response as JSON instead of a table");
 
 namespace {
@@ -173,6 +178,8 @@ int main(int argc, char** argv) {
   gpuest::ClientOptions options;
   options.targets = absl::StrSplit(target, ',', absl::SkipEmpty());
   options.default_deadline = absl::GetFlag(FLAGS_timeout);
+  options.tls = {absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
+                 absl::GetFlag(FLAGS_tls_key)};
   auto client = gpuest::Client::Create(options);
   if (!client.ok()) return Fail(client.status());
 

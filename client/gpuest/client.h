@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gpuest/tls.h"
 #include "gpuest/v1/estimate.pb.h"
 #include "gpuest/v1/placement.pb.h"
 
@@ -34,6 +35,7 @@ struct ClientOptions {
   // 1 turns retries off.
   int max_attempts = 3;
   int max_message_bytes = 16 << 20;
+  ClientTlsOptions tls;  // Empty: plaintext.
 };
 
 enum class ServingState { kUnknown, kServing, kNotServing };
