@@ -67,8 +67,9 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
   const std::string served =
       "`allocsim`, `analytic`: the calibration served. For a family where the fit on "
       "GPUMemNet's training rows alone keeps fewer than the quantile below of these "
-      "(unseen) rows safe, or where the out-of-family fit keeps that many safe and "
-      "more of them safe and tight, that is the out-of-family fit, each row scored by "
+      "(unseen) rows safe, or where the out-of-family fit keeps that many safe, more of "
+      "them safe and tight and as many of their out-of-memory runs above the card, "
+      "that is the out-of-family fit, each row scored by "
       "the fit that never saw its architecture family, and `(GPUMemNet fit, not served)` "
       "shows "
       "the fit it replaces; elsewhere it is GPUMemNet's fit, which never saw any row "

@@ -35,7 +35,8 @@ ABSL_FLAG(
     "with --timm-rows, which families serve the out-of-family fit: where-unsafe "
     "(where the fit on GPUMemNet alone keeps fewer than --safe-quantile of the real "
     "rows safe), where-unsafe-or-tighter (also where the out-of-family fit keeps "
-    "--safe-quantile of them safe and more of them safe and tight), always, or never");
+    "--safe-quantile of them safe, more of them safe and tight, and as many of their "
+    "out-of-memory runs above the card), always, or never");
 ABSL_FLAG(double, max_conv_output_factor, 12,
           "the CNN out-of-family upper bound's term for cuDNN's workspaces: factors of "
           "the largest convolution output tried, 0 to this in steps of 0.5 (0: no term)");

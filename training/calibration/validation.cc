@@ -155,32 +155,40 @@ struct RealRows {
 };
 
 // The shares of a family's measured real rows an upper bound keeps safe, and safe and
-// tight.
+// tight; and how many of its out-of-memory rows it puts above the card.
 struct Shares {
   double safe = 1, safe_and_tight = 1;
+  int oom_above_card = 0;
 };
 
 template <typename UpperMib>
 Shares SharesOf(const RealRows& real, const std::vector<size_t>& members,
-                UpperMib upper_mib) {
+                const GpuProfile& gpu, UpperMib upper_mib) {
   int n = 0, safe = 0, tight = 0;
+  Shares shares;
   for (size_t i : members) {
     const RealRow& r = real.rows[i];
-    if (r.measured->oom) continue;
-    ++n;
     const double upper = upper_mib(i);
+    if (r.measured->oom) {
+      shares.oom_above_card += upper > gpu.memory_bytes / kMiB;
+      continue;
+    }
+    ++n;
     safe += Safe(upper, r.measured->peak_mib);
     tight += SafeAndTight(upper, r.measured->peak_mib);
   }
-  if (n == 0) return {};
-  return {static_cast<double>(safe) / n, static_cast<double>(tight) / n};
+  if (n > 0) {
+    shares.safe = static_cast<double>(safe) / n;
+    shares.safe_and_tight = static_cast<double>(tight) / n;
+  }
+  return shares;
 }
 
 // A calibration's shares on the real rows; they never entered that fit.
 Shares SharesOfFit(const RealRows& real, const std::vector<size_t>& members,
                    const std::string& id, const GpuProfile& gpu,
                    const FamilyCalibration& c) {
-  return SharesOf(real, members, [&](size_t i) {
+  return SharesOf(real, members, gpu, [&](size_t i) {
     const RealRow& r = real.rows[i];
     return allocsim::CalibratedEstimate(r.replay.at(id), gpu, c,
                                         allocsim::LargestConvOutputMib(r.measured->model))
@@ -313,10 +321,13 @@ absl::StatusOr<Calibrations> CalibrateFamilies(
         const Shares alone = SharesOfFit(*real, members, s.id, gpu, *fitted);
         const std::map<size_t, OutOfGroupEstimate>& oof = real->out_of_group[s.id];
         const Shares out_of_family =
-            SharesOf(*real, members, [&](size_t i) { return oof.at(i).upper_mib; });
+            SharesOf(*real, members, gpu, [&](size_t i) { return oof.at(i).upper_mib; });
         const bool unsafe = alone.safe < o.safe_quantile;
+        // Tighter, safe enough, and no out-of-memory run it would let pass as fitting
+        // that GPUMemNet's fit caught.
         const bool better = out_of_family.safe >= o.safe_quantile &&
-                            out_of_family.safe_and_tight > alone.safe_and_tight;
+                            out_of_family.safe_and_tight > alone.safe_and_tight &&
+                            out_of_family.oom_above_card >= alone.oom_above_card;
         const bool serve = o.fit_real_models == RealModelFit::kAlways ||
                            (o.fit_real_models == RealModelFit::kWhereUnsafe && unsafe) ||
                            (o.fit_real_models == RealModelFit::kWhereUnsafeOrTighter &&

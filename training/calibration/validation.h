@@ -32,8 +32,8 @@ enum class RealModelFit {
   kWhereUnsafe,  // Where GPUMemNet's fit leaves more than 1 - safe_quantile of the
                  // real rows unsafe.
   // Also where the out-of-family fit keeps safe_quantile of the real rows safe (each
-  // scored by fits that never saw its architecture family) and more of them safe and
-  // tight than GPUMemNet's fit.
+  // scored by fits that never saw its architecture family), more of them safe and
+  // tight than GPUMemNet's fit, and as many of their out-of-memory runs above the card.
   kWhereUnsafeOrTighter,
   kAlways,  // Every family the real rows cover.
 };
