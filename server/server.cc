@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
+#include "server/admission.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
@@ -82,7 +83,10 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
                           ? options.work.worker_threads
                           : std::max(1u, std::thread::hardware_concurrency());
   s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
-  s->service_ = std::make_unique<EstimatorService>(*s->engine_, *s->metrics_, *s->pool_);
+  s->admission_ = std::make_unique<Admission>(options.work.max_bytes_in_flight, threads);
+  s->service_ =
+      std::make_unique<EstimatorService>(*s->engine_, *s->metrics_, *s->pool_,
+                                         *s->admission_, options.grpc.max_message_bytes);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

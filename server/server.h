@@ -16,6 +16,7 @@ class Server;
 
 namespace gpuest {
 
+class Admission;
 class Engine;
 class EstimatorService;
 class Metrics;
@@ -41,6 +42,7 @@ class GpuestServer {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<Admission> admission_;
   std::unique_ptr<EstimatorService> service_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;

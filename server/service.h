@@ -1,13 +1,15 @@
 // File: service.h
 //
-// The gpuest.v1.Estimator gRPC service on the callback API. Each call is handed to
-// the worker pool at once, so gRPC's threads never run estimator work.
+// The gpuest.v1.Estimator gRPC service on the callback API. Each call is admitted or
+// refused at once (admission.h, and the worker pool's queue bound), then handed to the
+// worker pool, so gRPC's threads never run estimator work.
 #pragma once
 
 #include <memory>
 
 #include "estimators/engine.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
+#include "server/admission.h"
 #include "server/metrics.h"
 #include "server/worker_pool.h"
 
@@ -15,9 +17,16 @@ namespace gpuest {
 
 class EstimatorService final : public v1::Estimator::CallbackService {
  public:
-  // The engine, metrics and pool must outlive the service.
-  EstimatorService(const Engine& engine, Metrics& metrics, WorkerPool& pool)
-      : engine_(engine), metrics_(metrics), pool_(pool) {}
+  // The engine, metrics, pool and admission must outlive the service. A response
+  // larger than max_response_bytes is answered RESOURCE_EXHAUSTED (gRPC would refuse
+  // to send it).
+  EstimatorService(const Engine& engine, Metrics& metrics, WorkerPool& pool,
+                   Admission& admission, int64_t max_response_bytes)
+      : engine_(engine),
+        metrics_(metrics),
+        pool_(pool),
+        admission_(admission),
+        max_response_bytes_(max_response_bytes) {}
 
   grpc::ServerUnaryReactor* Estimate(grpc::CallbackServerContext* context,
                                      const v1::EstimateRequest* request,
@@ -28,9 +37,17 @@ class EstimatorService final : public v1::Estimator::CallbackService {
                                            v1::ListEstimatorsResponse* response) override;
 
  private:
+  template <typename Work>
+  grpc::ServerUnaryReactor* Dispatch(RpcMethod method,
+                                     grpc::CallbackServerContext* context,
+                                     const google::protobuf::Message& request,
+                                     google::protobuf::Message* response, Work work);
+
   const Engine& engine_;
   Metrics& metrics_;
   WorkerPool& pool_;
+  Admission& admission_;
+  const int64_t max_response_bytes_;
 };
 
 }  // namespace gpuest
