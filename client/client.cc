@@ -172,7 +172,9 @@ void Client::EstimateAsync(const v1::EstimateRequest& request,
   impl_->SetDeadline(call->context, deadline);
   impl_->stub->async()->Estimate(
       &call->context, &call->request, &call->response,
-      [call, channel = impl_->channel, done = std::move(done)](grpc::Status status) {
+      // A plain pointer: the call's context holds the channel alive meanwhile.
+      [call, channel = impl_->channel.get(),
+       done = std::move(done)](grpc::Status status) {
         if (status.ok()) {
           done(std::move(call->response));
         } else {

@@ -47,8 +47,9 @@ std::string CodeName(absl::StatusCode code) {
 }
 
 // gRPC's own count of the calls of this process's servers (channelz), read at each
-// scrape. It holds what the service never sees: calls gRPC refused before handing them
-// over (a request over the max message size) are in its failed count, and not in
+// scrape. It holds what the service never sees: a call gRPC refused before handing it
+// over (a request over the max message size) is started there but never finished
+// (gRPC 1.51 drops such a call without recording an outcome), and is not in
 // gpuest_requests_total.
 class GrpcCallCounts final : public prometheus::Collectable {
  public:
@@ -75,15 +76,16 @@ class GrpcCallCounts final : public prometheus::Collectable {
     }
     prometheus::MetricFamily started_family{
         "gpuest_grpc_calls_started_total",
-        "Calls gRPC started on this server, every service included (channelz).",
+        "Calls gRPC started on this server, every service included (channelz); "
+        "started minus finished is the calls in flight plus those gRPC refused before "
+        "the service saw them (a request over the max message size).",
         prometheus::MetricType::Counter,
         {}};
     started_family.metric.emplace_back().counter.value = started;
     prometheus::MetricFamily finished{
         "gpuest_grpc_calls_finished_total",
         "Calls gRPC finished on this server, by result (ok, failed), every service "
-        "included (channelz); failed includes the calls gRPC refused itself (a request "
-        "over the max message size), which gpuest_requests_total never sees.",
+        "included (channelz).",
         prometheus::MetricType::Counter,
         {}};
     const std::pair<const char*, double> results[] = {{"ok", succeeded},
