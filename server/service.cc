@@ -11,19 +11,13 @@ namespace gpuest {
 namespace {
 
 // Why a queued call should not start now (and why it is shed), or OK.
-absl::Status Admissible(grpc::CallbackServerContext* context, absl::Time deadline,
-                        ShedReason& reason) {
-  // The deadline first: gRPC also marks a call cancelled once its deadline passes.
-  if (deadline <= absl::Now()) {
-    reason = ShedReason::kDeadlineInQueue;
-    return absl::DeadlineExceededError(
-        "the deadline passed while the call waited for a worker");
-  }
-  if (context->IsCancelled()) {
-    reason = ShedReason::kCancelledInQueue;
-    return absl::CancelledError("the client cancelled the call");
-  }
-  return absl::OkStatus();
+absl::Status Admissible(const WorkDeadline& deadline, ShedReason& reason) {
+  const absl::Status status = deadline.Check();
+  reason = status.code() == absl::StatusCode::kCancelled ? ShedReason::kCancelledInQueue
+                                                         : ShedReason::kDeadlineInQueue;
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(status.message(),
+                                                  " while the call waited for a worker"));
 }
 
 }  // namespace
@@ -69,14 +63,15 @@ grpc::ServerUnaryReactor* EstimatorService::Dispatch(
   const bool queued = pool_.Submit([this, context, start, deadline, response, work,
                                     finish, release, method]() mutable {
     metrics_.QueuedChanged(-1);
-    ShedReason reason = ShedReason::kDeadlineInQueue;
-    absl::Status status = Admissible(context, deadline, reason);
+    const WorkDeadline work_deadline(deadline,
+                                     [context] { return context->IsCancelled(); });
+    ShedReason reason;
+    absl::Status status = Admissible(work_deadline, reason);
     if (!status.ok()) {
       metrics_.RequestShed(method, reason);
     } else {
       const absl::Time work_start = absl::Now();
-      status = work(start,
-                    WorkDeadline(deadline, [context] { return context->IsCancelled(); }));
+      status = work(start, work_deadline);
       admission_.RecordServiceTime(absl::Now() - work_start);
       // gRPC would refuse to send it, and the call would be counted OK here.
       if (status.ok()) {
