@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -101,6 +102,12 @@ struct Client::Impl {
   std::unique_ptr<v1::Estimator::Stub> stub;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
 
+  // Async calls whose done callback has not yet returned. The destructor waits for
+  // them: gRPC 1.51 aborts (grpc_cq_internal_unref) when a channel is destroyed while
+  // its callback queue is still running a completion.
+  absl::Mutex mu;
+  int async_calls ABSL_GUARDED_BY(mu) = 0;
+
   void SetDeadline(grpc::ClientContext& context, absl::Duration deadline) const {
     if (deadline <= absl::ZeroDuration()) deadline = options.default_deadline;
     context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
@@ -108,7 +115,13 @@ struct Client::Impl {
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Client::~Client() = default;
+Client::~Client() {
+  absl::MutexLock lock(&impl_->mu);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
+    return impl_->async_calls == 0;
+  };
+  impl_->mu.Await(absl::Condition(&none));
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   if (options.default_deadline <= absl::ZeroDuration()) {
@@ -170,16 +183,21 @@ void Client::EstimateAsync(const v1::EstimateRequest& request,
   auto call = std::make_shared<Call>();
   call->request = request;
   impl_->SetDeadline(call->context, deadline);
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ++impl_->async_calls;
+  }
   impl_->stub->async()->Estimate(
       &call->context, &call->request, &call->response,
-      // A plain pointer: the call's context holds the channel alive meanwhile.
-      [call, channel = impl_->channel.get(),
-       done = std::move(done)](grpc::Status status) {
+      [call, impl = impl_.get(), done = std::move(done)](grpc::Status status) mutable {
         if (status.ok()) {
           done(std::move(call->response));
         } else {
-          done(FromGrpc(status, *channel));
+          done(FromGrpc(status, *impl->channel));
         }
+        call.reset();  // The context goes while the channel surely lives.
+        absl::MutexLock lock(&impl->mu);
+        --impl->async_calls;
       });
 }
 

@@ -46,6 +46,8 @@ class Client {
  public:
   // InvalidArgument for an unusable target list. Does not connect: the first call does.
   static absl::StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
+  // Waits for the done callbacks of outstanding EstimateAsync calls (each ends by its
+  // deadline at the latest); do not destroy the client from within one.
   ~Client();
 
   // deadline <= 0 uses options.default_deadline.
