@@ -97,6 +97,14 @@ std::vector<absl::Status> EstimateAtOnce(const Client& client,
   return outcomes;
 }
 
+// How long one call takes end to end; the server learns its time per call from it.
+absl::Duration TimedCall(const Client& client, const v1::EstimateRequest& request) {
+  const absl::Time before = absl::Now();
+  const auto answer = client.Estimate(request);
+  EXPECT_TRUE(answer.ok()) << answer.status();
+  return absl::Now() - before;
+}
+
 int CountCode(const std::vector<absl::Status>& outcomes, absl::StatusCode code) {
   return static_cast<int>(
       std::count_if(outcomes.begin(), outcomes.end(),
@@ -134,10 +142,7 @@ TEST(Overload, ACallWhoseDeadlineTheQueueWouldOutlastIsRefusedAtOnce) {
   auto client = ClientOf(**server);
   ASSERT_TRUE(client);
   const v1::EstimateRequest long_call = testing::LongTracedStep(kLongTrace);
-  // The server learns how long such a call takes.
-  const absl::Time before = absl::Now();
-  ASSERT_TRUE(client->Estimate(long_call).ok());
-  const absl::Duration one_call = absl::Now() - before;
+  const absl::Duration one_call = TimedCall(*client, long_call);
 
   // One call running, one queued behind it: a third can start only after the queued
   // one has run, a whole call's time from now. (Shared state: the calls outlive a
@@ -193,9 +198,7 @@ TEST(Deadlines, WorkPastItsDeadlineStopsAndIsCountedDeadlineExceeded) {
   auto client = ClientOf(**server);
   ASSERT_TRUE(client);
   const v1::EstimateRequest long_call = testing::LongTracedStep(kLongTrace);
-  const absl::Time before = absl::Now();
-  ASSERT_TRUE(client->Estimate(long_call).ok());
-  const absl::Duration whole = absl::Now() - before;
+  const absl::Duration whole = TimedCall(*client, long_call);
 
   // A deadline that lets the call start but not finish.
   const auto late = client->Estimate(long_call, whole / 4);
