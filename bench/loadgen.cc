@@ -1,11 +1,15 @@
 // gpuest-loadgen: closed-loop load against a gpuest-server. Each of --concurrency
 // slots keeps one Estimate call outstanding for --duration; prints throughput, latency
-// percentiles and errors.
+// percentiles and errors. With --in_process_models it first measures the same request
+// on an in-process Engine (what the server's work costs without gRPC) in the same run
+// and prints the ratio of the two.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
@@ -14,6 +18,9 @@
 #include "absl/time/clock.h"
 #include "common/flags.h"
 #include "common/quantile.h"
+#include "estimators/default_factories.h"
+#include "estimators/engine.h"
+#include "estimators/torch_device.h"
 #include "google/protobuf/util/json_util.h"
 #include "gpuest/client.h"
 
@@ -26,6 +33,10 @@ ABSL_FLAG(std::string, request, "examples/cnn.json",
           "ModelDescription JSON to send with every call");
 ABSL_FLAG(std::string, estimators, "", "comma-separated estimator ids; empty runs all");
 ABSL_FLAG(std::string, gpu, "", "target GPU model of each request");
+ABSL_FLAG(std::string, in_process_models, "",
+          "a model repository: also measure the request on an in-process Engine "
+          "(min(concurrency, cores) threads, as many as the server's workers) and print "
+          "the gRPC / in-process ratio");
 
 namespace {
 
@@ -87,6 +98,71 @@ class ClosedLoop {
   Recorder recorder_;
 };
 
+// Latencies (sorted, us), errors and the measured span of one run.
+struct Summary {
+  std::vector<double> latencies_us;
+  int64_t errors = 0;
+  std::string first_error;
+  double seconds = 0;
+
+  double throughput() const { return latencies_us.size() / seconds; }
+  double p(double q) const { return gpuest::QuantileOfSorted(latencies_us, q); }
+  void Print(const std::string& what) const {
+    std::printf(
+        "%s: calls=%zu throughput=%.0f/s p50=%.0fus p99=%.0fus p999=%.0fus errors=%lld\n",
+        what.c_str(), latencies_us.size(), throughput(), p(0.50), p(0.99), p(0.999),
+        static_cast<long long>(errors));
+    if (errors > 0) std::printf("first error: %s\n", first_error.c_str());
+  }
+};
+
+Summary Summarize(Recorder& rec, absl::Duration duration) {
+  absl::MutexLock lock(&rec.mu);
+  Summary s;
+  s.latencies_us = std::move(rec.latencies_us);
+  std::sort(s.latencies_us.begin(), s.latencies_us.end());
+  s.errors = rec.errors;
+  s.first_error = rec.first_error;
+  s.seconds = absl::ToDoubleSeconds(duration);
+  return s;
+}
+
+// The same closed loop on an in-process engine: `threads` callers, each with one call
+// at a time.
+Summary MeasureInProcess(const gpuest::Engine& engine,
+                         const gpuest::v1::EstimateRequest& request, int threads,
+                         absl::Duration warmup, absl::Duration duration) {
+  Recorder rec;
+  const absl::Time measure_from = absl::Now() + warmup;
+  const absl::Time until = measure_from + duration;
+  std::vector<std::thread> callers;
+  for (int t = 0; t < threads; ++t) {
+    callers.emplace_back([&] {
+      std::vector<double> mine;
+      int64_t errors = 0;
+      std::string first_error;
+      while (true) {
+        const absl::Time start = absl::Now();
+        if (start >= until) break;
+        auto response = engine.Estimate(request);
+        const absl::Time end = absl::Now();
+        if (start < measure_from || end > until) continue;
+        if (response.ok()) {
+          mine.push_back(absl::ToDoubleMicroseconds(end - start));
+        } else if (errors++ == 0) {
+          first_error = response.status().ToString();
+        }
+      }
+      absl::MutexLock lock(&rec.mu);
+      rec.latencies_us.insert(rec.latencies_us.end(), mine.begin(), mine.end());
+      if (rec.errors == 0 && errors > 0) rec.first_error = first_error;
+      rec.errors += errors;
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  return Summarize(rec, duration);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +198,24 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  const absl::Duration warmup = absl::GetFlag(FLAGS_warmup);
+  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  std::optional<Summary> in_process;
+  if (const std::string models = absl::GetFlag(FLAGS_in_process_models);
+      !models.empty()) {
+    gpuest::UseOneIntraOpThread();  // As the server does.
+    auto registry =
+        gpuest::EstimatorRegistry::Load(gpuest::WithDefaultFactories({models, "cpu"}));
+    if (!registry.ok()) {
+      std::fprintf(stderr, "%s\n", registry.status().ToString().c_str());
+      return 2;
+    }
+    const gpuest::Engine engine(std::move(*registry), gpuest::ValidationLimits{});
+    const int threads =
+        std::min<int>(concurrency, std::max(1u, std::thread::hardware_concurrency()));
+    in_process = MeasureInProcess(engine, request, threads, warmup, duration);
+  }
+
   gpuest::ClientOptions options;
   options.targets = absl::StrSplit(absl::GetFlag(FLAGS_target), ',', absl::SkipEmpty());
   options.default_deadline = absl::GetFlag(FLAGS_deadline);
@@ -136,23 +230,24 @@ int main(int argc, char** argv) {
   }
 
   ClosedLoop loop(**client, request, absl::GetFlag(FLAGS_deadline));
-  const absl::Time measure_from = absl::Now() + absl::GetFlag(FLAGS_warmup);
-  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  const absl::Time measure_from = absl::Now() + warmup;
   loop.Run(concurrency, measure_from, measure_from + duration);
+  const Summary grpc = Summarize(loop.recorder(), duration);
 
-  Recorder& rec = loop.recorder();
-  absl::MutexLock lock(&rec.mu);
-  std::sort(rec.latencies_us.begin(), rec.latencies_us.end());
-  const double seconds = absl::ToDoubleSeconds(duration);
-  std::printf(
-      "target=%s concurrency=%d duration=%.1fs request=%s\n"
-      "calls=%zu throughput=%.0f/s p50=%.0fus p99=%.0fus p999=%.0fus errors=%lld\n",
-      (*client)->channel_target().c_str(), concurrency, seconds,
-      absl::GetFlag(FLAGS_request).c_str(), rec.latencies_us.size(),
-      rec.latencies_us.size() / seconds, gpuest::QuantileOfSorted(rec.latencies_us, 0.50),
-      gpuest::QuantileOfSorted(rec.latencies_us, 0.99),
-      gpuest::QuantileOfSorted(rec.latencies_us, 0.999),
-      static_cast<long long>(rec.errors));
-  if (rec.errors > 0) std::printf("first error: %s\n", rec.first_error.c_str());
-  return rec.errors > 0 ? 1 : 0;
+  std::printf("target=%s concurrency=%d duration=%.1fs request=%s estimators=%s\n",
+              (*client)->channel_target().c_str(), concurrency,
+              absl::ToDoubleSeconds(duration), absl::GetFlag(FLAGS_request).c_str(),
+              absl::GetFlag(FLAGS_estimators).empty()
+                  ? "all"
+                  : absl::GetFlag(FLAGS_estimators).c_str());
+  if (in_process) {
+    in_process->Print("in-process");
+    grpc.Print("grpc");
+    std::printf("ratio grpc/in-process: p50 x%.2f p99 x%.2f throughput x%.2f\n",
+                grpc.p(0.50) / in_process->p(0.50), grpc.p(0.99) / in_process->p(0.99),
+                grpc.throughput() / in_process->throughput());
+  } else {
+    grpc.Print("grpc");
+  }
+  return grpc.errors > 0 || (in_process && in_process->errors > 0) ? 1 : 0;
 }

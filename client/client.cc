@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "client/credentials.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
 #include "gpuest/v1/placement.grpc.pb.h"
@@ -14,8 +15,15 @@
 namespace gpuest {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& status) {
+absl::Status FromGrpc(const grpc::Status& status, grpc::Channel& channel) {
   if (status.ok()) return absl::OkStatus();
+  // Calls wait for a server to be reachable: a deadline that passed with no connection
+  // means no server was there, which callers tell apart from a slow answer.
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+      channel.GetState(false) != GRPC_CHANNEL_READY) {
+    return absl::UnavailableError(absl::StrCat(
+        "no server was reachable before the deadline: ", status.error_message()));
+  }
   // This API gives callers no way to cancel, so a CANCELLED came from the server's side,
   // typically a call that raced its shutdown: to the caller the server is unavailable.
   if (status.error_code() == grpc::StatusCode::CANCELLED) {
@@ -65,17 +73,20 @@ absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& target
 
 std::string ServiceConfig(int max_attempts) {
   // Every method of both services is a pure read, so resending is always safe:
-  // UNAVAILABLE (no server took the call) and CANCELLED (a server dropped it while
-  // shutting down).
+  // UNAVAILABLE (no server took the call, or it died with the call) and CANCELLED (a
+  // server dropped it while shutting down). waitForReady: an attempt made while no server
+  // is reachable (one restarting) waits for a connection, up to the call's deadline,
+  // instead of failing at once; with the reconnect backoff below, a call whose deadline
+  // outlasts a restart gets its answer.
   return absl::StrFormat(R"({
   "loadBalancingConfig": [{"round_robin": {}}],
   "methodConfig": [{
     "name": [{"service": "gpuest.v1.Estimator"}, {"service": "gpuest.v1.Placement"}],
-    "waitForReady": false,
+    "waitForReady": true,
     "retryPolicy": {
       "maxAttempts": %d,
-      "initialBackoff": "0.002s",
-      "maxBackoff": "0.05s",
+      "initialBackoff": "0.01s",
+      "maxBackoff": "0.2s",
       "backoffMultiplier": 2,
       "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"]
     }
@@ -94,6 +105,12 @@ struct Client::Impl {
   std::unique_ptr<v1::Placement::Stub> placement;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
 
+  // Async calls whose done callback has not yet returned. The destructor waits for
+  // them: gRPC 1.51 aborts (grpc_cq_internal_unref) when a channel is destroyed while
+  // its callback queue is still running a completion.
+  absl::Mutex mu;
+  int async_calls ABSL_GUARDED_BY(mu) = 0;
+
   void SetDeadline(grpc::ClientContext& context, absl::Duration deadline) const {
     if (deadline <= absl::ZeroDuration()) deadline = options.default_deadline;
     context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
@@ -101,7 +118,13 @@ struct Client::Impl {
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Client::~Client() = default;
+Client::~Client() {
+  absl::MutexLock lock(&impl_->mu);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
+    return impl_->async_calls == 0;
+  };
+  impl_->mu.Await(absl::Condition(&none));
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   if (options.default_deadline <= absl::ZeroDuration()) {
@@ -122,6 +145,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
     args.SetLoadBalancingPolicyName("round_robin");
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   }
+  // gRPC's reconnect backoff starts at 1 s and grows to 120 s: a server back after a
+  // 0.7 s restart would wait for the next attempt. Reconnect soon, and never wait long.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
   auto credentials = ChannelCredentialsFor(options.tls);
@@ -142,7 +170,8 @@ absl::StatusOr<v1::EstimateResponse> Client::Estimate(const v1::EstimateRequest&
   grpc::ClientContext context;
   impl_->SetDeadline(context, deadline);
   v1::EstimateResponse response;
-  absl::Status status = FromGrpc(impl_->stub->Estimate(&context, request, &response));
+  absl::Status status =
+      FromGrpc(impl_->stub->Estimate(&context, request, &response), *impl_->channel);
   if (!status.ok()) return status;
   return response;
 }
@@ -159,14 +188,22 @@ void Client::EstimateAsync(const v1::EstimateRequest& request,
   auto call = std::make_shared<Call>();
   call->request = request;
   impl_->SetDeadline(call->context, deadline);
-  impl_->stub->async()->Estimate(&call->context, &call->request, &call->response,
-                                 [call, done = std::move(done)](grpc::Status status) {
-                                   if (status.ok()) {
-                                     done(std::move(call->response));
-                                   } else {
-                                     done(FromGrpc(status));
-                                   }
-                                 });
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ++impl_->async_calls;
+  }
+  impl_->stub->async()->Estimate(
+      &call->context, &call->request, &call->response,
+      [call, impl = impl_.get(), done = std::move(done)](grpc::Status status) mutable {
+        if (status.ok()) {
+          done(std::move(call->response));
+        } else {
+          done(FromGrpc(status, *impl->channel));
+        }
+        call.reset();  // The context goes while the channel surely lives.
+        absl::MutexLock lock(&impl->mu);
+        --impl->async_calls;
+      });
 }
 
 absl::StatusOr<v1::ListEstimatorsResponse> Client::ListEstimators(
@@ -175,7 +212,8 @@ absl::StatusOr<v1::ListEstimatorsResponse> Client::ListEstimators(
   impl_->SetDeadline(context, deadline);
   v1::ListEstimatorsResponse response;
   absl::Status status = FromGrpc(
-      impl_->stub->ListEstimators(&context, v1::ListEstimatorsRequest(), &response));
+      impl_->stub->ListEstimators(&context, v1::ListEstimatorsRequest(), &response),
+      *impl_->channel);
   if (!status.ok()) return status;
   return response;
 }
@@ -209,7 +247,8 @@ absl::StatusOr<ServingState> Client::Health(const std::string& service,
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
-  absl::Status status = FromGrpc(impl_->health->Check(&context, request, &response));
+  absl::Status status =
+      FromGrpc(impl_->health->Check(&context, request, &response), *impl_->channel);
   if (!status.ok()) return status;
   switch (response.status()) {
     case grpc::health::v1::HealthCheckResponse::SERVING:

@@ -11,7 +11,7 @@
 namespace gpuest {
 
 absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
-    const v1::EstimateRequest& request) const {
+    const v1::EstimateRequest& request, const WorkDeadline& deadline) const {
   GPUEST_RETURN_IF_ERROR(ValidateRequest(request, limits_));
 
   const GpuProfile* gpu = &registry_->gpus().Default();
@@ -39,7 +39,7 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
   }
 
   const v1::FeatureVector features = FeaturesOf(request);
-  const EstimationInput input{request, features, *gpu};
+  const EstimationInput input{request, features, *gpu, deadline};
   v1::EstimateResponse response;
   response.set_family(features.family());
   response.set_models_version(registry_->models_version());
@@ -65,9 +65,11 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
       }
       continue;
     }
+    GPUEST_RETURN_IF_ERROR(deadline.Check());
     v1::EstimatorResult result;
     const absl::Time start = absl::Now();
     absl::Status status = estimator->Estimate(input, result, warnings);
+    if (StoppedByCaller(status)) return status;
     if (!status.ok()) {
       warnings.push_back(MakeWarning(v1::WARNING_CODE_ESTIMATOR_FAILED,
                                      std::string(status.message()), info.id()));

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "estimators/registry.h"
 #include "estimators/validation.h"
+#include "estimators/work_deadline.h"
 #include "gpuest/v1/estimate.pb.h"
 
 namespace gpuest {
@@ -21,8 +22,12 @@ class Engine {
 
   // InvalidArgument names the offending field; FailedPrecondition when no requested
   // estimator applies. Each result carries its own latency; server_latency_us is left
-  // for the caller, who knows when the request arrived.
-  absl::StatusOr<v1::EstimateResponse> Estimate(const v1::EstimateRequest& request) const;
+  // for the caller, who knows when the request arrived. Work stopped by the deadline
+  // (or the caller) is the request's outcome: DeadlineExceeded or Cancelled, never a
+  // partial answer.
+  absl::StatusOr<v1::EstimateResponse> Estimate(
+      const v1::EstimateRequest& request,
+      const WorkDeadline& deadline = WorkDeadline::Never()) const;
 
   v1::ListEstimatorsResponse ListEstimators() const;
 

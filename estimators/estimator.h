@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "estimators/gpu_profiles.h"
+#include "estimators/work_deadline.h"
 #include "gpuest/v1/estimate.pb.h"
 
 namespace gpuest {
@@ -18,6 +19,8 @@ struct EstimationInput {
   const v1::EstimateRequest& request;
   const v1::FeatureVector& features;  // FeaturesOf(request); family always resolved.
   const GpuProfile& gpu;              // Target GPU, the default when none was asked for.
+  // Long work checks it and returns its status (DeadlineExceeded, Cancelled) to stop.
+  const WorkDeadline& deadline = WorkDeadline::Never();
 };
 
 // A warning for the response; estimator_id is empty for the request as a whole.
@@ -44,6 +47,7 @@ class Estimator {
   // kind and latency), says whether the input is in the estimator's distribution
   // (result.in_distribution; the recommendation reads a result without it as out of
   // its distribution), and appends warnings about this input. Must be thread-safe.
+  // Work that can run long checks input.deadline and returns its status when it fails.
   virtual absl::Status Estimate(const EstimationInput& input, v1::EstimatorResult& result,
                                 std::vector<v1::Warning>& warnings) const = 0;
 };

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -27,6 +28,12 @@ ABSL_FLAG(std::string, device, "auto",
           "cuda");
 ABSL_FLAG(int, workers, 0, "estimator worker threads; 0 means one per CPU core");
 ABSL_FLAG(int, max_message_size, 16 << 20, "largest request or response, in bytes");
+ABSL_FLAG(int, max_queued, 128,
+          "calls that may wait for a worker; beyond, calls are refused at once "
+          "(RESOURCE_EXHAUSTED), as are calls whose deadline the queue would outlast");
+ABSL_FLAG(int64_t, max_bytes_in_flight, int64_t{256} << 20,
+          "request bytes (in memory) that admitted calls may hold at once; beyond, "
+          "calls are refused (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int, max_layers, 10000, "longest layer sequence a request may carry");
 ABSL_FLAG(int, max_trace_events, 2000000,
           "most allocation-trace events a request may carry");
@@ -60,6 +67,8 @@ gpuest::ServerOptions OptionsFromFlags() {
                            : absl::GetFlag(FLAGS_models);
   o.models.device = absl::GetFlag(FLAGS_device);
   o.work.worker_threads = absl::GetFlag(FLAGS_workers);
+  o.work.max_queued = static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_max_queued)));
+  o.work.max_bytes_in_flight = absl::GetFlag(FLAGS_max_bytes_in_flight);
   o.work.limits.max_layers = absl::GetFlag(FLAGS_max_layers);
   o.work.limits.max_trace_events = absl::GetFlag(FLAGS_max_trace_events);
   o.grace_period = absl::GetFlag(FLAGS_grace_period);
@@ -94,7 +103,8 @@ int main(int argc, char** argv) {
   const gpuest::ServerOptions options = OptionsFromFlags();
   if (options.grpc.max_message_bytes <= 0 || options.work.worker_threads < 0 ||
       options.work.limits.max_layers <= 0 || options.work.limits.max_trace_events < 0 ||
-      options.grace_period < absl::ZeroDuration()) {
+      options.grace_period < absl::ZeroDuration() ||
+      absl::GetFlag(FLAGS_max_queued) < 1 || options.work.max_bytes_in_flight <= 0) {
     std::fprintf(stderr,
                  "sizes, counts and the grace period must be positive; see --help\n");
     return 2;
@@ -110,9 +120,11 @@ int main(int argc, char** argv) {
 
   spdlog::info(
       "gpuest-server {} starting: listen={} metrics-listen={} models={} device={} "
-      "workers={} max-message-size={} max-layers={} max-trace-events={} grace-period={}",
+      "workers={} max-queued={} max-bytes-in-flight={} max-message-size={} max-layers={} "
+      "max-trace-events={} grace-period={}",
       GPUEST_VERSION, options.grpc.listen_address, options.metrics_listen_address,
       options.models.directory, options.models.device, options.work.worker_threads,
+      options.work.max_queued, options.work.max_bytes_in_flight,
       options.grpc.max_message_bytes, options.work.limits.max_layers,
       options.work.limits.max_trace_events, absl::FormatDuration(options.grace_period));
   // The worker pool is the parallelism: one libtorch thread per estimator call.

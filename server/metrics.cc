@@ -6,6 +6,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "grpc/grpc.h"
+#include "grpc/support/alloc.h"
+#include "nlohmann/json.hpp"
+#include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
@@ -28,10 +32,72 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   return *buckets;
 }
 
+// civetweb gives each connection a thread until the request is read: with its defaults
+// (2 threads here, 30 s request timeout) two idle connections blocked every scrape for
+// 30 s. Enough threads for a few idle or slow clients, and a short timeout that frees
+// each of them; a scrape sends its request at once.
+std::vector<std::string> CivetwebOptions(const std::string& listen_address) {
+  return {"listening_ports",    listen_address, "num_threads",           "8",
+          "request_timeout_ms", "2000",         "keep_alive_timeout_ms", "2000"};
+}
+
 std::string CodeName(absl::StatusCode code) {
   // absl's names match gRPC's ("INVALID_ARGUMENT"), which dashboards expect.
   return absl::StatusCodeToString(code);
 }
+
+// gRPC's own count of the calls of this process's servers (channelz), read at each
+// scrape. It holds what the service never sees: a call gRPC refused before handing it
+// over (a request over the max message size) is started there but never finished
+// (gRPC 1.51 drops such a call without recording an outcome), and is not in
+// gpuest_requests_total.
+class GrpcCallCounts final : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    double started = 0, succeeded = 0, failed = 0;
+    char* text = grpc_channelz_get_servers(0);
+    if (text != nullptr) {
+      const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+      gpr_free(text);
+      // int64 fields come as strings in channelz's JSON, and are left out when 0.
+      auto number = [](const nlohmann::json& data, const char* key) {
+        const auto it = data.find(key);
+        if (it == data.end()) return 0.0;
+        return it->is_string() ? std::stod(it->get<std::string>()) : it->get<double>();
+      };
+      if (doc.is_object() && doc.contains("server")) {
+        for (const nlohmann::json& server : doc["server"]) {
+          const nlohmann::json& data = server.value("data", nlohmann::json::object());
+          started += number(data, "callsStarted");
+          succeeded += number(data, "callsSucceeded");
+          failed += number(data, "callsFailed");
+        }
+      }
+    }
+    prometheus::MetricFamily started_family{
+        "gpuest_grpc_calls_started_total",
+        "Calls gRPC started on this server, every service included (channelz); "
+        "started minus finished is the calls in flight plus those gRPC refused before "
+        "the service saw them (a request over the max message size).",
+        prometheus::MetricType::Counter,
+        {}};
+    started_family.metric.emplace_back().counter.value = started;
+    prometheus::MetricFamily finished{
+        "gpuest_grpc_calls_finished_total",
+        "Calls gRPC finished on this server, by result (ok, failed), every service "
+        "included (channelz).",
+        prometheus::MetricType::Counter,
+        {}};
+    const std::pair<const char*, double> results[] = {{"ok", succeeded},
+                                                      {"failed", failed}};
+    for (const auto& [result, value] : results) {
+      prometheus::ClientMetric& m = finished.metric.emplace_back();
+      m.label.push_back({"result", result});
+      m.counter.value = value;
+    }
+    return {std::move(started_family), std::move(finished)};
+  }
+};
 
 }  // namespace
 
@@ -39,6 +105,8 @@ struct Metrics::State {
   std::shared_ptr<prometheus::Registry> registry =
       std::make_shared<prometheus::Registry>();
   std::unique_ptr<prometheus::Exposer> exposer;
+  // The exposer holds collectables weakly: they live here.
+  std::shared_ptr<GrpcCallCounts> grpc_call_counts = std::make_shared<GrpcCallCounts>();
 
   // The metric table: each family declared once, here.
   prometheus::Family<prometheus::Histogram>& request_duration =
@@ -61,6 +129,24 @@ struct Metrics::State {
           .Name("gpuest_estimator_duration_seconds")
           .Help("Time one estimator took for one request, by estimator id.")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& shed_total =
+      prometheus::BuildCounter()
+          .Name("gpuest_requests_shed_total")
+          .Help(
+              "gRPC requests refused without being worked on, by method and reason "
+              "(queue_full, bytes_in_flight, deadline_unmeetable, deadline_in_queue, "
+              "cancelled_in_queue); each is also in gpuest_requests_total.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& bytes_in_flight =
+      prometheus::BuildGauge()
+          .Name("gpuest_request_bytes_in_flight")
+          .Help("Bytes of requests held by admitted calls, queued or running.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& queued =
+      prometheus::BuildGauge()
+          .Name("gpuest_requests_queued")
+          .Help("Admitted calls waiting for a worker.")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& build_info =
       prometheus::BuildGauge()
           .Name("gpuest_build_info")
@@ -79,6 +165,10 @@ struct Metrics::State {
   };
   std::array<std::array<Series, kStatusCodes>, kRpcMethodCount> series;
   std::array<prometheus::Gauge*, kRpcMethodCount> in_flight_series{};
+  std::array<std::array<prometheus::Counter*, kShedReasonCount>, kRpcMethodCount>
+      shed_series{};
+  prometheus::Gauge* bytes_in_flight_series = nullptr;
+  prometheus::Gauge* queued_series = nullptr;
   absl::Mutex add_mu;
   // Written once by SetModels before serving, then only read.
   absl::flat_hash_map<std::string, prometheus::Histogram*> estimator_series;
@@ -108,15 +198,24 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
   auto state = std::make_unique<State>();
   for (int m = 0; m < kRpcMethodCount; ++m) {
     state->in_flight_series[m] = &state->in_flight.Add({{"method", kMethodNames[m]}});
+    for (int r = 0; r < kShedReasonCount; ++r) {
+      state->shed_series[m][r] = &state->shed_total.Add(
+          {{"method", kMethodNames[m]},
+           {"reason", ShedReasonName(static_cast<ShedReason>(r))}});
+    }
   }
+  state->bytes_in_flight_series = &state->bytes_in_flight.Add({});
+  state->queued_series = &state->queued.Add({});
   if (!listen_address.empty()) {
     try {
-      state->exposer = std::make_unique<prometheus::Exposer>(listen_address, 2);
+      state->exposer =
+          std::make_unique<prometheus::Exposer>(CivetwebOptions(listen_address));
     } catch (const std::exception& e) {
       return absl::UnavailableError(
           absl::StrCat("cannot serve /metrics on ", listen_address, ": ", e.what()));
     }
     state->exposer->RegisterCollectable(state->registry);
+    state->exposer->RegisterCollectable(state->grpc_call_counts);
   }
   return std::unique_ptr<Metrics>(new Metrics(std::move(state)));
 }
@@ -153,6 +252,16 @@ void Metrics::RequestFinished(RpcMethod method, absl::StatusCode code, double se
   s.total.load(std::memory_order_acquire)->Increment();
   s.duration.load(std::memory_order_acquire)->Observe(seconds);
 }
+
+void Metrics::RequestShed(RpcMethod method, ShedReason reason) {
+  state_->shed_series[static_cast<int>(method)][static_cast<int>(reason)]->Increment();
+}
+
+void Metrics::BytesInFlightChanged(int64_t delta) {
+  state_->bytes_in_flight_series->Increment(static_cast<double>(delta));
+}
+
+void Metrics::QueuedChanged(int delta) { state_->queued_series->Increment(delta); }
 
 void Metrics::EstimatorObserved(const std::string& estimator_id, double seconds) {
   auto it = state_->estimator_series.find(estimator_id);

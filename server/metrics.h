@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/admission.h"
 
 namespace gpuest {
 
@@ -24,7 +25,8 @@ inline constexpr int kRpcMethodCount = 4;
 class Metrics {
  public:
   // Starts serving /metrics on listen_address ("127.0.0.1:9464"; port 0 picks one)
-  // unless it is empty.
+  // unless it is empty. Idle or half-sent HTTP connections hold one of its threads for
+  // at most a few seconds, and several of them do not block a scrape.
   static absl::StatusOr<std::unique_ptr<Metrics>> Create(
       const std::string& listen_address);
   ~Metrics();
@@ -39,6 +41,11 @@ class Metrics {
   void RequestStarted(RpcMethod method);
   void RequestFinished(RpcMethod method, absl::StatusCode code, double seconds);
   void EstimatorObserved(const std::string& estimator_id, double seconds);
+  // A call refused without being worked on; it is also counted by RequestFinished.
+  void RequestShed(RpcMethod method, ShedReason reason);
+  // Request bytes held by admitted calls, and calls waiting for a worker.
+  void BytesInFlightChanged(int64_t delta);
+  void QueuedChanged(int delta);
 
  private:
   struct State;

@@ -35,7 +35,11 @@ struct ModelOptions {
 
 struct WorkOptions {
   int worker_threads = 0;  // 0: one per CPU core.
-  size_t max_queued = 4096;
+  // Calls waiting for a worker at most; beyond, RESOURCE_EXHAUSTED at once. With a
+  // call taking about a millisecond, 128 queued is ~60 ms of waiting on 2 workers.
+  size_t max_queued = 128;
+  // Request bytes (in memory) that admitted calls may hold at once.
+  int64_t max_bytes_in_flight = int64_t{256} << 20;
   ValidationLimits limits;
 };
 

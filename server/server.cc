@@ -18,6 +18,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
 #include "placement/placement_engine.h"
+#include "server/admission.h"
 #include "server/credentials.h"
 #include "server/metrics.h"
 #include "server/service.h"
@@ -90,7 +91,10 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
                           ? options.work.worker_threads
                           : std::max(1u, std::thread::hardware_concurrency());
   s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
-  s->service_ = std::make_unique<EstimatorService>(*s->engine_, *s->metrics_, *s->pool_);
+  s->admission_ = std::make_unique<Admission>(options.work.max_bytes_in_flight, threads);
+  s->dispatcher_ = std::make_unique<CallDispatcher>(
+      *s->metrics_, *s->pool_, *s->admission_, options.grpc.max_message_bytes);
+  s->service_ = std::make_unique<EstimatorService>(*s->engine_, *s->dispatcher_);
   // The contention model the placement answers with: models/contention/contention.json.
   const std::string contention_path = ContentionModelPath(options.models.directory);
   GPUEST_ASSIGN_OR_RETURN(ContentionModel contention,
@@ -99,7 +103,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   s->placement_engine_ =
       std::make_unique<PlacementEngine>(*s->engine_, std::move(contention));
   s->placement_service_ =
-      std::make_unique<PlacementService>(*s->placement_engine_, *s->metrics_, *s->pool_);
+      std::make_unique<PlacementService>(*s->placement_engine_, *s->dispatcher_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -16,6 +16,8 @@ class Server;
 
 namespace gpuest {
 
+class Admission;
+class CallDispatcher;
 class Engine;
 class EstimatorService;
 class Metrics;
@@ -43,6 +45,8 @@ class GpuestServer {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<Admission> admission_;
+  std::unique_ptr<CallDispatcher> dispatcher_;
   std::unique_ptr<EstimatorService> service_;
   std::unique_ptr<PlacementEngine> placement_engine_;
   std::unique_ptr<PlacementService> placement_service_;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/status_util.h"
 #include "spdlog/spdlog.h"
@@ -9,54 +10,111 @@
 namespace gpuest {
 namespace {
 
-// Why a call should not start now, or OK.
-absl::Status Admissible(grpc::CallbackServerContext* context) {
-  if (context->IsCancelled())
-    return absl::CancelledError("the client cancelled the call");
-  if (context->deadline() <= std::chrono::system_clock::now()) {
-    return absl::DeadlineExceededError("the deadline passed before the call was handled");
-  }
-  return absl::OkStatus();
-}
-
-// Runs work on the pool and finishes the call with its status, recording metrics.
-template <typename Work>
-grpc::ServerUnaryReactor* Dispatch(RpcMethod method, grpc::CallbackServerContext* context,
-                                   Metrics& metrics, WorkerPool& pool, Work work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time start = absl::Now();
-  metrics.RequestStarted(method);
-  auto finish = [reactor, method, start, &metrics](const absl::Status& status) {
-    metrics.RequestFinished(method, status.code(),
-                            absl::ToDoubleSeconds(absl::Now() - start));
-    reactor->Finish(ToGrpcStatus(status));
-  };
-  const bool queued = pool.Submit([context, start, work, finish]() mutable {
-    absl::Status status = Admissible(context);
-    if (status.ok()) status = work(start);
-    finish(status);
-  });
-  if (!queued)
-    finish(absl::ResourceExhaustedError("the server is overloaded; retry later"));
-  return reactor;
+// Why a queued call should not start now (and why it is shed), or OK.
+absl::Status Admissible(const WorkDeadline& deadline, ShedReason& reason) {
+  const absl::Status status = deadline.Check();
+  reason = status.code() == absl::StatusCode::kCancelled ? ShedReason::kCancelledInQueue
+                                                         : ShedReason::kDeadlineInQueue;
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(status.message(),
+                                                  " while the call waited for a worker"));
 }
 
 }  // namespace
 
+// Admits the call or refuses it at once, runs work on the pool with the call's
+// deadline, and finishes the call with its status, recording metrics.
+template <typename Work>
+grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
+    RpcMethod method, grpc::CallbackServerContext* context,
+    const google::protobuf::Message& request, google::protobuf::Message* response,
+    Work work) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  metrics_.RequestStarted(method);
+  // What the request holds in memory while the call is admitted.
+  const int64_t bytes = static_cast<int64_t>(request.SpaceUsedLong());
+  auto finish = [this, reactor, method, start](const absl::Status& status) {
+    metrics_.RequestFinished(method, status.code(),
+                             absl::ToDoubleSeconds(absl::Now() - start));
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  auto shed = [this, method, &finish](ShedReason reason, const absl::Status& status) {
+    metrics_.RequestShed(method, reason);
+    finish(status);
+  };
+  if (absl::Status s = admission_.ReserveBytes(bytes); !s.ok()) {
+    shed(ShedReason::kBytesInFlight, s);
+    return reactor;
+  }
+  metrics_.BytesInFlightChanged(bytes);
+  auto release = [this, bytes] {
+    admission_.ReleaseBytes(bytes);
+    metrics_.BytesInFlightChanged(-bytes);
+  };
+  const absl::Time deadline = absl::FromChrono(context->deadline());
+  if (absl::Status s = admission_.CheckStartsInTime(pool_.queued(), start, deadline);
+      !s.ok()) {
+    release();
+    shed(ShedReason::kDeadlineUnmeetable, s);
+    return reactor;
+  }
+  metrics_.QueuedChanged(1);
+  const bool queued = pool_.Submit([this, context, start, deadline, response, work,
+                                    finish, release, method]() mutable {
+    metrics_.QueuedChanged(-1);
+    const WorkDeadline work_deadline(deadline,
+                                     [context] { return context->IsCancelled(); });
+    ShedReason reason;
+    absl::Status status = Admissible(work_deadline, reason);
+    if (!status.ok()) {
+      metrics_.RequestShed(method, reason);
+    } else {
+      const absl::Time work_start = absl::Now();
+      status = work(start, work_deadline);
+      admission_.RecordServiceTime(absl::Now() - work_start);
+      // gRPC would refuse to send it, and the call would be counted OK here.
+      if (status.ok()) {
+        if (const size_t size = response->ByteSizeLong();
+            static_cast<int64_t>(size) > max_response_bytes_) {
+          response->Clear();
+          status = absl::ResourceExhaustedError(
+              absl::StrCat("the response (", size,
+                           " bytes) is larger than the server's max message size (",
+                           max_response_bytes_, " bytes)"));
+        }
+      }
+    }
+    release();
+    finish(status);
+  });
+  if (!queued) {
+    metrics_.QueuedChanged(-1);
+    release();
+    shed(ShedReason::kQueueFull, absl::ResourceExhaustedError(absl::StrCat(
+                                     "the server is overloaded: its queue holds ",
+                                     pool_.max_queued(), " calls; retry later")));
+  }
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* EstimatorService::Estimate(grpc::CallbackServerContext* context,
                                                      const v1::EstimateRequest* request,
                                                      v1::EstimateResponse* response) {
-  return Dispatch(
-      RpcMethod::kEstimate, context, metrics_, pool_,
-      [this, request, response](absl::Time start) -> absl::Status {
-        absl::StatusOr<v1::EstimateResponse> result = engine_.Estimate(*request);
+  return dispatcher_.Dispatch(
+      RpcMethod::kEstimate, context, *request, response,
+      [this, request, response](absl::Time start,
+                                const WorkDeadline& deadline) -> absl::Status {
+        absl::StatusOr<v1::EstimateResponse> result =
+            engine_.Estimate(*request, deadline);
         if (!result.ok()) {
           spdlog::debug("Estimate: {}", result.status().ToString());
           return result.status();
         }
         *response = std::move(*result);
         for (const v1::EstimatorResult& r : response->results()) {
-          metrics_.EstimatorObserved(r.estimator_id(), r.latency_us() * 1e-6);
+          dispatcher_.metrics().EstimatorObserved(r.estimator_id(),
+                                                  r.latency_us() * 1e-6);
         }
         response->set_server_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
         spdlog::debug("Estimate: {} results in {} us", response->results_size(),
@@ -66,13 +124,14 @@ grpc::ServerUnaryReactor* EstimatorService::Estimate(grpc::CallbackServerContext
 }
 
 grpc::ServerUnaryReactor* EstimatorService::ListEstimators(
-    grpc::CallbackServerContext* context, const v1::ListEstimatorsRequest*,
+    grpc::CallbackServerContext* context, const v1::ListEstimatorsRequest* request,
     v1::ListEstimatorsResponse* response) {
-  return Dispatch(RpcMethod::kListEstimators, context, metrics_, pool_,
-                  [this, response](absl::Time) -> absl::Status {
-                    *response = engine_.ListEstimators();
-                    return absl::OkStatus();
-                  });
+  return dispatcher_.Dispatch(
+      RpcMethod::kListEstimators, context, *request, response,
+      [this, response](absl::Time, const WorkDeadline&) -> absl::Status {
+        *response = engine_.ListEstimators();
+        return absl::OkStatus();
+      });
 }
 
 // A placement answer: the engine's response, or its status, with the latency set.
@@ -92,22 +151,23 @@ absl::Status PlacementAnswer(const char* method, absl::Time start, Response* res
 grpc::ServerUnaryReactor* PlacementService::CheckPlacement(
     grpc::CallbackServerContext* context, const v1::CheckPlacementRequest* request,
     v1::CheckPlacementResponse* response) {
-  return Dispatch(RpcMethod::kCheckPlacement, context, metrics_, pool_,
-                  [this, request, response](absl::Time start) {
-                    return PlacementAnswer("CheckPlacement", start, response, [&] {
-                      return engine_.CheckPlacement(*request);
-                    });
-                  });
+  return dispatcher_.Dispatch(
+      RpcMethod::kCheckPlacement, context, *request, response,
+      [this, request, response](absl::Time start, const WorkDeadline&) {
+        return PlacementAnswer("CheckPlacement", start, response,
+                               [&] { return engine_.CheckPlacement(*request); });
+      });
 }
 
 grpc::ServerUnaryReactor* PlacementService::RankGpus(grpc::CallbackServerContext* context,
                                                      const v1::RankGpusRequest* request,
                                                      v1::RankGpusResponse* response) {
-  return Dispatch(RpcMethod::kRankGpus, context, metrics_, pool_,
-                  [this, request, response](absl::Time start) {
-                    return PlacementAnswer("RankGpus", start, response,
-                                           [&] { return engine_.RankGpus(*request); });
-                  });
+  return dispatcher_.Dispatch(
+      RpcMethod::kRankGpus, context, *request, response,
+      [this, request, response](absl::Time start, const WorkDeadline&) {
+        return PlacementAnswer("RankGpus", start, response,
+                               [&] { return engine_.RankGpus(*request); });
+      });
 }
 
 }  // namespace gpuest

@@ -1,7 +1,8 @@
 // File: service.h
 //
-// The gpuest.v1.Estimator gRPC service on the callback API. Each call is handed to
-// the worker pool at once, so gRPC's threads never run estimator work.
+// The gpuest.v1.Estimator and gpuest.v1.Placement gRPC services on the callback API.
+// Each call is admitted or refused at once (admission.h, and the worker pool's queue
+// bound), then handed to the worker pool, so gRPC's threads never run estimator work.
 #pragma once
 
 #include <memory>
@@ -10,16 +11,49 @@
 #include "gpuest/v1/estimate.grpc.pb.h"
 #include "gpuest/v1/placement.grpc.pb.h"
 #include "placement/placement_engine.h"
+#include "server/admission.h"
 #include "server/metrics.h"
 #include "server/worker_pool.h"
 
 namespace gpuest {
 
+// Admits each call or refuses it at once (admission.h, and the worker pool's queue
+// bound), runs its work on the pool with the call's deadline, and finishes the call
+// with its status, recording metrics. One for every service of the server, so that
+// all of them share the same queue, bounds and counts.
+class CallDispatcher {
+ public:
+  // The metrics, pool and admission must outlive the dispatcher. A response larger
+  // than max_response_bytes is answered RESOURCE_EXHAUSTED (gRPC would refuse to send
+  // it).
+  CallDispatcher(Metrics& metrics, WorkerPool& pool, Admission& admission,
+                 int64_t max_response_bytes)
+      : metrics_(metrics),
+        pool_(pool),
+        admission_(admission),
+        max_response_bytes_(max_response_bytes) {}
+
+  // work(start, deadline) -> absl::Status fills response; it runs on a worker.
+  template <typename Work>
+  grpc::ServerUnaryReactor* Dispatch(RpcMethod method,
+                                     grpc::CallbackServerContext* context,
+                                     const google::protobuf::Message& request,
+                                     google::protobuf::Message* response, Work work);
+
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  Metrics& metrics_;
+  WorkerPool& pool_;
+  Admission& admission_;
+  const int64_t max_response_bytes_;
+};
+
 class EstimatorService final : public v1::Estimator::CallbackService {
  public:
-  // The engine, metrics and pool must outlive the service.
-  EstimatorService(const Engine& engine, Metrics& metrics, WorkerPool& pool)
-      : engine_(engine), metrics_(metrics), pool_(pool) {}
+  // The engine and dispatcher must outlive the service.
+  EstimatorService(const Engine& engine, CallDispatcher& dispatcher)
+      : engine_(engine), dispatcher_(dispatcher) {}
 
   grpc::ServerUnaryReactor* Estimate(grpc::CallbackServerContext* context,
                                      const v1::EstimateRequest* request,
@@ -31,16 +65,15 @@ class EstimatorService final : public v1::Estimator::CallbackService {
 
  private:
   const Engine& engine_;
-  Metrics& metrics_;
-  WorkerPool& pool_;
+  CallDispatcher& dispatcher_;
 };
 
-// gpuest.v1.Placement on the same worker pool and metrics as the Estimator service.
+// gpuest.v1.Placement on the same workers, bounds and metrics as the Estimator service.
 class PlacementService final : public v1::Placement::CallbackService {
  public:
-  // The engine, metrics and pool must outlive the service.
-  PlacementService(const PlacementEngine& engine, Metrics& metrics, WorkerPool& pool)
-      : engine_(engine), metrics_(metrics), pool_(pool) {}
+  // The engine and dispatcher must outlive the service.
+  PlacementService(const PlacementEngine& engine, CallDispatcher& dispatcher)
+      : engine_(engine), dispatcher_(dispatcher) {}
 
   grpc::ServerUnaryReactor* CheckPlacement(grpc::CallbackServerContext* context,
                                            const v1::CheckPlacementRequest* request,
@@ -52,8 +85,7 @@ class PlacementService final : public v1::Placement::CallbackService {
 
  private:
   const PlacementEngine& engine_;
-  Metrics& metrics_;
-  WorkerPool& pool_;
+  CallDispatcher& dispatcher_;
 };
 
 }  // namespace gpuest

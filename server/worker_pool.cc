@@ -16,6 +16,11 @@ bool WorkerPool::Submit(std::function<void()> task) {
   return true;
 }
 
+size_t WorkerPool::queued() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.size();
+}
+
 void WorkerPool::Stop() {
   {
     absl::MutexLock lock(&mu_);

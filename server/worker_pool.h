@@ -30,12 +30,15 @@ class WorkerPool {
   void Stop();
 
   int size() const { return static_cast<int>(threads_.size()); }
+  // Tasks waiting for a thread now.
+  size_t queued() const;
+  size_t max_queued() const { return max_queue_; }
 
  private:
   void Run();
 
   const size_t max_queue_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

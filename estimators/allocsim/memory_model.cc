@@ -29,10 +29,11 @@ double OutsideBytes(const GpuProfile& gpu, const FamilyCalibration& calibration,
 
 absl::StatusOr<ReplayResult> SimulatePeak(const v1::AllocationTrace& trace,
                                           const GpuProfile& gpu,
-                                          const AllocatorConfig& config, int steps) {
+                                          const AllocatorConfig& config, int steps,
+                                          const WorkDeadline& deadline) {
   std::vector<PersistentAllocation> persistent;
   if (gpu.cublas_workspace_bytes > 0) persistent.push_back({gpu.cublas_workspace_bytes});
-  return ReplayTrace(trace, config, persistent, steps);
+  return ReplayTrace(trace, config, persistent, steps, deadline);
 }
 
 double LargestConvOutputMib(const v1::ModelDescription& model) {

@@ -47,11 +47,13 @@ struct FamilyCalibration {
 // cannot wrap it.
 double LargestConvOutputMib(const v1::ModelDescription& model);
 
-// Replays the trace on the GPU (its cuBLAS workspace held from the start).
+// Replays the trace on the GPU (its cuBLAS workspace held from the start), until the
+// deadline (ReplayTrace).
 // config.capacity_bytes, when set, is the allocator's share of the card.
-absl::StatusOr<ReplayResult> SimulatePeak(const v1::AllocationTrace& trace,
-                                          const GpuProfile& gpu,
-                                          const AllocatorConfig& config, int steps);
+absl::StatusOr<ReplayResult> SimulatePeak(
+    const v1::AllocationTrace& trace, const GpuProfile& gpu,
+    const AllocatorConfig& config, int steps,
+    const WorkDeadline& deadline = WorkDeadline::Never());
 
 // The allocator's share of the card under this calibration: the largest simulated
 // reserved peak whose safe estimate still fits.

@@ -51,13 +51,13 @@ struct RetryVerdict {
 absl::StatusOr<RetryVerdict> JudgeAllocatorRetry(
     const v1::AllocationTrace& trace, const GpuProfile& gpu, AllocatorConfig config,
     const FamilyCalibration& calibration, double largest_conv_output_mib, int steps,
-    const v1::MemoryEstimate& memory) {
+    const v1::MemoryEstimate& memory, const WorkDeadline& deadline) {
   if (memory.upper_bytes() <= gpu.memory_bytes) {
     return RetryVerdict{v1::ALLOCATOR_RETRY_NOT_NEEDED, 0};
   }
   config.capacity_bytes = AllocatorCapacity(gpu, calibration, largest_conv_output_mib);
   GPUEST_ASSIGN_OR_RETURN(const ReplayResult on_card,
-                          SimulatePeak(trace, gpu, config, steps));
+                          SimulatePeak(trace, gpu, config, steps, deadline));
   if (on_card.out_of_memory) return RetryVerdict{v1::ALLOCATOR_RETRY_DOES_NOT_SAVE_IT, 0};
   return RetryVerdict{v1::ALLOCATOR_RETRY_SAVES_IT, on_card.alloc_retries};
 }
@@ -114,7 +114,8 @@ class SimulationEstimator final : public Estimator {
       config.expandable_segments = model.allocator().expandable_segments();
     }
     const GpuProfile& gpu = input.gpu;
-    absl::StatusOr<ReplayResult> replay = SimulatePeak(trace, gpu, config, steps_);
+    absl::StatusOr<ReplayResult> replay =
+        SimulatePeak(trace, gpu, config, steps_, input.deadline);
     if (!replay.ok()) return replay.status();
     const double conv_output_mib = LargestConvOutputMib(model);
     v1::MemoryEstimate memory =
@@ -122,9 +123,10 @@ class SimulationEstimator final : public Estimator {
     // The estimate stays the step's whole need even where it exceeds the card: a bound
     // capped at the card would say "fits" of a job that needs more. Whether the
     // allocator's cache release and retry would still let it run is a separate verdict.
-    GPUEST_ASSIGN_OR_RETURN(const RetryVerdict retry,
-                            JudgeAllocatorRetry(trace, gpu, config, calibration,
-                                                conv_output_mib, steps_, memory));
+    GPUEST_ASSIGN_OR_RETURN(
+        const RetryVerdict retry,
+        JudgeAllocatorRetry(trace, gpu, config, calibration, conv_output_mib, steps_,
+                            memory, input.deadline));
     memory.set_allocator_retry(retry.verdict);
     std::string fit_note;
     if (retry.verdict == v1::ALLOCATOR_RETRY_SAVES_IT) {

@@ -2,8 +2,13 @@
 
 #include <algorithm>
 
+#include "estimators/status_macros.h"
+
 namespace gpuest::allocsim {
 namespace {
+
+// Events replayed between two deadline checks: a few hundred microseconds of work.
+constexpr uint32_t kEventsPerDeadlineCheck = 8192;
 
 // Event order as (time, allocations before frees): a counting sort when the clock is
 // dense, as the describer's is, else a comparison sort.
@@ -39,7 +44,9 @@ std::vector<int32_t> EventOrder(const v1::AllocationTrace& trace) {
 
 absl::StatusOr<ReplayResult> ReplayTrace(
     const v1::AllocationTrace& trace, const AllocatorConfig& config,
-    const std::vector<PersistentAllocation>& persistent, int steps) {
+    const std::vector<PersistentAllocation>& persistent, int steps,
+    const WorkDeadline& deadline) {
+  GPUEST_RETURN_IF_ERROR(deadline.Check());
   CachingAllocator allocator(config);
   ReplayResult result;
   CategoryBytes live{};
@@ -106,7 +113,12 @@ absl::StatusOr<ReplayResult> ReplayTrace(
             CachingAllocator::RoundSize(trace.size_bytes(i));
       }
     }
+    uint32_t since_check = 0;
     for (int32_t e : order) {
+      if (++since_check == kEventsPerDeadlineCheck) {
+        since_check = 0;
+        GPUEST_RETURN_IF_ERROR(deadline.Check());
+      }
       const int i = e < n ? e : e - n;
       if (step > 0 &&
           (persists(i) || trace.category(i) == v1::ALLOCATION_CATEGORY_INPUT)) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "estimators/allocsim/caching_allocator.h"
+#include "estimators/work_deadline.h"
 #include "gpuest/v1/model.pb.h"
 
 namespace gpuest::allocsim {
@@ -42,8 +43,12 @@ struct ReplayResult {
 // arrives before the old one is released, and the step's activations, temporaries
 // and gradients are replayed against the warm cache while the parameters and the
 // optimizer state created by the first step stay alive.
+//
+// A replay of millions of events takes seconds: it checks the deadline every few
+// thousand events and returns its status (DeadlineExceeded, Cancelled) when it fails.
 absl::StatusOr<ReplayResult> ReplayTrace(
     const v1::AllocationTrace& trace, const AllocatorConfig& config,
-    const std::vector<PersistentAllocation>& persistent, int steps = 1);
+    const std::vector<PersistentAllocation>& persistent, int steps = 1,
+    const WorkDeadline& deadline = WorkDeadline::Never());
 
 }  // namespace gpuest::allocsim

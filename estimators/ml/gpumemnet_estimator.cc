@@ -213,6 +213,9 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
   std::vector<std::vector<double>> probabilities;
   probabilities.reserve(members_.size());
   for (size_t i = 0; i < members_.size(); ++i) {
+    // A Transformer-based member takes a while on a long layer sequence: stop between
+    // members once the call's deadline has passed.
+    GPUEST_RETURN_IF_ERROR(input.deadline.Check());
     std::vector<float> dense_logits;
     torch::Tensor logits;
     const float* z = nullptr;

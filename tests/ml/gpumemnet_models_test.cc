@@ -203,5 +203,24 @@ TEST_F(ShippedModels, FeatureVectorsReachTheMlpBasedOnly) {
   EXPECT_EQ(response->recommendation().estimator_id(), "gpumemnet-mlp-mlp");
 }
 
+// A Transformer-based ensemble checks the call's deadline between its members: past
+// it, the estimate stops with the deadline's status, and the engine answers with that
+// status rather than a partial response or a warning.
+TEST_F(ShippedModels, ATransformerEnsembleStopsAtTheDeadline) {
+  v1::EstimateRequest request = testing::ExampleRequest("cnn.json");
+  request.add_estimators("gpumemnet-cnn-transformer");
+  int checks = 0;
+  // The engine checks once before the estimator; the ensemble then checks before each
+  // member: cancelled from the third check on, so the first member ran.
+  const WorkDeadline cancelled_later(absl::InfiniteFuture(),
+                                     [&] { return ++checks > 2; });
+  auto stopped = engine_->Estimate(request, cancelled_later);
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kCancelled) << stopped.status();
+  EXPECT_EQ(checks, 3);
+  auto late = engine_->Estimate(request, WorkDeadline(absl::Now() - absl::Seconds(1)));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+  EXPECT_TRUE(engine_->Estimate(request).ok());
+}
+
 }  // namespace
 }  // namespace gpuest

@@ -29,4 +29,22 @@ v1::EstimateRequest CacheHungryStep(uint64_t temporary_bytes) {
   return r;
 }
 
+v1::EstimateRequest LongTracedStep(int temporaries) {
+  v1::EstimateRequest r = CacheHungryStep(uint64_t{64} << 20);
+  v1::AllocationTrace& t = *r.mutable_model()->mutable_trace();
+  t.mutable_size_bytes()->Reserve(t.size_bytes_size() + temporaries);
+  uint64_t state = 12345;  // A fixed LCG: the same trace every run.
+  uint32_t now = 7;
+  for (int k = 0; k < temporaries; ++k) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const uint64_t bytes = uint64_t{512} << ((state >> 33) % 18);  // 512 B .. 64 MiB.
+    t.add_size_bytes(bytes + (state >> 40) % 4096);
+    t.add_alloc_at(now);
+    t.add_free_at(now + 1 + static_cast<uint32_t>((state >> 20) % 4));
+    t.add_category(v1::ALLOCATION_CATEGORY_TEMPORARY);
+    now += 1;
+  }
+  return r;
+}
+
 }  // namespace gpuest::testing

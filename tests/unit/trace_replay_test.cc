@@ -35,6 +35,25 @@ v1::AllocationTrace SmallStep(uint32_t clock_scale) {
   return t;
 }
 
+// A long replay stops at the deadline: it checks while replaying, not only before.
+TEST(TraceReplay, StopsWhenTheDeadlinePassesMidReplay) {
+  v1::AllocationTrace t;
+  for (uint32_t i = 0; i < 100'000; ++i) {
+    Add(t, (i % 7 + 1) * MiB, 2 * i + 1, 2 * i + 2, v1::ALLOCATION_CATEGORY_TEMPORARY);
+  }
+  ASSERT_TRUE(ReplayTrace(t, {}, {}, 2).ok());
+  int checks = 0;
+  // Says "cancelled" from its third check on: the replay must have got that far.
+  const WorkDeadline cancelled_later(absl::InfiniteFuture(),
+                                     [&] { return ++checks > 2; });
+  auto r = ReplayTrace(t, {}, {}, 2, cancelled_later);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_EQ(checks, 3);
+
+  auto late = ReplayTrace(t, {}, {}, 2, WorkDeadline(absl::Now() - absl::Seconds(1)));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+}
+
 TEST(TraceReplay, PeaksAndBreakdownOfASmallStep) {
   auto r = ReplayTrace(SmallStep(1), {}, {});
   ASSERT_TRUE(r.ok()) << r.status();

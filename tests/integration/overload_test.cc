@@ -1,0 +1,398 @@
+// Load, deadlines and what gRPC refuses by itself, against the real server: a call
+// refused or stopped gets its code at once and is counted so in /metrics, never OK.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <future>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gpuest/client.h"
+#include "gtest/gtest.h"
+#include "tests/support/examples.h"
+#include "tests/support/prometheus_text.h"
+#include "tests/support/server_process.h"
+#include "tests/support/traced_steps.h"
+
+namespace gpuest {
+namespace {
+
+using testing::ServerProcess;
+
+// A replay of this many temporaries takes about a second on an idle core.
+constexpr int kLongTrace = 1'000'000;
+
+std::unique_ptr<Client> ClientOf(const ServerProcess& server) {
+  ClientOptions options;
+  options.targets = {server.target()};
+  options.default_deadline = absl::Seconds(60);
+  options.max_message_bytes = 64 << 20;  // The server's limit is the one under test.
+  auto client = Client::Create(options);
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? std::move(*client) : nullptr;
+}
+
+std::vector<testing::Sample> Scrape(const ServerProcess& server) {
+  auto text = testing::HttpGet(server.metrics_port(), "/metrics");
+  EXPECT_TRUE(text.ok()) << text.status();
+  auto samples = testing::ParsePrometheusText(text.ok() ? *text : "");
+  EXPECT_TRUE(samples.ok()) << samples.status();
+  return samples.ok() ? *samples : std::vector<testing::Sample>{};
+}
+
+// Absent series read as 0 here: each test also checks a series it expects non-zero.
+double Count(const std::vector<testing::Sample>& s, const std::string& name,
+             const std::map<std::string, std::string>& labels) {
+  return testing::SumSamples(s, name, labels).value_or(0);
+}
+
+double Calls(const std::vector<testing::Sample>& s, const std::string& code) {
+  return Count(s, "gpuest_requests_total", {{"method", "Estimate"}, {"code", code}});
+}
+
+double Shed(const std::vector<testing::Sample>& s, const std::string& reason) {
+  return Count(s, "gpuest_requests_shed_total",
+               {{"method", "Estimate"}, {"reason", reason}});
+}
+
+// /metrics once the server has answered every call it took.
+std::vector<testing::Sample> ScrapeWhenIdle(const ServerProcess& server) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(120);
+  std::vector<testing::Sample> s = Scrape(server);
+  while (Count(s, "gpuest_requests_in_flight", {}) > 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(50));
+    s = Scrape(server);
+  }
+  return s;
+}
+
+// Sends n calls at once and waits for every outcome.
+std::vector<absl::Status> EstimateAtOnce(const Client& client,
+                                         const v1::EstimateRequest& request, int n,
+                                         absl::Duration deadline) {
+  absl::Mutex mu;
+  std::vector<absl::Status> outcomes;
+  for (int i = 0; i < n; ++i) {
+    client.EstimateAsync(
+        request,
+        [&](absl::StatusOr<v1::EstimateResponse> r) {
+          absl::MutexLock lock(&mu);
+          outcomes.push_back(r.status());
+        },
+        deadline);
+  }
+  absl::MutexLock lock(&mu);
+  auto all = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return static_cast<int>(outcomes.size()) == n;
+  };
+  mu.Await(absl::Condition(&all));
+  return outcomes;
+}
+
+// How long one call takes end to end; the server learns its time per call from it.
+absl::Duration TimedCall(const Client& client, const v1::EstimateRequest& request) {
+  const absl::Time before = absl::Now();
+  const auto answer = client.Estimate(request);
+  EXPECT_TRUE(answer.ok()) << answer.status();
+  return absl::Now() - before;
+}
+
+int CountCode(const std::vector<absl::Status>& outcomes, absl::StatusCode code) {
+  return static_cast<int>(
+      std::count_if(outcomes.begin(), outcomes.end(),
+                    [code](const absl::Status& s) { return s.code() == code; }));
+}
+
+TEST(Overload, AFullQueueRefusesAtOnceAndCountsTheShedCalls) {
+  auto server = ServerProcess::Start({"--workers=1", "--max_queued=1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = ClientOf(**server);
+  ASSERT_TRUE(client);
+  // One worker busy for a second or more per call, one place in the queue: of calls
+  // sent at once, those that find both taken are refused.
+  constexpr int kCalls = 6;
+  const auto outcomes = EstimateAtOnce(*client, testing::LongTracedStep(kLongTrace),
+                                       kCalls, absl::Seconds(120));
+  const int ok = CountCode(outcomes, absl::StatusCode::kOk);
+  const int refused = CountCode(outcomes, absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ok + refused, kCalls) << outcomes.front();
+  EXPECT_GE(refused, 1);
+  EXPECT_GE(ok, 2);  // The first to arrive, and one queued behind it.
+
+  const auto s = ScrapeWhenIdle(**server);
+  EXPECT_EQ(Calls(s, "OK"), ok);
+  EXPECT_EQ(Calls(s, "RESOURCE_EXHAUSTED"), refused);
+  EXPECT_EQ(testing::SumSamples(s, "gpuest_requests_shed_total",
+                                {{"method", "Estimate"}, {"reason", "queue_full"}}),
+            refused);
+  EXPECT_EQ(Count(s, "gpuest_requests_queued", {}), 0);
+}
+
+TEST(Overload, ACallWhoseDeadlineTheQueueWouldOutlastIsRefusedAtOnce) {
+  auto server = ServerProcess::Start({"--workers=1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = ClientOf(**server);
+  ASSERT_TRUE(client);
+  const v1::EstimateRequest long_call = testing::LongTracedStep(kLongTrace);
+  const absl::Duration one_call = TimedCall(*client, long_call);
+
+  // One call running, one queued behind it: a third can start only after the queued
+  // one has run, a whole call's time from now. (Shared state: the calls outlive a
+  // failed expectation.)
+  struct Outstanding {
+    absl::Mutex mu;
+    int finished ABSL_GUARDED_BY(mu) = 0;
+  };
+  auto outstanding = std::make_shared<Outstanding>();
+  for (int i = 0; i < 2; ++i) {
+    client->EstimateAsync(long_call,
+                          [outstanding](absl::StatusOr<v1::EstimateResponse> r) {
+                            EXPECT_TRUE(r.ok()) << r.status();
+                            absl::MutexLock lock(&outstanding->mu);
+                            ++outstanding->finished;
+                          });
+  }
+  bool one_queued = false;
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (!one_queued && absl::Now() < give_up) {
+    one_queued = Count(Scrape(**server), "gpuest_requests_queued", {}) == 1;
+    if (!one_queued) absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_TRUE(one_queued) << "the second long call never waited for the worker";
+  if (one_queued) {
+    const auto third =
+        client->Estimate(testing::ExampleRequest("cnn.json"), one_call / 3);
+    // Refused by the server at once; on a slow machine the client's own deadline can
+    // come first, but the server must still have refused it rather than queued it.
+    EXPECT_TRUE(third.status().code() == absl::StatusCode::kResourceExhausted ||
+                third.status().code() == absl::StatusCode::kDeadlineExceeded)
+        << third.status();
+  }
+  {
+    absl::MutexLock lock(&outstanding->mu);
+    auto both = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(outstanding->mu) {
+      return outstanding->finished == 2;
+    };
+    outstanding->mu.Await(absl::Condition(&both));
+  }
+  const auto s = ScrapeWhenIdle(**server);
+  EXPECT_EQ(
+      testing::SumSamples(s, "gpuest_requests_shed_total",
+                          {{"method", "Estimate"}, {"reason", "deadline_unmeetable"}}),
+      1);
+  EXPECT_EQ(Calls(s, "OK"), 3);
+  EXPECT_EQ(Calls(s, "RESOURCE_EXHAUSTED"), 1);
+}
+
+TEST(Deadlines, WorkPastItsDeadlineStopsAndIsCountedDeadlineExceeded) {
+  auto server = ServerProcess::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = ClientOf(**server);
+  ASSERT_TRUE(client);
+  const v1::EstimateRequest long_call = testing::LongTracedStep(kLongTrace);
+  const absl::Duration whole = TimedCall(*client, long_call);
+
+  // A deadline that lets the call start but not finish.
+  const auto late = client->Estimate(long_call, whole / 4);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+  const auto s = ScrapeWhenIdle(**server);
+  EXPECT_EQ(Calls(s, "OK"), 1);
+  EXPECT_EQ(testing::SumSamples(s, "gpuest_requests_total",
+                                {{"method", "Estimate"}, {"code", "DEADLINE_EXCEEDED"}}),
+            1);
+  // It started (it was not shed while queued) and stopped well before a whole replay.
+  EXPECT_EQ(Shed(s, "deadline_in_queue"), 0);
+  const double stopped_after =
+      Count(s, "gpuest_request_duration_seconds_sum",
+            {{"method", "Estimate"}, {"code", "DEADLINE_EXCEEDED"}});
+  EXPECT_LT(stopped_after, absl::ToDoubleSeconds(whole) * 0.75);
+}
+
+TEST(Memory, RequestBytesInFlightAreBounded) {
+  const v1::EstimateRequest large = testing::LongTracedStep(kLongTrace / 2);
+  // What one such request holds in memory once parsed, as the server measures it.
+  v1::EstimateRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(large.SerializeAsString()));
+  const int64_t one = static_cast<int64_t>(parsed.SpaceUsedLong());
+  // Room for one large request at a time, not two.
+  auto server = ServerProcess::Start(
+      {"--workers=1", "--max_bytes_in_flight=" + std::to_string(one * 3 / 2)});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = ClientOf(**server);
+  ASSERT_TRUE(client);
+  constexpr int kCalls = 4;
+  const auto outcomes = EstimateAtOnce(*client, large, kCalls, absl::Seconds(120));
+  const int ok = CountCode(outcomes, absl::StatusCode::kOk);
+  const int refused = CountCode(outcomes, absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ok + refused, kCalls) << outcomes.front();
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(refused, 1);
+  const auto s = ScrapeWhenIdle(**server);
+  EXPECT_EQ(testing::SumSamples(s, "gpuest_requests_shed_total",
+                                {{"method", "Estimate"}, {"reason", "bytes_in_flight"}}),
+            refused);
+  EXPECT_EQ(testing::SumSamples(s, "gpuest_request_bytes_in_flight"), 0);
+  // A small request after them is admitted.
+  EXPECT_TRUE(client->Estimate(testing::ExampleRequest("cnn.json")).ok());
+}
+
+TEST(RefusedByGrpc, ARequestOverTheMessageSizeIsCountedFailed) {
+  auto server = ServerProcess::Start({"--max_message_size=200000"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = ClientOf(**server);
+  ASSERT_TRUE(client);
+  const v1::EstimateRequest too_large = testing::LongTracedStep(100'000);
+  ASSERT_GT(too_large.ByteSizeLong(), 200000u);
+  const auto refused = client->Estimate(too_large);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  EXPECT_TRUE(client->Estimate(testing::ExampleRequest("cnn.json")).ok());
+  const auto s = ScrapeWhenIdle(**server);
+  // The service never saw it: gRPC refused it before handing it over, and its own
+  // count (channelz) has it as started but never finished, unlike every other call.
+  EXPECT_EQ(Calls(s, "OK"), 1);
+  EXPECT_EQ(Count(s, "gpuest_requests_total", {}), 1);
+  const double started = Count(s, "gpuest_grpc_calls_started_total", {});
+  const double finished = Count(s, "gpuest_grpc_calls_finished_total", {});
+  EXPECT_EQ(started, 2);
+  EXPECT_EQ(started - finished, 1);
+}
+
+TEST(RefusedByGrpc, AResponseOverTheMessageSizeIsCountedResourceExhausted) {
+  v1::EstimateRequest request = testing::ExampleRequest("cnn.json");
+  request.set_gpu("a100-40gb");
+  // Measure the answer, then serve with a limit the request fits and the answer not.
+  size_t answer_bytes = 0;
+  {
+    auto server = ServerProcess::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto answer = ClientOf(**server)->Estimate(request);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    answer_bytes = answer->ByteSizeLong();
+  }
+  const size_t limit = (request.ByteSizeLong() + answer_bytes) / 2;
+  ASSERT_LT(request.ByteSizeLong() + 64, limit) << "the example's answer is too small";
+  auto server = ServerProcess::Start({"--max_message_size=" + std::to_string(limit)});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const auto refused = ClientOf(**server)->Estimate(request);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  const auto s = ScrapeWhenIdle(**server);
+  EXPECT_EQ(Calls(s, "OK"), 0);
+  EXPECT_EQ(testing::SumSamples(s, "gpuest_requests_total",
+                                {{"method", "Estimate"}, {"code", "RESOURCE_EXHAUSTED"}}),
+            1);
+}
+
+// A TCP connection to 127.0.0.1:port that sends `bytes` and then stays open.
+int OpenConnection(int port, const std::string& bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (!bytes.empty() && write(fd, bytes.data(), bytes.size()) < 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(MetricsEndpoint, IdleAndHalfSentConnectionsDoNotBlockAScrape) {
+  auto server = ServerProcess::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->metrics_port();
+  std::vector<int> held = {OpenConnection(port, ""), OpenConnection(port, ""),
+                           OpenConnection(port, "GET /metrics HTTP/1.1\r\nHost: 12")};
+  for (int fd : held) ASSERT_GE(fd, 0);
+  absl::SleepFor(absl::Milliseconds(200));  // Let the server take all three.
+  // Before, each such connection held one of /metrics' two threads for 30 s.
+  auto scrape = std::async(std::launch::async,
+                           [port] { return testing::HttpGet(port, "/metrics"); });
+  ASSERT_EQ(scrape.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "/metrics did not answer beside idle connections";
+  const auto text = scrape.get();
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("gpuest_build_info"), std::string::npos);
+  for (int fd : held) close(fd);
+}
+
+TEST(ClientRetries, CallsRideOutASigkillAndRestartWithinTheirDeadline) {
+  auto first = ServerProcess::Start();
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string target = (*first)->target();
+  ClientOptions options;
+  options.targets = {target};
+  options.default_deadline = absl::Seconds(30);  // Outlasts a restart.
+  auto client = Client::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const v1::EstimateRequest request = testing::ExampleRequest("cnn.json");
+
+  absl::Mutex mu;
+  bool stop = false;
+  int ok = 0;
+  std::vector<absl::Status> failures;
+  std::thread caller([&] {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu);
+        if (stop) return;
+      }
+      const auto r = (*client)->Estimate(request);
+      absl::MutexLock lock(&mu);
+      if (r.ok()) {
+        ++ok;
+      } else {
+        failures.push_back(r.status());
+      }
+    }
+  });
+  auto wait_for_calls = [&](int n) {
+    absl::MutexLock lock(&mu);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return ok + static_cast<int>(failures.size()) >= n;
+    };
+    return mu.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(60));
+  };
+  // No ASSERT while the caller runs: it must be stopped and joined whatever happens.
+  int before_restart = 0;
+  // Serves until the caller has stopped.
+  absl::StatusOr<std::unique_ptr<ServerProcess>> second =
+      absl::UnavailableError("not started");
+  if (wait_for_calls(20)) {
+    (*first)->Signal(SIGKILL);
+    EXPECT_TRUE((*first)->WaitForExit(absl::Seconds(10)).ok());
+    {
+      absl::MutexLock lock(&mu);
+      before_restart = ok + static_cast<int>(failures.size());
+    }
+    second = ServerProcess::Start({"--listen=" + target});
+    EXPECT_TRUE(second.ok()) << second.status();
+    EXPECT_TRUE(wait_for_calls(before_restart + 20)) << "no calls answered after restart";
+  } else {
+    ADD_FAILURE() << "no calls answered before the restart";
+  }
+  {
+    absl::MutexLock lock(&mu);
+    stop = true;
+  }
+  caller.join();
+  EXPECT_TRUE(failures.empty())
+      << failures.size() << " calls failed, the first: " << failures.front();
+  EXPECT_GE(ok, before_restart + 20);
+}
+
+}  // namespace
+}  // namespace gpuest
