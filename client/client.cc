@@ -223,8 +223,8 @@ absl::StatusOr<v1::CheckPlacementResponse> Client::CheckPlacement(
   grpc::ClientContext context;
   impl_->SetDeadline(context, deadline);
   v1::CheckPlacementResponse response;
-  absl::Status status =
-      FromGrpc(impl_->placement->CheckPlacement(&context, request, &response));
+  absl::Status status = FromGrpc(
+      impl_->placement->CheckPlacement(&context, request, &response), *impl_->channel);
   if (!status.ok()) return status;
   return response;
 }
@@ -235,7 +235,7 @@ absl::StatusOr<v1::RankGpusResponse> Client::RankGpus(const v1::RankGpusRequest&
   impl_->SetDeadline(context, deadline);
   v1::RankGpusResponse response;
   absl::Status status =
-      FromGrpc(impl_->placement->RankGpus(&context, request, &response));
+      FromGrpc(impl_->placement->RankGpus(&context, request, &response), *impl_->channel);
   if (!status.ok()) return status;
   return response;
 }
