@@ -19,6 +19,7 @@ PACKAGES=(
   libcivetweb-dev civetweb zlib1g-dev
   python3 python3-pytest python3-torch python3-torchvision python3-protobuf python3-grpcio
   clang-format
+  libcpp-httplib-dev python3-yaml
 )
 
 log() { printf '[install-deps] %s\n' "$*" >&2; }

@@ -17,6 +17,9 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
+#include "placement/placement_engine.h"
+#include "server/extender_http.h"
+#include "server/kube_extender.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
@@ -28,12 +31,14 @@ namespace {
 constexpr char kServiceName[] = "gpuest.v1.Estimator";
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
-absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
+absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
+                            int extender_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     out << nlohmann::json{{"grpc_port", grpc_port},
                           {"metrics_port", metrics_port},
+                          {"extender_port", extender_port},
                           {"pid", static_cast<int>(getpid())}}
                .dump()
         << "\n";
@@ -52,6 +57,9 @@ GpuestServer::GpuestServer(const ServerOptions& options) : options_(options) {}
 GpuestServer::~GpuestServer() { Shutdown(); }
 
 int GpuestServer::metrics_port() const { return metrics_->port(); }
+int GpuestServer::extender_port() const {
+  return extender_http_ ? extender_http_->port() : 0;
+}
 
 absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     const ServerOptions& options) {
@@ -107,9 +115,25 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}", s->grpc_port_,
                threads,
                s->metrics_port() ? absl::StrCat("port ", s->metrics_port()) : "nothing");
+  if (!options.extender.listen_address.empty()) {
+    // The extender answers from the same Engine as the gRPC services, on threads of
+    // its own. The contention model: models/contention/contention.json.
+    const std::string contention_path =
+        options.models.directory + "/contention/contention.json";
+    GPUEST_ASSIGN_OR_RETURN(ContentionModel contention,
+                            ContentionModel::Load(contention_path));
+    s->extender_placement_ =
+        std::make_unique<PlacementEngine>(*s->engine_, std::move(contention));
+    s->extender_ = std::make_unique<KubeExtender>(*s->engine_, *s->extender_placement_,
+                                                  options.extender);
+    GPUEST_ASSIGN_OR_RETURN(
+        s->extender_http_,
+        ExtenderHttpServer::Start(*s->extender_, options.extender.listen_address,
+                                  static_cast<size_t>(options.grpc.max_message_bytes)));
+  }
   if (!options.ready_file.empty()) {
-    GPUEST_RETURN_IF_ERROR(
-        WriteReadyFile(options.ready_file, s->grpc_port_, s->metrics_port()));
+    GPUEST_RETURN_IF_ERROR(WriteReadyFile(options.ready_file, s->grpc_port_,
+                                          s->metrics_port(), s->extender_port()));
   }
   return s;
 }
@@ -123,6 +147,7 @@ void GpuestServer::Shutdown() {
                  absl::FormatDuration(options_.grace_period));
     server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grace_period));
   }
+  if (extender_http_) extender_http_->Stop();
   if (pool_) pool_->Stop();
   if (!options_.ready_file.empty()) {
     std::error_code ec;

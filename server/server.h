@@ -18,7 +18,10 @@ namespace gpuest {
 
 class Engine;
 class EstimatorService;
+class ExtenderHttpServer;
+class KubeExtender;
 class Metrics;
+class PlacementEngine;
 class WorkerPool;
 
 class GpuestServer {
@@ -29,6 +32,7 @@ class GpuestServer {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const;
+  int extender_port() const;  // 0 when the extender is off.
 
   // Turns health NOT_SERVING, stops taking calls, lets in-flight ones finish within
   // the grace period (then cancels them) and stops the workers. Idempotent.
@@ -43,6 +47,10 @@ class GpuestServer {
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<EstimatorService> service_;
   std::unique_ptr<grpc::Server> server_;
+  // The scheduler extender's own engine view and HTTP server (--extender-listen).
+  std::unique_ptr<PlacementEngine> extender_placement_;
+  std::unique_ptr<KubeExtender> extender_;
+  std::unique_ptr<ExtenderHttpServer> extender_http_;
   int grpc_port_ = 0;
   bool shut_down_ = false;
 };

@@ -90,13 +90,19 @@ absl::Status CheckTraceBatch(const std::string& name, const v1::EstimateRequest&
 
 absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
                                                 const ReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  return ParseRequestText(*text, path == "-" ? "stdin" : path, options);
+}
+
+absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text_in,
+                                                     const std::string& name,
+                                                     const ReadOptions& options) {
   if (options.batch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--batch-size must be positive, got ", options.batch_size));
   }
-  auto text = ReadAll(path);
-  if (!text.ok()) return text.status();
-  const std::string name = path == "-" ? "stdin" : path;
+  const std::string* text = &text_in;
   const size_t first = text->find_first_not_of(" \t\r\n");
   if (first == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": empty input"));

@@ -28,4 +28,10 @@ struct ReadOptions {
 absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
                                                 const ReadOptions& options = {});
 
+// ReadRequest on text already in hand (a pod annotation, stdin read once); name stands
+// for the file in errors.
+absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
+                                                     const std::string& name,
+                                                     const ReadOptions& options = {});
+
 }  // namespace gpuest::cli

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli/input.h"
+#include "client/cli/pod_patch.h"
 #include "client/cli/render.h"
 #include "common/flags.h"
 #include "gpuest/client.h"
@@ -24,6 +25,9 @@ ABSL_FLAG(int64_t, batch_size, 0,
           "when FILE is a torchsummary/torchinfo summary; refused for a description "
           "with an allocation trace recorded at another batch size (describe it again "
           "at this batch size)");
+ABSL_FLAG(std::string, scheduler, "",
+          "pod-patch: hami, volcano, kai or alibaba (which request the patch sets)");
+ABSL_FLAG(int, container, 0, "pod-patch: index of the pod's container to patch");
 ABSL_FLAG(bool, json, false, "print the response as JSON instead of a table");
 
 namespace {
@@ -37,6 +41,11 @@ constexpr char kEpilogue[] =
     "                  `python3 -m gpuest.describe`, or the text printed by\n"
     "                  torchsummary.summary() or torchinfo.summary(model,\n"
     "                  input_size=...), which also needs --batch-size\n"
+    "  pod-patch FILE  estimate FILE (as estimate does, --gpu too) and print the JSON\n"
+    "                  Patch (RFC 6902) setting the recommended memory as --scheduler\n"
+    "                  reads it: hami nvidia.com/gpumem (MiB), volcano\n"
+    "                  volcano.sh/gpu-memory (MiB), kai annotation gpu-memory (MiB),\n"
+    "                  alibaba aliyun.com/gpu-mem (GiB); always rounded up\n"
     "  models          list the estimators the server has loaded\n"
     "  health          report whether the server is serving\n"
     "\n"
@@ -68,16 +77,23 @@ int Fail(const absl::Status& status) {
   return ExitCodeFor(status);
 }
 
-int Estimate(const gpuest::Client& client, const std::string& path) {
+// FILE read and sent as the estimate flags say.
+absl::StatusOr<gpuest::v1::EstimateRequest> RequestFromFlags(const std::string& path) {
   gpuest::cli::ReadOptions read_options;
   read_options.batch_size = absl::GetFlag(FLAGS_batch_size);
   auto request = gpuest::cli::ReadRequest(path, read_options);
-  if (!request.ok()) return Fail(request.status());
+  if (!request.ok()) return request.status();
   if (!absl::GetFlag(FLAGS_gpu).empty()) request->set_gpu(absl::GetFlag(FLAGS_gpu));
   for (absl::string_view id :
        absl::StrSplit(absl::GetFlag(FLAGS_estimators), ',', absl::SkipEmpty())) {
     request->add_estimators(std::string(id));
   }
+  return request;
+}
+
+int Estimate(const gpuest::Client& client, const std::string& path) {
+  auto request = RequestFromFlags(path);
+  if (!request.ok()) return Fail(request.status());
   auto response = client.Estimate(*request, absl::GetFlag(FLAGS_timeout));
   if (!response.ok()) return Fail(response.status());
   if (absl::GetFlag(FLAGS_json)) {
@@ -88,6 +104,23 @@ int Estimate(const gpuest::Client& client, const std::string& path) {
         *response, has_model ? request->model().name() : "(features)",
         has_model ? request->model().batch_size() : request->features().batch_size());
   }
+  return kOk;
+}
+
+int PodPatch(const gpuest::Client& client, const std::string& path) {
+  auto scheduler = gpuest::cli::ParseSharingScheduler(absl::GetFlag(FLAGS_scheduler));
+  if (!scheduler.ok()) return Fail(scheduler.status());
+  if (absl::GetFlag(FLAGS_container) < 0) {
+    return Fail(absl::InvalidArgumentError("--container must be 0 or more"));
+  }
+  auto request = RequestFromFlags(path);
+  if (!request.ok()) return Fail(request.status());
+  auto response = client.Estimate(*request, absl::GetFlag(FLAGS_timeout));
+  if (!response.ok()) return Fail(response.status());
+  auto memory = gpuest::cli::MemoryRequestFor(*scheduler,
+                                              response->recommendation().memory_bytes());
+  if (!memory.ok()) return Fail(memory.status());
+  std::cout << gpuest::cli::PodPatchJson(*memory, absl::GetFlag(FLAGS_container));
   return kOk;
 }
 
@@ -139,14 +172,16 @@ int main(int argc, char** argv) {
   if (!client.ok()) return Fail(client.status());
 
   const std::string& command = args.front();
-  const size_t want_args = command == "estimate" ? 2 : 1;
-  if ((command == "estimate" || command == "models" || command == "health") &&
+  const size_t want_args = command == "estimate" || command == "pod-patch" ? 2 : 1;
+  if ((command == "estimate" || command == "pod-patch" || command == "models" ||
+       command == "health") &&
       args.size() != want_args) {
     std::fprintf(stderr, "gpuest: '%s' takes %s; see --help\n", command.c_str(),
                  want_args == 2 ? "one FILE argument (or -)" : "no arguments");
     return kBadInput;
   }
   if (command == "estimate") return Estimate(**client, args[1]);
+  if (command == "pod-patch") return PodPatch(**client, args[1]);
   if (command == "models") return Models(**client);
   if (command == "health") return Health(**client);
   std::fprintf(stderr, "gpuest: unknown command '%s'; see --help\n", command.c_str());
