@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -14,7 +15,6 @@
 #include "absl/strings/str_split.h"
 #include "client/cli/input.h"
 #include "common/units.h"
-#include "estimators/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace gpuest {
@@ -22,7 +22,8 @@ namespace gpuest {
 struct KubeExtender::Request {
   std::string pod;                         // namespace/name, for reasons and logs.
   std::optional<v1::EstimateRequest> job;  // nullopt: no annotation, fail open.
-  absl::Status description_error;          // The annotation is there but malformed.
+  std::string job_key;  // The description text's length and hash, for the cache.
+  absl::Status description_error;  // The annotation is there but malformed.
   nlohmann::json args;
   bool names_only = false;
   std::vector<std::string> names;     // Every candidate node, in request order.
@@ -169,10 +170,31 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string&
       text.ok() ? cli::ParseRequestText(*text, where) : text.status();
   if (job.ok()) {
     request.job = *std::move(job);
+    request.job_key = absl::StrCat(text->size(), ":", std::hash<std::string>{}(*text));
   } else {
     request.description_error = job.status();
   }
   return request;
+}
+
+absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
+    const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu) {
+  const std::string key = absl::StrCat(gpu, "|", job_key);
+  {
+    absl::MutexLock lock(&cache_mu_);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  }
+  v1::EstimateRequest request = job;
+  request.set_gpu(gpu);
+  absl::StatusOr<v1::EstimateResponse> estimate = engine_.Estimate(request);
+  if (!estimate.ok()) return estimate.status();
+  v1::EstimatedJob figures;
+  figures.set_peak_bytes(estimate->recommendation().memory_bytes());
+  if (auto util = GractEstimate(*estimate)) *figures.mutable_utilization() = *util;
+  absl::MutexLock lock(&cache_mu_);
+  if (cache_.size() >= kEstimateCacheEntries) cache_.clear();
+  cache_[key] = figures;
+  return figures;
 }
 
 KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
@@ -205,17 +227,10 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
     }
     auto cached = request.estimates.find(profile->id);
     if (cached == request.estimates.end()) {
-      v1::EstimateRequest estimate_request = *request.job;
-      estimate_request.set_gpu(profile->id);
-      absl::StatusOr<v1::EstimateResponse> estimate = engine_.Estimate(estimate_request);
-      absl::StatusOr<v1::EstimatedJob> job = estimate.status();
-      if (estimate.ok()) {
-        v1::EstimatedJob figures;
-        figures.set_peak_bytes(estimate->recommendation().memory_bytes());
-        if (auto util = GractEstimate(*estimate)) *figures.mutable_utilization() = *util;
-        job = figures;
-      }
-      cached = request.estimates.emplace(profile->id, std::move(job)).first;
+      cached = request.estimates
+                   .emplace(profile->id,
+                            CandidateFigures(*request.job, request.job_key, profile->id))
+                   .first;
     }
     if (!cached->second.ok()) {
       verdict.fatal = absl::Status(

@@ -24,8 +24,10 @@
 // contention verdict (by the worst predicted speed), 0 for no fit or no GPU data.
 #pragma once
 
+#include <map>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "estimators/engine.h"
 #include "placement/placement_engine.h"
 #include "server/kube_nodes.h"
@@ -63,11 +65,21 @@ class KubeExtender {
   absl::StatusOr<Request> ParseArgs(const std::string& body);
   // Node i of the request; request's estimate cache fills as GPU models are met.
   NodeVerdict JudgeNode(Request& request, size_t i);
+  // The job's memory figure and utilization class on a catalog GPU. kube-scheduler
+  // asks filter and then prioritize for the same pod: the estimate is made once and
+  // kept, keyed by GPU and the description text's length and 64-bit hash.
+  absl::StatusOr<v1::EstimatedJob> CandidateFigures(const v1::EstimateRequest& job,
+                                                    const std::string& job_key,
+                                                    const std::string& gpu);
+
+  static constexpr size_t kEstimateCacheEntries = 1024;  // Then cleared, and refilled.
 
   const Engine& engine_;
   const PlacementEngine& placement_;
   const ExtenderOptions options_;
   NodeCache node_cache_;
+  absl::Mutex cache_mu_;
+  std::map<std::string, v1::EstimatedJob> cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace gpuest

@@ -3,6 +3,7 @@
 // the path it names, its Service forwards to the port it names, and `gpuest
 // pod-patch` prints what the server recommends.
 #include <cmath>
+#include <set>
 
 #include "common/units.h"
 #include "gpuest/client.h"
@@ -64,7 +65,7 @@ TEST(SchedulerConfig, TheExampleNamesWhatTheServerServes) {
   ASSERT_EQ((*config)["extenders"].size(), 1u);
   const json& extender = (*config)["extenders"][0];
   // The fields kube-scheduler's Extender type has, spelled as it spells them.
-  for (const json::const_iterator::value_type& field : extender.items()) {
+  for (const auto& field : extender.items()) {
     static const std::set<std::string> known = {
         "urlPrefix",        "filterVerb", "prioritizeVerb",   "weight",
         "nodeCacheCapable", "ignorable",  "httpTimeout",      "enableHTTPS",
