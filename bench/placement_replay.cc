@@ -28,9 +28,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
 #include "common/units.h"
@@ -49,6 +51,10 @@ ABSL_FLAG(int, jobs, 200, "jobs in the stream (drawn without replacement)");
 ABSL_FLAG(uint64_t, seed, 2026, "seed of the draw and of the arrival order");
 ABSL_FLAG(std::string, gpus, "a100-40gb,a100-80gb",
           "GPU models of the cluster, as many of each as the policies open");
+ABSL_FLAG(
+    std::string, min_speeds, "0.85,0.7,0.65,0.6",
+    "the gpuest policy's floors, one row each: a shared GPU is accepted only where "
+    "every job's predicted speed stays at or above it (0.85: Lucid's bad-pair line)");
 ABSL_FLAG(std::string, out, "", "write the markdown report here (else stdout)");
 
 namespace gpuest {
@@ -71,7 +77,10 @@ struct Gpu {
 struct Outcome {
   std::string policy;
   int placed = 0, refused = 0, oom = 0, gpus_used = 0, shared_jobs = 0, bad_jobs = 0;
+  int below_truth =
+      0;  // Jobs whose figure (on the GPU placed) is below the measured peak.
   double mean_speed_shared = 1;
+  double work = 0;  // Jobs' speeds summed: alone 1, shared the predicted speed.
 };
 
 enum class Figure { kGpuest, kHorus, kGpuMemNet };
@@ -158,23 +167,28 @@ class Replay {
         models_(std::move(models)),
         jobs_(jobs) {}
 
-  Outcome Run(const std::string& policy) {
+  // policy: one-per-gpu, gpuest-memory, horus, gpumemnet; or gpuest, which accepts a
+  // shared GPU only where every job's predicted speed stays at or above min_speed.
+  Outcome Run(const std::string& policy, double min_speed = 0) {
     std::vector<Gpu> gpus;
     Outcome out;
-    out.policy = policy;
+    out.policy = policy == "gpuest" ? absl::StrFormat("gpuest (speed >= %.2f)", min_speed)
+                                    : policy;
     const Figure figure = policy == "horus"       ? Figure::kHorus
                           : policy == "gpumemnet" ? Figure::kGpuMemNet
                                                   : Figure::kGpuest;
     for (size_t j = 0; j < jobs_.size(); ++j) {
       const Job& job = jobs_[j];
       int chosen = -1;
-      if (policy != "one-per-gpu") chosen = BestFit(gpus, j, figure, policy == "gpuest");
+      if (policy != "one-per-gpu")
+        chosen = BestFit(gpus, j, figure, policy == "gpuest" ? min_speed : 0);
       if (chosen < 0) chosen = OpenGpu(gpus, job, figure);
       if (chosen < 0) {
         ++out.refused;  // No GPU model of the cluster holds the policy's figure.
         continue;
       }
       Gpu& gpu = gpus[chosen];
+      if (FigureOf(job, figure, gpu.model) < job.truth_bytes) ++out.below_truth;
       uint64_t used = 0;
       for (int k : gpu.jobs) used += jobs_[k].truth_bytes;
       if (used + job.truth_bytes > gpu.capacity) {
@@ -187,6 +201,7 @@ class Replay {
     double speed_sum = 0;
     for (const Gpu& gpu : gpus) {
       if (!gpu.jobs.empty()) ++out.gpus_used;
+      if (gpu.jobs.size() == 1) out.work += 1;
       if (gpu.jobs.size() < 2) continue;
       for (int self : gpu.jobs) {
         // Each job as the candidate beside the others: its predicted speed, with the
@@ -203,6 +218,7 @@ class Replay {
         if (!r.ok()) continue;
         const double speed = r->jobs(r->jobs_size() - 1).predicted_speed();
         speed_sum += speed;
+        out.work += speed;
         ++out.shared_jobs;
         if (speed < placement_.contention().bad_threshold) ++out.bad_jobs;
       }
@@ -212,15 +228,23 @@ class Replay {
   }
 
  private:
-  // The used GPU the job fits tightest by the policy's figures; -1 for none.
-  int BestFit(const std::vector<Gpu>& gpus, size_t j, Figure figure, bool contention) {
+  // The used GPU the job fits tightest by the policy's figure; -1 for none. The node
+  // reports what its running jobs hold (their measured peaks, as nvidia-smi shows
+  // them once they have reached them); the larger of that and the running jobs'
+  // figures counts as used, as PlacementEngine does for a node-reported GPU.
+  int BestFit(const std::vector<Gpu>& gpus, size_t j, Figure figure, double min_speed) {
     int best = -1;
     int64_t best_headroom = 0;
     for (size_t g = 0; g < gpus.size(); ++g) {
       const Gpu& gpu = gpus[g];
       if (gpu.jobs.empty()) continue;
+      uint64_t in_use = 0;
+      for (int k : gpu.jobs) in_use += jobs_[k].truth_bytes;
       v1::CheckPlacementRequest check;
-      check.mutable_gpu()->set_catalog_id(gpu.model);
+      v1::NodeReportedGpu* node = check.mutable_gpu()->mutable_node_reported();
+      node->set_total_bytes(gpu.capacity);
+      node->set_free_bytes(gpu.capacity - std::min(gpu.capacity, in_use));
+      node->set_model(gpu.model);
       for (int k : gpu.jobs)
         *check.add_existing() =
             AsPlacementJob(jobs_[k], FigureOf(jobs_[k], figure, gpu.model));
@@ -228,7 +252,7 @@ class Replay {
           AsPlacementJob(jobs_[j], FigureOf(jobs_[j], figure, gpu.model));
       absl::StatusOr<v1::CheckPlacementResponse> r = placement_.CheckPlacement(check);
       if (!r.ok() || !r->fits()) continue;
-      if (contention && r->verdict() == v1::CONTENTION_VERDICT_BAD) continue;
+      if (r->worst_predicted_speed() < min_speed) continue;
       if (best < 0 || r->headroom_bytes() < best_headroom) {
         best = static_cast<int>(g);
         best_headroom = r->headroom_bytes();
@@ -259,6 +283,7 @@ class Replay {
 
 std::string Report(const std::vector<Outcome>& outcomes, const std::vector<Job>& jobs,
                    const std::string& gpus, const std::string& command) {
+  const std::string cluster = absl::StrReplaceAll(gpus, {{",", " and "}});
   int with_util = 0;
   for (const Job& j : jobs) with_util += j.util.has_value();
   std::string md = absl::StrCat(
@@ -271,7 +296,7 @@ std::string Report(const std::vector<Outcome>& outcomes, const std::vector<Job>&
       "the SUCCESSFUL rows of `timm_traced.jsonl`: each row's description with its "
       "allocation trace, and its peak measured by nvidia-smi on an A100 40GB, CUDA "
       "context included, as the truth) arrives one job at a time at a cluster of ",
-      gpus,
+      cluster,
       " GPUs (as many of each as a policy opens). Each policy places each job when it "
       "arrives, knowing only its own memory figure for it and the jobs already "
       "placed:\n\n"
@@ -280,17 +305,26 @@ std::string Report(const std::vector<Outcome>& outcomes, const std::vector<Job>&
       "- **gpuest**: best fit (least headroom left) by gpuest's recommended memory "
       "(each process with its own CUDA context), skipping any GPU where the contention "
       "model (`PlacementEngine::CheckPlacement`, `docs/contention.md`) predicts a job "
-      "below 0.85 of its speed alone; else a new GPU;\n"
+      "below the floor (a fraction of its speed alone; one row per floor, 0.85 being "
+      "Lucid's bad-pair line); else a new GPU;\n"
       "- **gpuest-memory**: the same figure, best fit, no contention check (memory-only "
       "packing);\n"
       "- **horus**: best fit by the Horus formula's figure (estimator `horus`);\n"
       "- **gpumemnet**: best fit by the upper edge of GPUMemNet's predicted memory bin "
       "(the `gpumemnet-*` estimators; the largest when several answer).\n\n"
+      "The node reports what its running jobs hold (their measured peaks, as "
+      "nvidia-smi shows them), and the larger of that and the running jobs' figures "
+      "counts as used, as `CheckPlacement` does for a node-reported GPU and as the "
+      "Kubernetes extender reads a node: only the newcomer is judged by a figure. "
       "A job is **OOM-killed** when its measured peak exceeds what its GPU has left "
       "after the measured peaks of the jobs alive there (the newcomer fails to "
       "allocate; it then holds nothing). **Refused**: no GPU model of the cluster holds "
       "the policy's figure. **Packing** is jobs running per GPU used, against "
-      "one-per-gpu. The **predicted speed** of a shared job is the contention model's, "
+      "one-per-gpu. **Figure below measured peak**: placed jobs whose policy figure "
+      "(on the GPU they got) is below their measured peak, what makes an OOM possible. "
+      "**Work per GPU**: the jobs' speeds summed (1 for a job alone, its predicted "
+      "speed when shared) per GPU used, the throughput a GPU delivers in jobs-alone. "
+      "The **predicted speed** of a shared job is the contention model's, "
       "beside the other jobs on its GPU at the end of the stream, with gpuest's GRACT "
       "utilization class estimate of each job (",
       with_util, " of ", jobs.size(),
@@ -304,16 +338,18 @@ std::string Report(const std::vector<Outcome>& outcomes, const std::vector<Job>&
   const double base =
       baseline.gpus_used ? static_cast<double>(baseline.placed) / baseline.gpus_used : 1;
   md +=
-      "| policy | placed | OOM-killed | refused | GPUs used | jobs per GPU | packing vs "
-      "one per GPU | shared jobs | mean predicted speed of shared jobs | shared jobs "
-      "below 0.85 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      "| policy | placed | OOM-killed | refused | figure below measured peak | GPUs "
+      "used | jobs per GPU | packing vs one per GPU | shared jobs | mean predicted "
+      "speed of shared jobs | shared jobs below 0.85 | work per GPU |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const Outcome& o : outcomes) {
     const double per_gpu = o.gpus_used ? static_cast<double>(o.placed) / o.gpus_used : 0;
     absl::StrAppendFormat(
-        &md, "| %s | %d | %d | %d | %d | %.2f | %.2fx | %d | %s | %d |\n", o.policy,
-        o.placed, o.oom, o.refused, o.gpus_used, per_gpu, per_gpu / base, o.shared_jobs,
+        &md, "| %s | %d | %d | %d | %d | %d | %.2f | %.2fx | %d | %s | %d | %.2f |\n",
+        o.policy, o.placed, o.oom, o.refused, o.below_truth, o.gpus_used, per_gpu,
+        per_gpu / base, o.shared_jobs,
         o.shared_jobs ? absl::StrFormat("%.3f", o.mean_speed_shared) : std::string("-"),
-        o.bad_jobs);
+        o.bad_jobs, o.gpus_used ? o.work / o.gpus_used : 0.0);
   }
   absl::StrAppendFormat(&md, "\nCommand: `%s`\n", command);
   return md;
@@ -347,7 +383,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", contention.status().ToString().c_str());
     return 1;
   }
-  Engine engine(*registry, ValidationLimits{});
+  Engine engine(std::shared_ptr<const EstimatorRegistry>(std::move(*registry)),
+                ValidationLimits{});
   PlacementEngine placement(engine, *contention);
   auto jobs = LoadJobs(engine, models, absl::GetFlag(FLAGS_dataset),
                        absl::GetFlag(FLAGS_jobs), absl::GetFlag(FLAGS_seed));
@@ -355,15 +392,26 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", jobs.status().ToString().c_str());
     return 1;
   }
-  Replay replay(placement, (*registry)->gpus(), models, *jobs);
+  Replay replay(placement, engine.registry().gpus(), models, *jobs);
   std::vector<Outcome> outcomes;
-  for (const char* policy :
-       {"one-per-gpu", "gpuest", "gpuest-memory", "horus", "gpumemnet"})
+  outcomes.push_back(replay.Run("one-per-gpu"));
+  for (absl::string_view floor :
+       absl::StrSplit(absl::GetFlag(FLAGS_min_speeds), ',', absl::SkipEmpty())) {
+    double min_speed = 0;
+    if (!absl::SimpleAtod(floor, &min_speed) || min_speed < 0 || min_speed > 1) {
+      std::fprintf(stderr, "--min_speeds: not a fraction 0..1: %s\n",
+                   std::string(floor).c_str());
+      return 2;
+    }
+    outcomes.push_back(replay.Run("gpuest", min_speed));
+  }
+  for (const char* policy : {"gpuest-memory", "horus", "gpumemnet"})
     outcomes.push_back(replay.Run(policy));
   const std::string command = absl::StrFormat(
       "build/bench/gpuest-placement-replay --dataset build/datasets/timm_traced.jsonl "
-      "--jobs %d --seed %d --gpus %s --out docs/placement.md",
-      absl::GetFlag(FLAGS_jobs), absl::GetFlag(FLAGS_seed), absl::GetFlag(FLAGS_gpus));
+      "--jobs %d --seed %d --gpus %s --min_speeds %s --out docs/placement.md",
+      absl::GetFlag(FLAGS_jobs), absl::GetFlag(FLAGS_seed), absl::GetFlag(FLAGS_gpus),
+      absl::GetFlag(FLAGS_min_speeds));
   const std::string md = Report(outcomes, *jobs, absl::GetFlag(FLAGS_gpus), command);
   if (absl::GetFlag(FLAGS_out).empty()) {
     std::fputs(md.c_str(), stdout);
