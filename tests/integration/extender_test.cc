@@ -18,6 +18,22 @@ namespace {
 using nlohmann::json;
 using testing::ServerProcess;
 
+// The server's recommended memory for examples/<example> on gpu, asked over gRPC.
+uint64_t RecommendedBytes(const std::string& target, const std::string& example,
+                          const std::string& gpu) {
+  ClientOptions options;
+  options.targets = {target};
+  options.default_deadline = absl::Seconds(30);
+  auto client = Client::Create(options);
+  EXPECT_TRUE(client.ok()) << client.status();
+  if (!client.ok()) return 0;
+  v1::EstimateRequest request = testing::ExampleRequest(example);
+  request.set_gpu(gpu);
+  auto response = (*client)->Estimate(request);
+  EXPECT_TRUE(response.ok()) << response.status();
+  return response.ok() ? response->recommendation().memory_bytes() : 0;
+}
+
 std::string ExampleText(const std::string& name) {
   return testing::ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/" + name);
 }
@@ -65,18 +81,10 @@ class ExtenderTest : public ::testing::Test {
     server_ = server->release();
     ASSERT_GT(server_->extender_port(), 0);
 
-    // The figure the extender must place: the server's own recommendation on the
-    // A100 40GB, asked over gRPC.
-    ClientOptions options;
-    options.targets = {server_->target()};
-    options.default_deadline = absl::Seconds(30);
-    auto client = Client::Create(options);
-    ASSERT_TRUE(client.ok());
-    v1::EstimateRequest request = testing::ExampleRequest("cnn.json");
-    request.set_gpu("a100-40gb");
-    auto response = (*client)->Estimate(request);
-    ASSERT_TRUE(response.ok()) << response.status();
-    need_mib_ = response->recommendation().memory_bytes() / kMiB + 1;
+    // The figure the extender must place: the server's own recommendation.
+    const uint64_t need = RecommendedBytes(server_->target(), "cnn.json", "a100-40gb");
+    ASSERT_GT(need, 0u);
+    need_mib_ = need / kMiB + 1;
     ASSERT_LT(need_mib_ + 2048, 40960u);
   }
   static void TearDownTestSuite() {
@@ -281,6 +289,43 @@ TEST_F(ExtenderTest, NodeNamesOnlyIsAnsweredFromTheNodeCacheFile) {
   EXPECT_EQ(list[0]["Host"], "roomy");
   EXPECT_GT(list[0]["Score"].get<int>(), 0);
   EXPECT_EQ(list[3]["Score"], 0);
+}
+
+// `gpuest pod-patch` end to end: the CLI, the real server, each scheduler's request.
+TEST(PodPatchCli, PrintsTheServersRecommendationRoundedUpForEachScheduler) {
+  auto server = ServerProcess::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  const uint64_t bytes = RecommendedBytes((*server)->target(), "cnn.json", "a100-80gb");
+  ASSERT_GT(bytes, 0u);
+  const std::string file = std::string(GPUEST_EXAMPLES_DIR) + "/cnn.json";
+
+  struct Case {
+    std::string scheduler, path;
+    uint64_t unit;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"hami", "/spec/containers/0/resources/limits/nvidia.com~1gpumem", kMiB},
+           {"volcano", "/spec/containers/0/resources/limits/volcano.sh~1gpu-memory",
+            kMiB},
+           {"kai", "/metadata/annotations/gpu-memory", kMiB},
+           {"alibaba", "/spec/containers/0/resources/limits/aliyun.com~1gpu-mem",
+            kGiB}}) {
+    const testing::CommandResult r = testing::RunCommand(
+        {GPUEST_CLI_PATH, "--target", (*server)->target(), "--timeout", "30s", "--gpu",
+         "a100-80gb", "pod-patch", "--scheduler", c.scheduler, file});
+    ASSERT_EQ(r.exit_code, 0) << c.scheduler << ": " << r.err;
+    const json patch = json::parse(r.out);
+    ASSERT_EQ(patch.size(), 1u);
+    EXPECT_EQ(patch[0]["path"], c.path);
+    const uint64_t amount = std::stoull(patch[0]["value"].get<std::string>());
+    EXPECT_GE(amount * c.unit, bytes) << c.scheduler;        // Never below the figure.
+    EXPECT_LT((amount - 1) * c.unit, bytes) << c.scheduler;  // The least that covers it.
+  }
+  const testing::CommandResult bad =
+      testing::RunCommand({GPUEST_CLI_PATH, "--target", (*server)->target(), "pod-patch",
+                           "--scheduler", "yunikorn", file});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--scheduler"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -1,16 +1,12 @@
 // deploy/kubernetes/scheduler-extender.yaml, the KubeSchedulerConfiguration the docs
 // tell an operator to use, against the real server: the verbs it names are served at
-// the path it names, its Service forwards to the port it names, and `gpuest
-// pod-patch` prints what the server recommends.
+// the path it names, and its Service forwards to the port it names.
 #include <cmath>
 #include <set>
 
-#include "common/units.h"
-#include "gpuest/client.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
-#include "tests/support/examples.h"
 #include "tests/support/server_process.h"
 
 namespace gpuest {
@@ -117,50 +113,6 @@ TEST(SchedulerConfig, TheExampleNamesWhatTheServerServes) {
   auto bind = http.Post((url.path + "/bind").c_str(), args.dump(), "application/json");
   ASSERT_TRUE(bind);
   EXPECT_EQ(bind->status, 404);
-}
-
-TEST(PodPatchCli, PrintsTheServersRecommendationRoundedUpForEachScheduler) {
-  auto server = testing::ServerProcess::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
-  ClientOptions options;
-  options.targets = {(*server)->target()};
-  options.default_deadline = absl::Seconds(30);
-  auto client = Client::Create(options);
-  ASSERT_TRUE(client.ok());
-  v1::EstimateRequest request = testing::ExampleRequest("cnn.json");
-  request.set_gpu("a100-80gb");
-  auto response = (*client)->Estimate(request);
-  ASSERT_TRUE(response.ok()) << response.status();
-  const uint64_t bytes = response->recommendation().memory_bytes();
-  const std::string file = std::string(GPUEST_EXAMPLES_DIR) + "/cnn.json";
-
-  struct Case {
-    std::string scheduler, path;
-    uint64_t unit;
-  };
-  for (const Case& c : std::vector<Case>{
-           {"hami", "/spec/containers/0/resources/limits/nvidia.com~1gpumem", kMiB},
-           {"volcano", "/spec/containers/0/resources/limits/volcano.sh~1gpu-memory",
-            kMiB},
-           {"kai", "/metadata/annotations/gpu-memory", kMiB},
-           {"alibaba", "/spec/containers/0/resources/limits/aliyun.com~1gpu-mem",
-            kGiB}}) {
-    const testing::CommandResult r = testing::RunCommand(
-        {GPUEST_CLI_PATH, "--target", (*server)->target(), "--timeout", "30s", "--gpu",
-         "a100-80gb", "pod-patch", "--scheduler", c.scheduler, file});
-    ASSERT_EQ(r.exit_code, 0) << c.scheduler << ": " << r.err;
-    const json patch = json::parse(r.out);
-    ASSERT_EQ(patch.size(), 1u);
-    EXPECT_EQ(patch[0]["path"], c.path);
-    const uint64_t amount = std::stoull(patch[0]["value"].get<std::string>());
-    EXPECT_GE(amount * c.unit, bytes) << c.scheduler;        // Never below the figure.
-    EXPECT_LT((amount - 1) * c.unit, bytes) << c.scheduler;  // The least that covers it.
-  }
-  const testing::CommandResult bad =
-      testing::RunCommand({GPUEST_CLI_PATH, "--target", (*server)->target(), "pod-patch",
-                           "--scheduler", "yunikorn", file});
-  EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--scheduler"), std::string::npos) << bad.err;
 }
 
 }  // namespace
