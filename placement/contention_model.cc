@@ -30,6 +30,10 @@ absl::StatusOr<double> NumberAt(const nlohmann::ordered_json& json, const char* 
 
 }  // namespace
 
+std::string ContentionModelPath(const std::string& models_dir) {
+  return models_dir + "/contention/contention.json";
+}
+
 const std::vector<std::string>& ContentionFeatureNames() {
   static const std::vector<std::string> names = {
       "bias", "self_util", "other_util", "self_util_x_other_util",

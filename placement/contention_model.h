@@ -41,6 +41,9 @@ struct SpeedPrediction {
   bool extrapolated = false;  // Beside more than one other job.
 };
 
+// Where a model repository keeps it: <models_dir>/contention/contention.json.
+std::string ContentionModelPath(const std::string& models_dir);
+
 struct ContentionModel {
   std::string version;
   std::vector<double> coefficients;  // One per ContentionFeatureNames().

@@ -131,8 +131,11 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
 
   v1::CheckPlacementResponse response;
   std::vector<uint64_t> existing_bytes;
-  for (size_t i = 0; i + 1 < jobs.size(); ++i)
+  uint64_t existing_sum = 0;
+  for (size_t i = 0; i + 1 < jobs.size(); ++i) {
     existing_bytes.push_back(jobs[i].memory_bytes);
+    existing_sum = SaturatingAdd(existing_sum, jobs[i].memory_bytes);
+  }
   const MemoryFit fit = FitMemory(target.capacity_bytes, existing_bytes,
                                   jobs.back().memory_bytes, target.reported_used_bytes);
   response.set_gpu(target.id);
@@ -152,7 +155,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     response.add_reasons(absl::StrCat(
         "the node reports ", Gib(target.reported_used_bytes), " in use; the ",
         existing_bytes.size(), " existing jobs listed hold ",
-        Gib(fit.used_bytes >= target.reported_used_bytes ? fit.used_bytes : 0),
+        Gib(static_cast<double>(existing_sum)),
         "; the larger counts as used (a job not yet started is not in the node's "
         "figure)"));
   }
@@ -203,9 +206,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     o.set_verdict(bad ? v1::CONTENTION_VERDICT_BAD : v1::CONTENTION_VERDICT_ACCEPTABLE);
     o.set_confidence(contention_.interval_coverage * trust *
                      (p.extrapolated ? kExtrapolatedTrust : 1.0));
-    if (p.speed < worst || overall == v1::CONTENTION_VERDICT_ALONE) {
-      worst = std::min(worst, p.speed);
-    }
+    worst = std::min(worst, p.speed);
     if (bad) {
       overall = v1::CONTENTION_VERDICT_BAD;
     } else if (overall == v1::CONTENTION_VERDICT_ALONE) {

@@ -18,7 +18,8 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address for Prometheus /metrics over HTTP; empty turns it off");
 ABSL_FLAG(std::string, models, "models",
-          "model repository: gpu_profiles.json and one directory per estimator");
+          "model repository: gpu_profiles.json, one directory per estimator and "
+          "contention/contention.json (the placement's contention model)");
 ABSL_FLAG(std::string, device, "auto",
           "where ML estimators run: auto (CUDA if libtorch sees a GPU, else CPU), cpu, "
           "cuda");

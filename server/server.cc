@@ -29,6 +29,7 @@ namespace gpuest {
 namespace {
 
 constexpr char kServiceName[] = "gpuest.v1.Estimator";
+constexpr char kPlacementServiceName[] = "gpuest.v1.Placement";
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
 absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
@@ -91,6 +92,15 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
                           : std::max(1u, std::thread::hardware_concurrency());
   s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
   s->service_ = std::make_unique<EstimatorService>(*s->engine_, *s->metrics_, *s->pool_);
+  // The contention model the placement answers with: models/contention/contention.json.
+  const std::string contention_path = ContentionModelPath(options.models.directory);
+  GPUEST_ASSIGN_OR_RETURN(ContentionModel contention,
+                          ContentionModel::Load(contention_path));
+  spdlog::info("contention model {} from {}", contention.version, contention_path);
+  s->placement_engine_ =
+      std::make_unique<PlacementEngine>(*s->engine_, std::move(contention));
+  s->placement_service_ =
+      std::make_unique<PlacementService>(*s->placement_engine_, *s->metrics_, *s->pool_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -103,6 +113,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   builder.SetMaxReceiveMessageSize(options.grpc.max_message_bytes);
   builder.SetMaxSendMessageSize(options.grpc.max_message_bytes);
   builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->placement_service_.get());
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->grpc_port_ == 0) {
     return absl::UnavailableError(
@@ -110,21 +121,16 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   }
   grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(kPlacementServiceName, true);
   health->SetServingStatus(true);
 
   spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}", s->grpc_port_,
                threads,
                s->metrics_port() ? absl::StrCat("port ", s->metrics_port()) : "nothing");
   if (!options.extender.listen_address.empty()) {
-    // The extender answers from the same Engine as the gRPC services, on threads of
-    // its own. The contention model: models/contention/contention.json.
-    const std::string contention_path =
-        options.models.directory + "/contention/contention.json";
-    GPUEST_ASSIGN_OR_RETURN(ContentionModel contention,
-                            ContentionModel::Load(contention_path));
-    s->extender_placement_ =
-        std::make_unique<PlacementEngine>(*s->engine_, std::move(contention));
-    s->extender_ = std::make_unique<KubeExtender>(*s->engine_, *s->extender_placement_,
+    // The extender answers from the same engines as the gRPC services, on threads of
+    // its own.
+    s->extender_ = std::make_unique<KubeExtender>(*s->engine_, *s->placement_engine_,
                                                   options.extender);
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,

@@ -22,6 +22,7 @@ class ExtenderHttpServer;
 class KubeExtender;
 class Metrics;
 class PlacementEngine;
+class PlacementService;
 class WorkerPool;
 
 class GpuestServer {
@@ -46,9 +47,10 @@ class GpuestServer {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<EstimatorService> service_;
+  std::unique_ptr<PlacementEngine> placement_engine_;
+  std::unique_ptr<PlacementService> placement_service_;
   std::unique_ptr<grpc::Server> server_;
-  // The scheduler extender's own engine view and HTTP server (--extender-listen).
-  std::unique_ptr<PlacementEngine> extender_placement_;
+  // The Kubernetes scheduler extender over placement_engine_ (--extender-listen).
   std::unique_ptr<KubeExtender> extender_;
   std::unique_ptr<ExtenderHttpServer> extender_http_;
   int grpc_port_ = 0;

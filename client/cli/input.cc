@@ -88,21 +88,16 @@ absl::Status CheckTraceBatch(const std::string& name, const v1::EstimateRequest&
 
 }  // namespace
 
-absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
-                                                const ReadOptions& options) {
-  auto text = ReadAll(path);
-  if (!text.ok()) return text.status();
-  return ParseRequestText(*text, path == "-" ? "stdin" : path, options);
-}
+namespace {
 
-absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text_in,
-                                                     const std::string& name,
-                                                     const ReadOptions& options) {
+// ReadRequest on text already read (stdin can be read once only).
+absl::StatusOr<v1::EstimateRequest> RequestFromText(const std::string* text,
+                                                    const std::string& name,
+                                                    const ReadOptions& options) {
   if (options.batch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--batch-size must be positive, got ", options.batch_size));
   }
-  const std::string* text = &text_in;
   const size_t first = text->find_first_not_of(" \t\r\n");
   if (first == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": empty input"));
@@ -138,6 +133,134 @@ absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text_in,
       request.mutable_model()->set_batch_size(options.batch_size);
     }
   }
+  return request;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
+                                                const ReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  return RequestFromText(&*text, path == "-" ? "stdin" : path, options);
+}
+
+absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
+                                                     const std::string& name,
+                                                     const ReadOptions& options) {
+  return RequestFromText(&text, name, options);
+}
+
+namespace {
+
+// The top-level keys of a JSON object; empty for anything else.
+std::vector<std::string> TopLevelKeys(const std::string& text) {
+  std::vector<std::string> keys;
+  google::protobuf::Struct top;
+  if (!google::protobuf::util::JsonStringToMessage(text, &top).ok()) return keys;
+  for (const auto& [key, value] : top.fields()) keys.push_back(key);
+  return keys;
+}
+
+bool HasAnyKey(const std::vector<std::string>& keys,
+               std::initializer_list<const char*> wanted) {
+  for (const std::string& k : keys)
+    for (const char* w : wanted)
+      if (k == w) return true;
+  return false;
+}
+
+template <typename Message>
+absl::StatusOr<Message> ParseJson(const std::string& text, const std::string& name,
+                                  const char* what) {
+  Message message;
+  auto status = google::protobuf::util::JsonStringToMessage(text, &message);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": not a ", what, " in JSON: ", std::string(status.message())));
+  }
+  return message;
+}
+
+std::string BaseName(const std::string& path) {
+  return path == "-" ? "stdin" : path.substr(path.find_last_of('/') + 1);
+}
+
+}  // namespace
+
+namespace {
+
+// ReadPlacementJob on text already read.
+absl::StatusOr<v1::PlacementJob> JobFromText(const std::string& text,
+                                             const std::string& path,
+                                             const ReadOptions& options) {
+  const std::string name = path == "-" ? "stdin" : path;
+  v1::PlacementJob job;
+  if (HasAnyKey(TopLevelKeys(text), {"measured", "estimate", "description"})) {
+    auto parsed = ParseJson<v1::PlacementJob>(text, name, "PlacementJob");
+    if (!parsed.ok()) return parsed.status();
+    job = *std::move(parsed);
+  } else {
+    auto request = RequestFromText(&text, name, options);
+    if (!request.ok()) return request.status();
+    *job.mutable_description() = *std::move(request);
+  }
+  if (job.name().empty()) job.set_name(BaseName(path));
+  return job;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::PlacementJob> ReadPlacementJob(const std::string& path,
+                                                  const ReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  return JobFromText(*text, path, options);
+}
+
+absl::StatusOr<v1::CheckPlacementRequest> ReadPlacementRequest(
+    const std::string& path, const PlacementReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  const std::string name = path == "-" ? "stdin" : path;
+  v1::CheckPlacementRequest request;
+  if (HasAnyKey(TopLevelKeys(*text), {"candidate", "existing"})) {
+    auto parsed =
+        ParseJson<v1::CheckPlacementRequest>(*text, name, "CheckPlacementRequest");
+    if (!parsed.ok()) return parsed.status();
+    request = *std::move(parsed);
+  } else {
+    auto candidate = JobFromText(*text, path, options.job);
+    if (!candidate.ok()) return candidate.status();
+    *request.mutable_candidate() = *std::move(candidate);
+    if (options.gpu.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name,
+          ": a single job needs --gpu (a catalog id or nvidia-smi name); or give a "
+          "CheckPlacementRequest with its \"gpu\""));
+    }
+  }
+  if (!options.gpu.empty()) request.mutable_gpu()->set_catalog_id(options.gpu);
+  for (const std::string& file : options.beside) {
+    auto job = ReadPlacementJob(file, options.job);
+    if (!job.ok()) return job.status();
+    *request.add_existing() = *std::move(job);
+  }
+  return request;
+}
+
+absl::StatusOr<v1::RankGpusRequest> ReadRankRequest(const std::string& path,
+                                                    const ReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  if (HasAnyKey(TopLevelKeys(*text), {"job"})) {
+    return ParseJson<v1::RankGpusRequest>(*text, path == "-" ? "stdin" : path,
+                                          "RankGpusRequest");
+  }
+  v1::RankGpusRequest request;
+  auto job = JobFromText(*text, path, options);
+  if (!job.ok()) return job.status();
+  *request.mutable_job() = *std::move(job);
   return request;
 }
 

@@ -314,6 +314,9 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
   result.model.residual_high = Quantile(residual, 1.0 - tail);
   result.model.interval_coverage = options.interval_coverage;
   // Its coverage cross-fitted: each fold's jobs against quantiles of the other folds'.
+  // The same quantiles give the cautious verdict: bad when the interval's lower end
+  // (speed_low at serving) is below the threshold.
+  Verdicts cautious_v = model_v;
   int covered = 0;
   for (const auto& [held, rows] : fold_rows) {
     std::vector<double> others;
@@ -321,9 +324,15 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
       if (m != held)
         for (size_t i : r) others.push_back(residual[i]);
     const double lo = Quantile(others, tail), hi = Quantile(others, 1.0 - tail);
-    for (size_t i : rows) covered += residual[i] >= lo && residual[i] <= hi;
+    for (size_t i : rows) {
+      covered += residual[i] >= lo && residual[i] <= hi;
+      cautious_v.bad[i] = model_v.speed[i] + lo < t;
+    }
   }
   result.interval_coverage_cross_fitted = covered / static_cast<double>(n);
+  result.table.push_back(
+      Score("gpuest contention model, cautious verdict (interval's lower end below 0.85)",
+            data, cautious_v, t));
 
   std::vector<size_t> all(n);
   for (size_t i = 0; i < n; ++i) all[i] = i;

@@ -15,7 +15,8 @@ ABSL_FLAG(std::string, lucid_dir, "../shared/data/lucid",
           "single.csv and colocation.csv");
 ABSL_FLAG(std::string, gpumemnet_dir, "../shared/data/gpumemnet",
           "mlp.csv and cnn.csv, for the SMACT -> utilization.gpu map");
-ABSL_FLAG(std::string, out, "models/contention", "directory to write contention.json to");
+ABSL_FLAG(std::string, models, "models",
+          "model repository: writes contention/contention.json and contention/report.md");
 ABSL_FLAG(double, ridge, 1e-3, "ridge on the weights (not the bias), per row");
 
 int main(int argc, char** argv) {
@@ -37,16 +38,25 @@ int main(int argc, char** argv) {
                  result.status().ToString().c_str());
     return 1;
   }
-  const std::string dir = absl::GetFlag(FLAGS_out);
+  const std::string path = gpuest::ContentionModelPath(absl::GetFlag(FLAGS_models));
+  const std::string dir = std::filesystem::path(path).parent_path().string();
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/contention.json") << result->model.ToJson().dump(2) << "\n";
+  std::ofstream model_out(path);
+  model_out << result->model.ToJson().dump(2) << "\n";
   const std::string table = gpuest::contention::RenderTable(*result);
-  std::ofstream(dir + "/report.md")
-      << "# Contention model: leave-model-out validation\n\n"
-      << "Written by `" << options.command << "`.\n\n"
-      << table << "\nInterval (" << result->model.interval_coverage * 100
-      << " % nominal) coverage, cross-fitted by fold: "
-      << result->interval_coverage_cross_fitted << "\n";
+  std::ofstream report_out(dir + "/report.md");
+  report_out << "# Contention model: leave-model-out validation\n\n"
+             << "Written by `" << options.command << "`.\n\n"
+             << table << "\nInterval (" << result->model.interval_coverage * 100
+             << " % nominal) coverage, cross-fitted by fold: "
+             << result->interval_coverage_cross_fitted << "\n";
+  model_out.close();
+  report_out.close();
+  if (!model_out || !report_out) {
+    std::fprintf(stderr, "gpuest-fit-contention: cannot write %s or its report\n",
+                 path.c_str());
+    return 1;
+  }
   std::cout << table;
   std::printf(
       "interval: [%+.4f, %+.4f], cross-fitted coverage %.3f; SMACT map MAE %.4f "
