@@ -19,15 +19,16 @@ PACKAGES=(
   libcivetweb-dev civetweb zlib1g-dev
   python3 python3-pytest python3-torch python3-torchvision python3-protobuf python3-grpcio
   python3-venv python3-pip python3-setuptools python3-wheel mypy
-  python3-yaml
   clang-format
-  # tests: the TLS tests' certificates (openssl), the deploy files' validation
-  # (python3-yaml; promtool, which Debian ships in the prometheus package: a machine
-  # with systemd also gets a prometheus service, disabled again below).
+  # tests: the TLS tests' certificates (openssl); YAML (gpuest-collect's plans, the
+  # deploy files' validation); promtool, which Debian ships in the prometheus package
+  # (a machine with systemd also gets a prometheus service, disabled again below).
   openssl python3-yaml
   prometheus
   # tests/fuzz: libFuzzer targets (deploy/fuzz.sh), built with clang in build-fuzz/.
   clang-14 libclang-rt-14-dev
+  # the Kubernetes scheduler extender (server/extender_http)
+  libcpp-httplib-dev
 )
 
 log() { printf '[install-deps] %s\n' "$*" >&2; }

@@ -48,8 +48,20 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle: mutual TLS, a client must present a certificate it signed");
 ABSL_FLAG(bool, plaintext_non_loopback, false,
           "allow plaintext gRPC on a non-loopback --listen address (refused otherwise)");
+ABSL_FLAG(std::string, extender_listen, "",
+          "address for the Kubernetes scheduler extender (HTTP POST /filter, "
+          "/prioritize), host:port; empty (the default) turns it off");
+ABSL_FLAG(
+    std::string, extender_descriptions_dir, "",
+    "extender: directory of mounted ConfigMaps, for pods whose "
+    "gpuest.io/description annotation names one (NAME or NAME/KEY -> DIR/NAME/KEY)");
+ABSL_FLAG(std::string, extender_nodes_file, "",
+          "extender: a v1.NodeList JSON file (kubectl get nodes -o json), re-read when "
+          "it changes, for kube-scheduler's nodeCacheCapable requests (node names only)");
 ABSL_FLAG(std::string, ready_file, "",
-          "once serving, write {\"grpc_port\",\"metrics_port\",\"pid\"} as JSON here");
+          "once serving, write "
+          "{\"grpc_port\",\"metrics_port\",\"extender_port\",\"pid\"} as JSON "
+          "here (extender_port 0 when the extender is off)");
 
 namespace {
 
@@ -73,6 +85,9 @@ gpuest::ServerOptions OptionsFromFlags() {
   o.work.limits.max_trace_events = absl::GetFlag(FLAGS_max_trace_events);
   o.grace_period = absl::GetFlag(FLAGS_grace_period);
   o.ready_file = absl::GetFlag(FLAGS_ready_file);
+  o.extender.listen_address = absl::GetFlag(FLAGS_extender_listen);
+  o.extender.descriptions_dir = absl::GetFlag(FLAGS_extender_descriptions_dir);
+  o.extender.nodes_file = absl::GetFlag(FLAGS_extender_nodes_file);
   return o;
 }
 
@@ -121,12 +136,15 @@ int main(int argc, char** argv) {
   spdlog::info(
       "gpuest-server {} starting: listen={} metrics-listen={} models={} device={} "
       "workers={} max-queued={} max-bytes-in-flight={} max-message-size={} max-layers={} "
-      "max-trace-events={} grace-period={}",
+      "max-trace-events={} grace-period={} extender-listen={} "
+      "extender-descriptions-dir={} extender-nodes-file={}",
       GPUEST_VERSION, options.grpc.listen_address, options.metrics_listen_address,
       options.models.directory, options.models.device, options.work.worker_threads,
       options.work.max_queued, options.work.max_bytes_in_flight,
       options.grpc.max_message_bytes, options.work.limits.max_layers,
-      options.work.limits.max_trace_events, absl::FormatDuration(options.grace_period));
+      options.work.limits.max_trace_events, absl::FormatDuration(options.grace_period),
+      options.extender.listen_address, options.extender.descriptions_dir,
+      options.extender.nodes_file);
   // The worker pool is the parallelism: one libtorch thread per estimator call.
   gpuest::UseOneIntraOpThread();
   auto server = gpuest::GpuestServer::Create(options);

@@ -43,13 +43,21 @@ struct WorkOptions {
   ValidationLimits limits;
 };
 
+// The Kubernetes scheduler extender (kube_extender.h).
+struct ExtenderOptions {
+  std::string listen_address;    // host:port; empty: no extender.
+  std::string descriptions_dir;  // ConfigMaps mounted here as NAME/KEY; empty: none.
+  std::string nodes_file;        // v1.NodeList JSON for NodeNames-only requests.
+};
+
 struct ServerOptions {
   GrpcOptions grpc;
   std::string metrics_listen_address = "127.0.0.1:9464";  // Empty: no /metrics.
   ModelOptions models;
   WorkOptions work;
   absl::Duration grace_period = absl::Seconds(10);
-  std::string ready_file;  // Written once serving: the bound ports, as JSON.
+  std::string ready_file;    // Written once serving: the bound ports, as JSON.
+  ExtenderOptions extender;  // Kubernetes scheduler extender; off unless listen is set.
 };
 
 }  // namespace gpuest

@@ -20,6 +20,8 @@
 #include "placement/placement_engine.h"
 #include "server/admission.h"
 #include "server/credentials.h"
+#include "server/extender_http.h"
+#include "server/kube_extender.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
@@ -32,12 +34,14 @@ constexpr char kServiceName[] = "gpuest.v1.Estimator";
 constexpr char kPlacementServiceName[] = "gpuest.v1.Placement";
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
-absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
+absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
+                            int extender_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     out << nlohmann::json{{"grpc_port", grpc_port},
                           {"metrics_port", metrics_port},
+                          {"extender_port", extender_port},
                           {"pid", static_cast<int>(getpid())}}
                .dump()
         << "\n";
@@ -56,6 +60,9 @@ GpuestServer::GpuestServer(const ServerOptions& options) : options_(options) {}
 GpuestServer::~GpuestServer() { Shutdown(); }
 
 int GpuestServer::metrics_port() const { return metrics_->port(); }
+int GpuestServer::extender_port() const {
+  return extender_http_ ? extender_http_->port() : 0;
+}
 
 absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     const ServerOptions& options) {
@@ -129,9 +136,19 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}", s->grpc_port_,
                threads,
                s->metrics_port() ? absl::StrCat("port ", s->metrics_port()) : "nothing");
+  if (!options.extender.listen_address.empty()) {
+    // The extender answers from the same engines as the gRPC services, on threads of
+    // its own.
+    s->extender_ = std::make_unique<KubeExtender>(*s->engine_, *s->placement_engine_,
+                                                  options.extender);
+    GPUEST_ASSIGN_OR_RETURN(
+        s->extender_http_,
+        ExtenderHttpServer::Start(*s->extender_, options.extender.listen_address,
+                                  static_cast<size_t>(options.grpc.max_message_bytes)));
+  }
   if (!options.ready_file.empty()) {
-    GPUEST_RETURN_IF_ERROR(
-        WriteReadyFile(options.ready_file, s->grpc_port_, s->metrics_port()));
+    GPUEST_RETURN_IF_ERROR(WriteReadyFile(options.ready_file, s->grpc_port_,
+                                          s->metrics_port(), s->extender_port()));
   }
   return s;
 }
@@ -145,6 +162,7 @@ void GpuestServer::Shutdown() {
                  absl::FormatDuration(options_.grace_period));
     server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grace_period));
   }
+  if (extender_http_) extender_http_->Stop();
   if (pool_) pool_->Stop();
   if (!options_.ready_file.empty()) {
     std::error_code ec;

@@ -20,6 +20,8 @@ class Admission;
 class CallDispatcher;
 class Engine;
 class EstimatorService;
+class ExtenderHttpServer;
+class KubeExtender;
 class Metrics;
 class PlacementEngine;
 class PlacementService;
@@ -33,6 +35,7 @@ class GpuestServer {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const;
+  int extender_port() const;  // 0 when the extender is off.
 
   // Turns health NOT_SERVING, stops taking calls, lets in-flight ones finish within
   // the grace period (then cancels them) and stops the workers. Idempotent.
@@ -51,6 +54,9 @@ class GpuestServer {
   std::unique_ptr<PlacementEngine> placement_engine_;
   std::unique_ptr<PlacementService> placement_service_;
   std::unique_ptr<grpc::Server> server_;
+  // The Kubernetes scheduler extender over placement_engine_ (--extender-listen).
+  std::unique_ptr<KubeExtender> extender_;
+  std::unique_ptr<ExtenderHttpServer> extender_http_;
   int grpc_port_ = 0;
   bool shut_down_ = false;
 };

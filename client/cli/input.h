@@ -30,8 +30,9 @@ struct ReadOptions {
 absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
                                                 const ReadOptions& options = {});
 
-// The same, for text already read; name stands for the file in errors ("stdin" for
-// standard input). What ReadRequest does after reading, and what tests/fuzz feeds.
+// The same, for text already read (standard input, a pod annotation); name stands for
+// the file in errors ("stdin" for standard input). What ReadRequest does after
+// reading, and what tests/fuzz feeds.
 absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
                                                      const std::string& name,
                                                      const ReadOptions& options = {});

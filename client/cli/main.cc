@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli/input.h"
+#include "client/cli/pod_patch.h"
 #include "client/cli/render.h"
 #include "common/flags.h"
 #include "gpuest/client.h"
@@ -35,6 +36,9 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM client certificate, for a server that requires mutual TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, scheduler, "",
+          "pod-patch: hami, volcano, kai or alibaba (which request the patch sets)");
+ABSL_FLAG(int, container, 0, "pod-patch: index of the pod's container to patch");
 ABSL_FLAG(bool, json, false, "print the response as JSON instead of a table");
 
 namespace {
@@ -54,6 +58,11 @@ constexpr char kEpilogue[] =
     "                  as for estimate) with --gpu and optionally --beside FILE,...\n"
     "  rank FILE       one job (RankGpusRequest, PlacementJob or description) against\n"
     "                  every GPU of the server's catalog, MIG profiles included\n"
+    "  pod-patch FILE  estimate FILE (as estimate does, --gpu too) and print the JSON\n"
+    "                  Patch (RFC 6902) setting the recommended memory as --scheduler\n"
+    "                  reads it: hami nvidia.com/gpumem (MiB), volcano\n"
+    "                  volcano.sh/gpu-memory (MiB), kai annotation gpu-memory (MiB),\n"
+    "                  alibaba aliyun.com/gpu-mem (GiB); always rounded up\n"
     "  models          list the estimators the server has loaded\n"
     "  health          report whether the server is serving\n"
     "\n"
@@ -85,16 +94,23 @@ int Fail(const absl::Status& status) {
   return ExitCodeFor(status);
 }
 
-int Estimate(const gpuest::Client& client, const std::string& path) {
+// FILE read and sent as the estimate flags say.
+absl::StatusOr<gpuest::v1::EstimateRequest> RequestFromFlags(const std::string& path) {
   gpuest::cli::ReadOptions read_options;
   read_options.batch_size = absl::GetFlag(FLAGS_batch_size);
   auto request = gpuest::cli::ReadRequest(path, read_options);
-  if (!request.ok()) return Fail(request.status());
+  if (!request.ok()) return request.status();
   if (!absl::GetFlag(FLAGS_gpu).empty()) request->set_gpu(absl::GetFlag(FLAGS_gpu));
   for (absl::string_view id :
        absl::StrSplit(absl::GetFlag(FLAGS_estimators), ',', absl::SkipEmpty())) {
     request->add_estimators(std::string(id));
   }
+  return request;
+}
+
+int Estimate(const gpuest::Client& client, const std::string& path) {
+  auto request = RequestFromFlags(path);
+  if (!request.ok()) return Fail(request.status());
   auto response = client.Estimate(*request, absl::GetFlag(FLAGS_timeout));
   if (!response.ok()) return Fail(response.status());
   if (absl::GetFlag(FLAGS_json)) {
@@ -105,6 +121,23 @@ int Estimate(const gpuest::Client& client, const std::string& path) {
         *response, has_model ? request->model().name() : "(features)",
         has_model ? request->model().batch_size() : request->features().batch_size());
   }
+  return kOk;
+}
+
+int PodPatch(const gpuest::Client& client, const std::string& path) {
+  auto scheduler = gpuest::cli::ParseSharingScheduler(absl::GetFlag(FLAGS_scheduler));
+  if (!scheduler.ok()) return Fail(scheduler.status());
+  if (absl::GetFlag(FLAGS_container) < 0) {
+    return Fail(absl::InvalidArgumentError("--container must be 0 or more"));
+  }
+  auto request = RequestFromFlags(path);
+  if (!request.ok()) return Fail(request.status());
+  auto response = client.Estimate(*request, absl::GetFlag(FLAGS_timeout));
+  if (!response.ok()) return Fail(response.status());
+  auto memory = gpuest::cli::MemoryRequestFor(*scheduler,
+                                              response->recommendation().memory_bytes());
+  if (!memory.ok()) return Fail(memory.status());
+  std::cout << gpuest::cli::PodPatchJson(*memory, absl::GetFlag(FLAGS_container));
   return kOk;
 }
 
@@ -184,8 +217,8 @@ int main(int argc, char** argv) {
   if (!client.ok()) return Fail(client.status());
 
   const std::string& command = args.front();
-  const bool takes_file =
-      command == "estimate" || command == "place" || command == "rank";
+  const bool takes_file = command == "estimate" || command == "place" ||
+                          command == "rank" || command == "pod-patch";
   const size_t want_args = takes_file ? 2 : 1;
   if ((takes_file || command == "models" || command == "health") &&
       args.size() != want_args) {
@@ -196,6 +229,7 @@ int main(int argc, char** argv) {
   if (command == "estimate") return Estimate(**client, args[1]);
   if (command == "place") return Place(**client, args[1]);
   if (command == "rank") return Rank(**client, args[1]);
+  if (command == "pod-patch") return PodPatch(**client, args[1]);
   if (command == "models") return Models(**client);
   if (command == "health") return Health(**client);
   std::fprintf(stderr, "gpuest: unknown command '%s'; see --help\n", command.c_str());

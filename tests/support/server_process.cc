@@ -113,6 +113,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   const auto doc = nlohmann::json::parse(ReadFileOrDie(ready));
   server->grpc_port_ = doc.at("grpc_port").get<int>();
   server->metrics_port_ = doc.at("metrics_port").get<int>();
+  server->extender_port_ = doc.value("extender_port", 0);
   return server;
 }
 

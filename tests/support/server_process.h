@@ -23,6 +23,8 @@ class ServerProcess {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  // The scheduler extender's HTTP port (--extender-listen), 0 when it is off.
+  int extender_port() const { return extender_port_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   int pid() const { return pid_; }
 
@@ -38,6 +40,7 @@ class ServerProcess {
   bool exited_ = false;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int extender_port_ = 0;
   std::string dir_;
 };
 

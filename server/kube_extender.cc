@@ -1,0 +1,363 @@
+#include "server/kube_extender.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/cli/input.h"
+#include "common/units.h"
+#include "spdlog/spdlog.h"
+
+namespace gpuest {
+
+struct KubeExtender::Request {
+  std::string pod;                         // namespace/name, for reasons and logs.
+  std::optional<v1::EstimateRequest> job;  // nullopt: no annotation, fail open.
+  std::string job_key;  // The description text's length and hash, for the cache.
+  absl::Status description_error;  // The annotation is there but malformed.
+  nlohmann::json args;
+  bool names_only = false;
+  std::vector<std::string> names;     // Every candidate node, in request order.
+  std::vector<nlohmann::json> nodes;  // The Node objects (names-only: from the cache).
+  std::vector<absl::Status> node_errors;  // Per node: why its object is unknown.
+  // The candidate's figures per catalog GPU id, estimated once per request.
+  std::map<std::string, absl::StatusOr<v1::EstimatedJob>> estimates;
+};
+
+struct KubeExtender::NodeVerdict {
+  bool passes = true;
+  bool unresolvable = false;
+  std::string reason;
+  int score = 0;
+  absl::Status fatal;  // The description itself is wrong: the whole call's Error.
+};
+
+namespace {
+
+std::string GiB(uint64_t bytes) { return absl::StrFormat("%.1f GiB", InGiB(bytes)); }
+
+// A ConfigMap name (a DNS subdomain) or key: no path separators, no dot files.
+bool SafeName(const std::string& s) {
+  if (s.empty() || s.size() > 253 || s[0] == '.') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+           c == '.';
+  });
+}
+
+// The annotation's text: inline JSON, or the ConfigMap file it names.
+absl::StatusOr<std::string> DescriptionText(const std::string& value,
+                                            const std::string& descriptions_dir,
+                                            const std::string& where) {
+  const size_t first = value.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && value[first] == '{') return value;
+  std::vector<std::string> parts = absl::StrSplit(value, absl::MaxSplits('/', 1));
+  const std::string name = parts[0];
+  const std::string key = parts.size() > 1 ? parts[1] : "description.json";
+  if (!SafeName(name) || !SafeName(key)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        ": neither inline JSON (starting with '{') nor a ConfigMap reference NAME or "
+        "NAME/KEY: ",
+        value.substr(0, 200)));
+  }
+  if (descriptions_dir.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": names ConfigMap ", name,
+                     " but the extender has no --extender_descriptions_dir to read "
+                     "mounted ConfigMaps from"));
+  }
+  const std::string path = absl::StrCat(descriptions_dir, "/", name, "/", key);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ConfigMap ", name, " key ",
+                                                   key, " is not mounted (no file ", path,
+                                                   ")"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The nvidia-smi-scale utilization class the job's estimate gives, if any.
+std::optional<v1::UtilizationEstimate> GractEstimate(const v1::EstimateResponse& r) {
+  for (const v1::EstimatorResult& result : r.results()) {
+    for (const v1::UtilizationEstimate& u : result.utilization()) {
+      if (u.metric() == v1::UTILIZATION_METRIC_GRACT) return u;
+    }
+  }
+  return std::nullopt;
+}
+
+int ScoreOf(const v1::CheckPlacementResponse& r) {
+  if (!r.fits()) return 0;
+  if (r.verdict() == v1::CONTENTION_VERDICT_BAD) {
+    const double speed = std::clamp(r.worst_predicted_speed() / 0.85, 0.0, 1.0);
+    return 1 + static_cast<int>(std::lround(3 * speed));
+  }
+  const double full = r.capacity_bytes() == 0
+                          ? 1.0
+                          : std::clamp(1.0 - static_cast<double>(r.headroom_bytes()) /
+                                                 static_cast<double>(r.capacity_bytes()),
+                                       0.0, 1.0);
+  return 5 + static_cast<int>(std::lround(5 * full));
+}
+
+}  // namespace
+
+absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string& body) {
+  Request request;
+  request.args = nlohmann::json::parse(body, nullptr, false);
+  if (request.args.is_discarded() || !request.args.is_object()) {
+    return absl::InvalidArgumentError("the body is not an ExtenderArgs JSON object");
+  }
+  const nlohmann::json& args = request.args;
+  auto pod = args.find("Pod");
+  if (pod == args.end() || !pod->is_object()) {
+    return absl::InvalidArgumentError("ExtenderArgs.Pod: missing or not an object");
+  }
+  const nlohmann::json& metadata = pod->value("metadata", nlohmann::json::object());
+  request.pod = absl::StrCat(metadata.value("namespace", "default"), "/",
+                             metadata.value("name", "?"));
+
+  auto nodes = args.find("Nodes");
+  auto names = args.find("NodeNames");
+  if (nodes != args.end() && !nodes->is_null()) {
+    if (!nodes->is_object() || !nodes->contains("items") ||
+        !(*nodes)["items"].is_array()) {
+      return absl::InvalidArgumentError("ExtenderArgs.Nodes: not a v1.NodeList");
+    }
+    for (const nlohmann::json& node : (*nodes)["items"]) {
+      request.names.push_back(NodeName(node));
+      request.nodes.push_back(node);
+      request.node_errors.push_back(absl::OkStatus());
+    }
+  } else if (names != args.end() && names->is_array()) {
+    request.names_only = true;
+    for (const nlohmann::json& name : *names) {
+      if (!name.is_string()) {
+        return absl::InvalidArgumentError(
+            "ExtenderArgs.NodeNames: not a list of strings");
+      }
+      request.names.push_back(name.get<std::string>());
+      absl::StatusOr<nlohmann::json> node = node_cache_.Find(request.names.back());
+      request.nodes.push_back(node.ok() ? *node : nlohmann::json::object());
+      request.node_errors.push_back(node.status());
+    }
+  } else {
+    return absl::InvalidArgumentError(
+        "ExtenderArgs: neither Nodes nor NodeNames is given");
+  }
+
+  const nlohmann::json& annotations =
+      metadata.value("annotations", nlohmann::json::object());
+  auto description = annotations.find(kDescriptionAnnotation);
+  if (description == annotations.end() || !description->is_string()) return request;
+  const std::string where =
+      absl::StrCat("pod ", request.pod, ": annotation ", kDescriptionAnnotation);
+  absl::StatusOr<std::string> text =
+      DescriptionText(description->get<std::string>(), options_.descriptions_dir, where);
+  absl::StatusOr<v1::EstimateRequest> job =
+      text.ok() ? cli::ParseRequestText(*text, where) : text.status();
+  if (job.ok()) {
+    request.job = *std::move(job);
+    request.job_key = absl::StrCat(text->size(), ":", std::hash<std::string>{}(*text));
+  } else {
+    request.description_error = job.status();
+  }
+  return request;
+}
+
+absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
+    const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu) {
+  const std::string key = absl::StrCat(gpu, "|", job_key);
+  {
+    absl::MutexLock lock(&cache_mu_);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  }
+  v1::EstimateRequest request = job;
+  request.set_gpu(gpu);
+  absl::StatusOr<v1::EstimateResponse> estimate = engine_.Estimate(request);
+  if (!estimate.ok()) return estimate.status();
+  v1::EstimatedJob figures;
+  figures.set_peak_bytes(estimate->recommendation().memory_bytes());
+  if (auto util = GractEstimate(*estimate)) *figures.mutable_utilization() = *util;
+  absl::MutexLock lock(&cache_mu_);
+  if (cache_.size() >= kEstimateCacheEntries) cache_.clear();
+  cache_[key] = figures;
+  return figures;
+}
+
+KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
+  NodeVerdict verdict;
+  const std::string& name = request.names[i];
+  if (!request.node_errors[i].ok()) {
+    // Fail open: with no Node object there is nothing to judge; say so in the log.
+    spdlog::warn("extender: pod {}: node {} passes unjudged: {}", request.pod, name,
+                 std::string(request.node_errors[i].message()));
+    return verdict;
+  }
+  absl::StatusOr<std::vector<NodeGpu>> gpus = NodeGpus(request.nodes[i]);
+  if (!gpus.ok()) {
+    verdict.passes = false;
+    verdict.unresolvable = true;
+    verdict.reason = absl::StrCat("gpuest: ", gpus.status().message());
+    return verdict;
+  }
+  if (gpus->empty()) return verdict;  // No GPU data: gpuest has no opinion.
+
+  const GpuProfiles& catalog = engine_.registry().gpus();
+  bool fits_somewhere = false, fits_empty_somewhere = false;
+  std::vector<std::string> misses;
+  for (const NodeGpu& gpu : *gpus) {
+    const GpuProfile* profile = catalog.Find(gpu.model);
+    if (profile == nullptr) {
+      misses.push_back(absl::StrCat("GPU ", gpu.index, ": unknown model '", gpu.model,
+                                    "' (known: ", catalog.KnownIds(), ")"));
+      continue;
+    }
+    auto cached = request.estimates.find(profile->id);
+    if (cached == request.estimates.end()) {
+      cached = request.estimates
+                   .emplace(profile->id,
+                            CandidateFigures(*request.job, request.job_key, profile->id))
+                   .first;
+    }
+    if (!cached->second.ok()) {
+      verdict.fatal = absl::Status(
+          cached->second.status().code(),
+          absl::StrCat("pod ", request.pod, ": ", cached->second.status().message()));
+      return verdict;
+    }
+    const uint64_t total = gpu.total_bytes > 0 ? gpu.total_bytes : profile->memory_bytes;
+    const uint64_t free = gpu.free_reported ? gpu.free_bytes : total;
+    v1::CheckPlacementRequest check;
+    v1::NodeReportedGpu* reported = check.mutable_gpu()->mutable_node_reported();
+    reported->set_total_bytes(total);
+    reported->set_free_bytes(free);
+    reported->set_model(profile->id);
+    if (total > free) {
+      v1::PlacementJob* running = check.add_existing();
+      running->set_name(absl::StrCat("running on ", name, " GPU ", gpu.index));
+      if (gpu.util_percent) {
+        v1::MeasuredJob* measured = running->mutable_measured();
+        measured->set_memory_in_use_bytes(total - free);
+        measured->set_gpu_util(*gpu.util_percent);
+        measured->set_source(v1::UTILIZATION_SOURCE_NVIDIA_SMI);
+      } else {
+        running->mutable_estimate()->set_peak_bytes(total - free);
+      }
+    }
+    check.mutable_candidate()->set_name(request.pod);
+    *check.mutable_candidate()->mutable_estimate() = *cached->second;
+    absl::StatusOr<v1::CheckPlacementResponse> placed = placement_.CheckPlacement(check);
+    if (!placed.ok()) {
+      misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", placed.status().message()));
+      continue;
+    }
+    if (placed->candidate_bytes() <= total) fits_empty_somewhere = true;
+    if (placed->fits()) {
+      fits_somewhere = true;
+      verdict.score = std::max(verdict.score, ScoreOf(*placed));
+    } else {
+      const uint64_t left = placed->capacity_bytes() -
+                            std::min(placed->capacity_bytes(), placed->used_bytes());
+      misses.push_back(
+          absl::StrCat("GPU ", gpu.index, " (", profile->id, "): needs ",
+                       GiB(placed->candidate_bytes()), ", ", GiB(left),
+                       gpu.free_reported ? " free" : " (free not reported)"));
+    }
+  }
+  if (fits_somewhere) return verdict;
+  verdict.passes = false;
+  verdict.unresolvable = !fits_empty_somewhere;
+  verdict.reason =
+      absl::StrCat("gpuest: no GPU fits the pod's memory; ", absl::StrJoin(misses, "; "));
+  return verdict;
+}
+
+ExtenderReply KubeExtender::Filter(const std::string& body) {
+  absl::StatusOr<Request> request = ParseArgs(body);
+  nlohmann::json result = {{"Nodes", nullptr},
+                           {"NodeNames", nullptr},
+                           {"FailedNodes", nlohmann::json::object()},
+                           {"FailedAndUnresolvableNodes", nlohmann::json::object()},
+                           {"Error", ""}};
+  if (!request.ok()) {
+    result["Error"] = std::string(request.status().message());
+    return {400, result.dump()};
+  }
+  if (!request->description_error.ok()) {
+    result["Error"] = std::string(request->description_error.message());
+    return {200, result.dump()};
+  }
+  std::vector<bool> passes(request->names.size(), true);
+  if (request->job) {
+    for (size_t i = 0; i < request->names.size(); ++i) {
+      NodeVerdict verdict = JudgeNode(*request, i);
+      if (!verdict.fatal.ok()) {
+        result["Error"] = std::string(verdict.fatal.message());
+        return {200, result.dump()};
+      }
+      passes[i] = verdict.passes;
+      if (!verdict.passes) {
+        result[verdict.unresolvable ? "FailedAndUnresolvableNodes" : "FailedNodes"]
+              [request->names[i]] = verdict.reason;
+      }
+    }
+  }
+  if (request->names_only) {
+    nlohmann::json names = nlohmann::json::array();
+    for (size_t i = 0; i < passes.size(); ++i)
+      if (passes[i]) names.push_back(request->names[i]);
+    result["NodeNames"] = std::move(names);
+  } else {
+    nlohmann::json list = request->args["Nodes"];
+    nlohmann::json items = nlohmann::json::array();
+    for (size_t i = 0; i < passes.size(); ++i)
+      if (passes[i]) items.push_back(request->nodes[i]);
+    list["items"] = std::move(items);
+    result["Nodes"] = std::move(list);
+  }
+  return {200, result.dump()};
+}
+
+ExtenderReply KubeExtender::Prioritize(const std::string& body) {
+  absl::StatusOr<Request> request = ParseArgs(body);
+  if (!request.ok()) {
+    // HostPriorityList has no error field: kube-scheduler logs a non-200 and ignores
+    // this extender's scores for the pod (fail open).
+    return {400,
+            nlohmann::json{{"Error", std::string(request.status().message())}}.dump()};
+  }
+  if (!request->description_error.ok()) {
+    return {400,
+            nlohmann::json{{"Error", std::string(request->description_error.message())}}
+                .dump()};
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < request->names.size(); ++i) {
+    int score = 0;
+    if (request->job) {
+      NodeVerdict verdict = JudgeNode(*request, i);
+      if (!verdict.fatal.ok()) {
+        return {400,
+                nlohmann::json{{"Error", std::string(verdict.fatal.message())}}.dump()};
+      }
+      score = std::clamp(verdict.score, 0, kMaxExtenderPriority);
+    }
+    list.push_back({{"Host", request->names[i]}, {"Score", score}});
+  }
+  return {200, list.dump()};
+}
+
+}  // namespace gpuest

@@ -1,0 +1,85 @@
+// File: kube_extender.h
+//
+// A Kubernetes scheduler extender (k8s.io/kube-scheduler/extender/v1): kube-scheduler
+// POSTs ExtenderArgs {Pod, Nodes (a v1.NodeList) or NodeNames} to <urlPrefix>/filter
+// and <urlPrefix>/prioritize, and reads back ExtenderFilterResult {Nodes or NodeNames,
+// FailedNodes, FailedAndUnresolvableNodes, Error} and HostPriorityList [{Host, Score}]
+// with scores 0..10. Field names are Go's, unchanged (the types have no json tags).
+//
+// The pod's job comes from its annotation gpuest.io/description: inline JSON of a
+// ModelDescription or EstimateRequest (first character '{'), or a ConfigMap reference
+// NAME or NAME/KEY read from the file <descriptions_dir>/NAME/KEY (KEY defaults to
+// description.json): the layout of ConfigMaps mounted as volumes under one directory.
+// Nothing here calls the API server. The node's GPUs: kube_nodes.h.
+//
+// It fails open: a pod without the annotation passes every node with equal scores; a
+// malformed description is an Error (with ignorable: true, kube-scheduler then
+// schedules as if there were no extender), never a crash.
+//
+// Filter: a node passes when one of its GPUs fits the job's recommended memory beside
+// what is already there (PlacementEngine::CheckPlacement); a node whose GPUs are too
+// small even when empty is FailedAndUnresolvable (preempting cannot help).
+// Prioritize, per node its best GPU: 5..10 for a fit with acceptable contention (the
+// fuller the GPU after placing, the higher: packing), 1..4 for a fit with a bad
+// contention verdict (by the worst predicted speed), 0 for no fit or no GPU data.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "estimators/engine.h"
+#include "placement/placement_engine.h"
+#include "server/kube_nodes.h"
+#include "server/options.h"
+
+namespace gpuest {
+
+inline constexpr char kDescriptionAnnotation[] = "gpuest.io/description";
+inline constexpr int kMaxExtenderPriority = 10;  // extender/v1 MaxExtenderPriority.
+
+// An HTTP status and a JSON body.
+struct ExtenderReply {
+  int status = 200;
+  std::string body;
+};
+
+class KubeExtender {
+ public:
+  // engine and placement must outlive this object.
+  KubeExtender(const Engine& engine, const PlacementEngine& placement,
+               const ExtenderOptions& options)
+      : engine_(engine),
+        placement_(placement),
+        options_(options),
+        node_cache_(options.nodes_file) {}
+
+  // Bodies of the POSTs; thread-safe. A body that is not an ExtenderArgs is 400.
+  ExtenderReply Filter(const std::string& body);
+  ExtenderReply Prioritize(const std::string& body);
+
+ private:
+  struct Request;
+  struct NodeVerdict;
+
+  absl::StatusOr<Request> ParseArgs(const std::string& body);
+  // Node i of the request; request's estimate cache fills as GPU models are met.
+  NodeVerdict JudgeNode(Request& request, size_t i);
+  // The job's memory figure and utilization class on a catalog GPU. kube-scheduler
+  // asks filter and then prioritize for the same pod: the estimate is made once and
+  // kept, keyed by GPU and the description text's length and 64-bit hash.
+  absl::StatusOr<v1::EstimatedJob> CandidateFigures(const v1::EstimateRequest& job,
+                                                    const std::string& job_key,
+                                                    const std::string& gpu);
+
+  static constexpr size_t kEstimateCacheEntries = 1024;  // Then cleared, and refilled.
+
+  const Engine& engine_;
+  const PlacementEngine& placement_;
+  const ExtenderOptions options_;
+  NodeCache node_cache_;
+  absl::Mutex cache_mu_;
+  std::map<std::string, v1::EstimatedJob> cache_ ABSL_GUARDED_BY(cache_mu_);
+};
+
+}  // namespace gpuest

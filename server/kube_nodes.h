@@ -1,0 +1,76 @@
+// File: kube_nodes.h
+//
+// A Kubernetes node's GPUs as the extender reads them from the Node object's labels
+// and annotations (never from the API server: kube-scheduler sends the Node, or the
+// node cache file below holds it). Keys, in the order they are tried:
+//
+//   annotation gpuest.io/gpus   JSON array, one object per GPU, written by a node agent:
+//                               {"model": "a100-80gb", "totalMiB": 81920,
+//                                "freeMiB": 40000, "utilPercent": 35}
+//                               model: catalog id, alias or nvidia-smi name (optional:
+//                               else the model label below); utilPercent: nvidia-smi's
+//                               utilization.gpu of what runs on it now (optional).
+//   label gpuest.io/gpu-model   catalog id, alias or nvidia-smi name;
+//   label nvidia.com/gpu.product  NVIDIA GPU feature discovery's name
+//                               ("NVIDIA-A100-SXM4-80GB", "-SHARED" suffix dropped);
+//   label nvidia.com/gpu.memory   GFD's MiB per GPU;  nvidia.com/gpu.count  GFD's count.
+//
+// Without the annotation nothing says what is free: each GPU is taken as empty and
+// the reasons say so. A node with none of these keys has no GPU gpuest can judge.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuest {
+
+inline constexpr char kNodeGpusAnnotation[] = "gpuest.io/gpus";
+inline constexpr char kGpuModelLabel[] = "gpuest.io/gpu-model";
+inline constexpr char kGfdProductLabel[] = "nvidia.com/gpu.product";
+inline constexpr char kGfdMemoryLabel[] = "nvidia.com/gpu.memory";
+inline constexpr char kGfdCountLabel[] = "nvidia.com/gpu.count";
+
+struct NodeGpu {
+  int index = 0;
+  std::string model;         // As the node names it; empty: unknown.
+  uint64_t total_bytes = 0;  // 0: the catalog's figure for model.
+  uint64_t free_bytes = 0;
+  bool free_reported = false;          // false: free is not known and taken as total.
+  std::optional<double> util_percent;  // Of what runs on it now.
+};
+
+// The node's GPUs; empty when the node carries none of the keys. InvalidArgument names
+// the node, the key and the field for a malformed value.
+absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const nlohmann::json& node);
+
+// The name in metadata.name, or "" when there is none.
+std::string NodeName(const nlohmann::json& node);
+
+// For kube-scheduler's nodeCacheCapable mode, where it sends node names only: the
+// Node objects of a v1.NodeList JSON file (what `kubectl get nodes -o json` prints,
+// refreshed by a sidecar), read again when its modification time changes.
+class NodeCache {
+ public:
+  explicit NodeCache(std::string path) : path_(std::move(path)) {}
+
+  // The node named name, or NotFound (no such node in the file, or no file given);
+  // InvalidArgument when the file is not a NodeList.
+  absl::StatusOr<nlohmann::json> Find(const std::string& name);
+
+ private:
+  absl::Status RefreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string path_;
+  absl::Mutex mu_;
+  int64_t loaded_mtime_ ABSL_GUARDED_BY(mu_) = -1;
+  std::map<std::string, nlohmann::json> nodes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpuest

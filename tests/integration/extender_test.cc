@@ -1,0 +1,332 @@
+// The scheduler extender of the real gpuest-server, over real HTTP, with request
+// bodies in the exact shape kube-scheduler sends (k8s.io/kube-scheduler/extender/v1:
+// ExtenderArgs {Pod, Nodes | NodeNames}).
+#include <filesystem>
+#include <fstream>
+
+#include "common/units.h"
+#include "gpuest/client.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/examples.h"
+#include "tests/support/server_process.h"
+
+namespace gpuest {
+namespace {
+
+using nlohmann::json;
+using testing::ServerProcess;
+
+// The server's recommended memory for examples/<example> on gpu, asked over gRPC.
+uint64_t RecommendedBytes(const std::string& target, const std::string& example,
+                          const std::string& gpu) {
+  ClientOptions options;
+  options.targets = {target};
+  options.default_deadline = absl::Seconds(30);
+  auto client = Client::Create(options);
+  EXPECT_TRUE(client.ok()) << client.status();
+  if (!client.ok()) return 0;
+  v1::EstimateRequest request = testing::ExampleRequest(example);
+  request.set_gpu(gpu);
+  auto response = (*client)->Estimate(request);
+  EXPECT_TRUE(response.ok()) << response.status();
+  return response.ok() ? response->recommendation().memory_bytes() : 0;
+}
+
+std::string ExampleText(const std::string& name) {
+  return testing::ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/" + name);
+}
+
+// A v1.Pod as kube-scheduler serializes it (the fields that matter, and a few that
+// do not, so that the extender is seen to ignore them).
+json Pod(const std::string& name, json annotations) {
+  json metadata = {{"name", name}, {"namespace", "ml"}, {"uid", "0e3c"}};
+  if (!annotations.is_null()) metadata["annotations"] = annotations;
+  return {{"metadata", metadata},
+          {"spec",
+           {{"schedulerName", "default-scheduler"},
+            {"containers",
+             {{{"name", "train"},
+               {"image", "train:1"},
+               {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}},
+          {"status", {{"phase", "Pending"}}}};
+}
+
+json Node(const std::string& name, json labels, json annotations = json::object()) {
+  return {
+      {"metadata", {{"name", name}, {"labels", labels}, {"annotations", annotations}}},
+      {"status", {{"allocatable", {{"nvidia.com/gpu", "1"}}}}}};
+}
+
+json GpusAnnotation(const std::string& model, uint64_t total_mib, uint64_t free_mib,
+                    double util_percent = -1) {
+  json gpu = {{"model", model}, {"totalMiB", total_mib}, {"freeMiB", free_mib}};
+  if (util_percent >= 0) gpu["utilPercent"] = util_percent;
+  return {{"gpuest.io/gpus", json::array({gpu}).dump()}};
+}
+
+class ExtenderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(::testing::TempDir() + "/extender_test");
+    std::filesystem::create_directories(*dir_ + "/configmaps/cnn-job");
+    std::ofstream(*dir_ + "/configmaps/cnn-job/description.json")
+        << ExampleText("cnn.json");
+    auto server =
+        ServerProcess::Start({"--extender-listen=127.0.0.1:0",
+                              "--extender-descriptions-dir=" + *dir_ + "/configmaps",
+                              "--extender-nodes-file=" + *dir_ + "/nodes.json"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+    ASSERT_GT(server_->extender_port(), 0);
+
+    // The figure the extender must place: the server's own recommendation.
+    const uint64_t need = RecommendedBytes(server_->target(), "cnn.json", "a100-40gb");
+    ASSERT_GT(need, 0u);
+    need_mib_ = need / kMiB + 1;
+    ASSERT_LT(need_mib_ + 2048, 40960u);
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  // POSTs body to the verb; the status and the parsed answer.
+  static std::pair<int, json> Post(const std::string& verb, const std::string& body) {
+    httplib::Client http("127.0.0.1", server_->extender_port());
+    http.set_read_timeout(60, 0);
+    auto res = http.Post(("/" + verb).c_str(), body, "application/json");
+    EXPECT_TRUE(res) << "no answer from the extender";
+    if (!res) return {0, json()};
+    json answer = json::parse(res->body, nullptr, false);
+    EXPECT_FALSE(answer.is_discarded()) << res->body;
+    return {res->status, answer};
+  }
+
+  // Nodes of every kind the extender meets.
+  static json NodeList() {
+    const uint64_t need = need_mib_;
+    json items = json::array({
+        Node("roomy", {}, GpusAnnotation("a100-40gb", 40960, 40960)),
+        Node("tight", {}, GpusAnnotation("a100-40gb", 40960, need + 1024, 0)),
+        Node("full", {}, GpusAnnotation("a100-40gb", 40960, need - 512)),
+        Node("tiny-slice", {}, GpusAnnotation("a100-40gb", need - 512, need - 512)),
+        Node("cpu-only", {{"kubernetes.io/os", "linux"}}),
+        Node("gfd", {{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"},
+                     {"nvidia.com/gpu.memory", "81920"},
+                     {"nvidia.com/gpu.count", "8"}}),
+        Node("broken", {}, {{"gpuest.io/gpus", "[{\"totalMiB\": 1}]"}}),
+    });
+    return {{"kind", "NodeList"},
+            {"apiVersion", "v1"},
+            {"metadata", json::object()},
+            {"items", items}};
+  }
+
+  static json Args(const json& pod) {
+    return {{"Pod", pod}, {"Nodes", NodeList()}, {"NodeNames", nullptr}};
+  }
+
+  static std::string* dir_;
+  static ServerProcess* server_;
+  static uint64_t need_mib_;
+};
+
+std::string* ExtenderTest::dir_ = nullptr;
+ServerProcess* ExtenderTest::server_ = nullptr;
+uint64_t ExtenderTest::need_mib_ = 0;
+
+std::vector<std::string> NamesOf(const json& node_list) {
+  std::vector<std::string> names;
+  for (const json& node : node_list["items"]) names.push_back(node["metadata"]["name"]);
+  return names;
+}
+
+TEST_F(ExtenderTest, FilterPassesTheNodesWhereTheJobFitsAndSaysWhyNotElsewhere) {
+  const json pod = Pod("resnet", {{"gpuest.io/description", ExampleText("cnn.json")}});
+  auto [status, result] = Post("filter", Args(pod).dump());
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(result["Error"], "");
+  EXPECT_TRUE(result["NodeNames"].is_null());
+  // The full Node objects come back, as kube-scheduler sent them.
+  EXPECT_EQ(NamesOf(result["Nodes"]),
+            (std::vector<std::string>{"roomy", "tight", "cpu-only", "gfd"}));
+  EXPECT_EQ(result["Nodes"]["items"][0], NodeList()["items"][0]);
+  EXPECT_EQ(result["Nodes"]["kind"], "NodeList");
+  // Too little free memory now: preempting could help.
+  ASSERT_TRUE(result["FailedNodes"].contains("full")) << result.dump(2);
+  EXPECT_NE(result["FailedNodes"]["full"].get<std::string>().find("gpuest:"),
+            std::string::npos);
+  EXPECT_EQ(result["FailedNodes"].size(), 1u);
+  // Too small even when empty, or unreadable: nothing preemption can fix.
+  const json& unresolvable = result["FailedAndUnresolvableNodes"];
+  ASSERT_TRUE(unresolvable.contains("tiny-slice")) << result.dump(2);
+  ASSERT_TRUE(unresolvable.contains("broken"));
+  EXPECT_NE(unresolvable["broken"].get<std::string>().find("gpuest.io/gpus[0].freeMiB"),
+            std::string::npos)
+      << unresolvable["broken"];
+}
+
+TEST_F(ExtenderTest, PrioritizeScoresZeroToTenAndPrefersTheFullerGpu) {
+  const json pod = Pod("resnet", {{"gpuest.io/description", ExampleText("cnn.json")}});
+  json args = Args(pod);
+  // kube-scheduler prioritizes only what passed the filter.
+  json passed = json::array();
+  for (const json& node : args["Nodes"]["items"]) {
+    const std::string name = node["metadata"]["name"];
+    if (name == "roomy" || name == "tight" || name == "cpu-only" || name == "gfd")
+      passed.push_back(node);
+  }
+  args["Nodes"]["items"] = passed;
+  auto [status, list] = Post("prioritize", args.dump());
+  ASSERT_EQ(status, 200);
+  ASSERT_TRUE(list.is_array());
+  ASSERT_EQ(list.size(), 4u);
+  std::map<std::string, int> score;
+  for (const json& host : list) {
+    ASSERT_EQ(host.size(), 2u) << host;  // Exactly {Host, Score}.
+    const int s = host["Score"];
+    EXPECT_GE(s, 0);
+    EXPECT_LE(s, 10);
+    score[host["Host"]] = s;
+  }
+  EXPECT_EQ(score["cpu-only"], 0);  // No GPU data: no opinion.
+  EXPECT_GT(score["roomy"], 0);
+  EXPECT_GT(score["tight"], score["roomy"]);  // Packing: the fuller GPU after placing.
+  EXPECT_GT(score["gfd"], 0);
+}
+
+TEST_F(ExtenderTest, ABusyNeighbourNeverScoresAboveAnIdleOneOfTheSameMemory) {
+  const json pod = Pod("resnet", {{"gpuest.io/description", ExampleText("cnn.json")}});
+  const uint64_t free_mib = need_mib_ + 4096;
+  json args = {
+      {"Pod", pod},
+      {"Nodes",
+       {{"items",
+         {Node("idle-neighbour", {}, GpusAnnotation("a100-40gb", 40960, free_mib, 0)),
+          Node("busy-neighbour", {},
+               GpusAnnotation("a100-40gb", 40960, free_mib, 100))}}}}};
+  auto [status, list] = Post("prioritize", args.dump());
+  ASSERT_EQ(status, 200);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0]["Host"], "idle-neighbour");
+  EXPECT_GE(list[0]["Score"].get<int>(), list[1]["Score"].get<int>());
+}
+
+TEST_F(ExtenderTest, APodWithoutADescriptionPassesThroughUntouched) {
+  const json pod = Pod("web", nullptr);
+  auto [status, result] = Post("filter", Args(pod).dump());
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(result["Error"], "");
+  EXPECT_EQ(result["Nodes"], NodeList());  // Every node, unchanged (even "broken").
+  EXPECT_TRUE(result["FailedNodes"].empty());
+  EXPECT_TRUE(result["FailedAndUnresolvableNodes"].empty());
+  auto [pstatus, list] = Post("prioritize", Args(pod).dump());
+  ASSERT_EQ(pstatus, 200);
+  ASSERT_EQ(list.size(), NodeList()["items"].size());
+  for (const json& host : list) EXPECT_EQ(host["Score"], 0) << host;
+}
+
+TEST_F(ExtenderTest, AMalformedDescriptionIsAClearErrorNeverACrash) {
+  const json pod = Pod("bad", {{"gpuest.io/description", "{\"batchSize\": \"many\"}"}});
+  auto [status, result] = Post("filter", Args(pod).dump());
+  ASSERT_EQ(status, 200);
+  const std::string error = result["Error"];
+  EXPECT_NE(error.find("pod ml/bad: annotation gpuest.io/description"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("batch"), std::string::npos) << error;
+  auto [pstatus, answer] = Post("prioritize", Args(pod).dump());
+  EXPECT_EQ(pstatus, 400);
+  EXPECT_NE(answer["Error"].get<std::string>().find("gpuest.io/description"),
+            std::string::npos);
+  // A body that is no ExtenderArgs at all.
+  auto [bstatus, body_error] = Post("filter", "{\"Pod\": ");
+  EXPECT_EQ(bstatus, 400);
+  EXPECT_NE(body_error["Error"].get<std::string>().find("ExtenderArgs"),
+            std::string::npos);
+  // The server still answers.
+  auto [again, fine] = Post("filter", Args(Pod("web", nullptr)).dump());
+  EXPECT_EQ(again, 200);
+}
+
+TEST_F(ExtenderTest, AConfigMapReferenceReadsTheMountedConfigMap) {
+  auto [status, result] =
+      Post("filter", Args(Pod("cm", {{"gpuest.io/description", "cnn-job"}})).dump());
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(result["Error"], "");
+  EXPECT_TRUE(result["FailedNodes"].contains("full"));
+  auto [missing_status, missing] =
+      Post("filter",
+           Args(Pod("cm", {{"gpuest.io/description", "cnn-job/other.json"}})).dump());
+  ASSERT_EQ(missing_status, 200);
+  EXPECT_NE(missing["Error"].get<std::string>().find("is not mounted"), std::string::npos)
+      << missing["Error"];
+  auto [escape_status, escape] = Post(
+      "filter", Args(Pod("cm", {{"gpuest.io/description", "../../etc/passwd"}})).dump());
+  EXPECT_NE(escape["Error"].get<std::string>().find("ConfigMap reference"),
+            std::string::npos)
+      << escape["Error"];
+}
+
+TEST_F(ExtenderTest, NodeNamesOnlyIsAnsweredFromTheNodeCacheFile) {
+  std::ofstream(*dir_ + "/nodes.json") << NodeList().dump();
+  const json pod = Pod("resnet", {{"gpuest.io/description", ExampleText("cnn.json")}});
+  const json args = {{"Pod", pod},
+                     {"Nodes", nullptr},
+                     {"NodeNames", {"roomy", "full", "tiny-slice", "not-in-cache"}}};
+  auto [status, result] = Post("filter", args.dump());
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(result["Error"], "");
+  EXPECT_TRUE(result["Nodes"].is_null());
+  // A node the cache does not know passes unjudged (fail open).
+  EXPECT_EQ(result["NodeNames"], json({"roomy", "not-in-cache"}));
+  EXPECT_TRUE(result["FailedNodes"].contains("full"));
+  EXPECT_TRUE(result["FailedAndUnresolvableNodes"].contains("tiny-slice"));
+  auto [pstatus, list] = Post("prioritize", args.dump());
+  ASSERT_EQ(pstatus, 200);
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[0]["Host"], "roomy");
+  EXPECT_GT(list[0]["Score"].get<int>(), 0);
+  EXPECT_EQ(list[3]["Score"], 0);
+}
+
+// `gpuest pod-patch` end to end: the CLI, the real server, each scheduler's request.
+TEST(PodPatchCli, PrintsTheServersRecommendationRoundedUpForEachScheduler) {
+  auto server = ServerProcess::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  const uint64_t bytes = RecommendedBytes((*server)->target(), "cnn.json", "a100-80gb");
+  ASSERT_GT(bytes, 0u);
+  const std::string file = std::string(GPUEST_EXAMPLES_DIR) + "/cnn.json";
+
+  struct Case {
+    std::string scheduler, path;
+    uint64_t unit;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"hami", "/spec/containers/0/resources/limits/nvidia.com~1gpumem", kMiB},
+           {"volcano", "/spec/containers/0/resources/limits/volcano.sh~1gpu-memory",
+            kMiB},
+           {"kai", "/metadata/annotations/gpu-memory", kMiB},
+           {"alibaba", "/spec/containers/0/resources/limits/aliyun.com~1gpu-mem",
+            kGiB}}) {
+    const testing::CommandResult r = testing::RunCommand(
+        {GPUEST_CLI_PATH, "--target", (*server)->target(), "--timeout", "30s", "--gpu",
+         "a100-80gb", "pod-patch", "--scheduler", c.scheduler, file});
+    ASSERT_EQ(r.exit_code, 0) << c.scheduler << ": " << r.err;
+    const json patch = json::parse(r.out);
+    ASSERT_EQ(patch.size(), 1u);
+    EXPECT_EQ(patch[0]["path"], c.path);
+    const uint64_t amount = std::stoull(patch[0]["value"].get<std::string>());
+    EXPECT_GE(amount * c.unit, bytes) << c.scheduler;        // Never below the figure.
+    EXPECT_LT((amount - 1) * c.unit, bytes) << c.scheduler;  // The least that covers it.
+  }
+  const testing::CommandResult bad =
+      testing::RunCommand({GPUEST_CLI_PATH, "--target", (*server)->target(), "pod-patch",
+                           "--scheduler", "yunikorn", file});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--scheduler"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace gpuest

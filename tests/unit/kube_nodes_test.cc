@@ -1,0 +1,102 @@
+#include "server/kube_nodes.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "common/units.h"
+#include "gtest/gtest.h"
+
+namespace gpuest {
+namespace {
+
+nlohmann::json Node(const std::string& name, nlohmann::json labels,
+                    nlohmann::json annotations = nlohmann::json::object()) {
+  return {
+      {"metadata", {{"name", name}, {"labels", labels}, {"annotations", annotations}}}};
+}
+
+TEST(KubeNodes, TheAnnotationGivesEachGpuItsFreeMemoryAndUtilization) {
+  const auto gpus =
+      NodeGpus(Node("n1", {{"gpuest.io/gpu-model", "a100-80gb"}},
+                    {{"gpuest.io/gpus",
+                      R"([{"totalMiB": 81920, "freeMiB": 40000, "utilPercent": 35},
+            {"freeMiB": 81920, "model": "a100-40gb"}])"}}));
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  ASSERT_EQ(gpus->size(), 2u);
+  EXPECT_EQ((*gpus)[0].model, "a100-80gb");  // From the label.
+  EXPECT_EQ((*gpus)[0].total_bytes, 81920 * kMiB);
+  EXPECT_EQ((*gpus)[0].free_bytes, 40000 * kMiB);
+  EXPECT_TRUE((*gpus)[0].free_reported);
+  EXPECT_DOUBLE_EQ((*gpus)[0].util_percent.value(), 35);
+  EXPECT_EQ((*gpus)[1].model, "a100-40gb");  // Its own model wins over the label.
+  EXPECT_EQ((*gpus)[1].total_bytes, 0u);     // The catalog's figure.
+  EXPECT_FALSE((*gpus)[1].util_percent.has_value());
+}
+
+TEST(KubeNodes, GpuFeatureDiscoveryLabelsGiveWholeCardsWithFreeUnknown) {
+  const auto gpus =
+      NodeGpus(Node("n2", {{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB-SHARED"},
+                           {"nvidia.com/gpu.memory", "81920"},
+                           {"nvidia.com/gpu.count", "4"}}));
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  ASSERT_EQ(gpus->size(), 4u);
+  EXPECT_EQ((*gpus)[3].index, 3);
+  EXPECT_EQ((*gpus)[3].model, "NVIDIA A100-SXM4-80GB");  // nvidia-smi's spelling.
+  EXPECT_EQ((*gpus)[3].total_bytes, 81920 * kMiB);
+  EXPECT_FALSE((*gpus)[3].free_reported);
+}
+
+TEST(KubeNodes, ANodeWithoutGpuKeysHasNoGpus) {
+  const auto gpus = NodeGpus(Node("cpu-node", {{"kubernetes.io/os", "linux"}}));
+  ASSERT_TRUE(gpus.ok());
+  EXPECT_TRUE(gpus->empty());
+}
+
+TEST(KubeNodes, MalformedValuesNameTheNodeTheKeyAndTheField) {
+  auto bad = NodeGpus(Node("n3", {}, {{"gpuest.io/gpus", R"([{"totalMiB": 100}])"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("node n3: annotation gpuest.io/gpus[0].freeMiB"),
+            absl::string_view::npos)
+      << bad.status();
+  bad = NodeGpus(Node("n3", {}, {{"gpuest.io/gpus", "not json"}}));
+  EXPECT_FALSE(bad.ok());
+  bad = NodeGpus(Node("n3", {{"gpuest.io/gpu-model", "a100-40gb"}},
+                      {{"gpuest.io/gpus", R"([{"freeMiB": 10, "utilPercent": 140}])"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("utilPercent"), absl::string_view::npos);
+  bad = NodeGpus(Node(
+      "n3", {{"gpuest.io/gpu-model", "a100-40gb"}, {"nvidia.com/gpu.memory", "lots"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("nvidia.com/gpu.memory"),
+            absl::string_view::npos);
+}
+
+TEST(KubeNodes, TheNodeCacheReadsANodeListAndRereadsItWhenItChanges) {
+  const std::string path = ::testing::TempDir() + "/nodes.json";
+  {
+    std::ofstream out(path);
+    out << nlohmann::json{{"kind", "NodeList"}, {"items", {Node("a", {{"x", "1"}})}}};
+  }
+  NodeCache cache(path);
+  ASSERT_TRUE(cache.Find("a").ok());
+  EXPECT_EQ(cache.Find("b").status().code(), absl::StatusCode::kNotFound);
+  {
+    std::ofstream out(path);
+    out << nlohmann::json{{"kind", "NodeList"},
+                          {"items", {Node("a", {}), Node("b", {{"y", "2"}})}}};
+  }
+  // A different modification time: touch it a second later than the first write.
+  struct timespec times[2] = {{0, UTIME_OMIT}, {2000000000, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  absl::StatusOr<nlohmann::json> b = cache.Find("b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)["metadata"]["labels"]["y"], "2");
+  EXPECT_EQ(NodeCache("").Find("a").status().code(), absl::StatusCode::kNotFound);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace gpuest
