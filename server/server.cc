@@ -5,18 +5,14 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "common/model_family.h"
-#include "estimators/default_factories.h"
-#include "estimators/engine.h"
-#include "estimators/registry.h"
 #include "estimators/status_macros.h"
-#include "estimators/torch_device.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
+#include "server/admin_service.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
@@ -28,12 +24,14 @@ namespace {
 constexpr char kServiceName[] = "gpuest.v1.Estimator";
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
-absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
+absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
+                            int admin_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     out << nlohmann::json{{"grpc_port", grpc_port},
                           {"metrics_port", metrics_port},
+                          {"admin_port", admin_port},
                           {"pid", static_cast<int>(getpid())}}
                .dump()
         << "\n";
@@ -44,6 +42,13 @@ absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_
   if (ec)
     return absl::InternalError(absl::StrCat("cannot write ", path, ": ", ec.message()));
   return absl::OkStatus();
+}
+
+// The admin address without a loopback host: said in the log, since Admin has no
+// authentication of its own.
+bool IsLoopback(const std::string& address) {
+  return absl::StartsWith(address, "127.") || absl::StartsWith(address, "[::1]:") ||
+         absl::StartsWith(address, "localhost:");
 }
 
 }  // namespace
@@ -57,32 +62,18 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     const ServerOptions& options) {
   std::unique_ptr<GpuestServer> s(new GpuestServer(options));
 
-  GPUEST_ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.models.device));
-  RegistryOptions registry_options{options.models.directory, device};
-  registry_options.factories = DefaultEstimatorFactories();
-  GPUEST_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorRegistry> registry,
-                          EstimatorRegistry::Load(registry_options));
-  std::vector<std::string> ids;
-  for (const auto& e : registry->estimators()) {
-    const v1::EstimatorInfo& info = e->Info();
-    ids.push_back(info.id());
-    spdlog::info("loaded estimator {} (version {}, family {}) on {}", info.id(),
-                 info.version(), FamilyName(info.family()), device);
-  }
-  spdlog::info("model repository {}: version {}, {} estimators, {} GPU profiles",
-               options.models.directory, registry->models_version(), ids.size(),
-               registry->gpus().All().size());
-
   GPUEST_ASSIGN_OR_RETURN(s->metrics_, Metrics::Create(options.metrics_listen_address));
   s->metrics_->SetBuildInfo(GPUEST_VERSION, grpc::Version());
-  s->metrics_->SetModels(registry->models_version(), ids);
+  GPUEST_ASSIGN_OR_RETURN(
+      s->models_,
+      ModelLifecycle::Create(options.models, options.work.limits, *s->metrics_));
 
-  s->engine_ = std::make_unique<Engine>(registry, options.work.limits);
   const int threads = options.work.worker_threads > 0
                           ? options.work.worker_threads
                           : std::max(1u, std::thread::hardware_concurrency());
   s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
-  s->service_ = std::make_unique<EstimatorService>(*s->engine_, *s->metrics_, *s->pool_);
+  s->service_ =
+      std::make_unique<EstimatorService>(s->models_->engine(), *s->metrics_, *s->pool_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -100,19 +91,42 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.grpc.listen_address));
   }
+  if (!options.admin_listen_address.empty()) {
+    s->admin_pool_ = std::make_unique<WorkerPool>(1, 4);
+    s->admin_service_ = std::make_unique<AdminService>(*s->models_, *s->admin_pool_);
+    grpc::ServerBuilder admin;
+    admin.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    admin.AddListeningPort(options.admin_listen_address,
+                           grpc::InsecureServerCredentials(), &s->admin_port_);
+    admin.RegisterService(s->admin_service_.get());
+    s->admin_server_ = admin.BuildAndStart();
+    if (!s->admin_server_ || s->admin_port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", options.admin_listen_address, " (admin)"));
+    }
+    if (!IsLoopback(options.admin_listen_address)) {
+      spdlog::warn(
+          "gpuest.v1.Admin is served on {}, not on loopback: anyone who reaches "
+          "it can reload the models",
+          options.admin_listen_address);
+    }
+  }
   grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
 
-  spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}", s->grpc_port_,
-               threads,
-               s->metrics_port() ? absl::StrCat("port ", s->metrics_port()) : "nothing");
+  spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}, Admin on {}",
+               s->grpc_port_, threads,
+               s->metrics_port() ? absl::StrCat("port ", s->metrics_port()) : "nothing",
+               s->admin_port_ ? absl::StrCat("port ", s->admin_port_) : "nothing");
   if (!options.ready_file.empty()) {
-    GPUEST_RETURN_IF_ERROR(
-        WriteReadyFile(options.ready_file, s->grpc_port_, s->metrics_port()));
+    GPUEST_RETURN_IF_ERROR(WriteReadyFile(options.ready_file, s->grpc_port_,
+                                          s->metrics_port(), s->admin_port_));
   }
   return s;
 }
+
+ReloadOutcome GpuestServer::ReloadModels() { return models_->Reload(); }
 
 void GpuestServer::Shutdown() {
   if (shut_down_) return;
@@ -123,6 +137,11 @@ void GpuestServer::Shutdown() {
                  absl::FormatDuration(options_.grace_period));
     server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grace_period));
   }
+  // A reload under way finishes (or is cancelled at the deadline); none starts after.
+  if (admin_server_) {
+    admin_server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grace_period));
+  }
+  if (admin_pool_) admin_pool_->Stop();
   if (pool_) pool_->Stop();
   if (!options_.ready_file.empty()) {
     std::error_code ec;

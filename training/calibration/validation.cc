@@ -543,7 +543,7 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
   GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<EstimatorRegistry> registry,
                           EstimatorRegistry::Load(registry_options));
   const Engine engine(std::move(registry), ValidationLimits{});
-  const GpuProfile* calibrated_gpu = engine.registry().gpus().Find(kCalibratedGpu);
+  const GpuProfile* calibrated_gpu = engine.registry()->gpus().Find(kCalibratedGpu);
   if (calibrated_gpu == nullptr) {
     return absl::NotFoundError(
         absl::StrCat(kCalibratedGpu, " is not in ", o.models_dir, "/gpu_profiles.json"));

@@ -10,7 +10,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "training/data/measured_rows.h"
-#include "training/data/sha256.h"
+#include "estimators/sha256.h"
 
 namespace gpuest::data {
 

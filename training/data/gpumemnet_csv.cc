@@ -8,7 +8,7 @@
 #include "estimators/status_macros.h"
 #include "estimators/text_file.h"
 #include "training/data/measured_rows.h"
-#include "training/data/sha256.h"
+#include "estimators/sha256.h"
 
 namespace gpuest::data {
 namespace {
