@@ -585,8 +585,10 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
   for (const SimulationModel& s : Simulations()) {
     GPUEST_ASSIGN_OR_RETURN(served[s.id],
                             allocsim::CreateSimulationEstimator(
-                                {s.id, o.models_dir + "/" + s.id,
-                                 ManifestOf(s, context, calibration.at(s.id), {}).Text()},
+                                {s.id,
+                                 o.models_dir + "/" + s.id,
+                                 ManifestOf(s, context, calibration.at(s.id), {}).Text(),
+                                 {}},
                                 {}));
   }
 
