@@ -122,8 +122,8 @@ TEST_F(EngineTest, ListsTheLoadedEstimators) {
 // the old one (a call in flight) keeps it whole.
 TEST_F(EngineTest, ReplacingTheRegistryAnswersNewCallsWithTheNewOne) {
   const std::shared_ptr<const EstimatorRegistry> old_registry = engine_->registry();
-  const std::string dir = ::testing::TempDir() + "/engine_test_models_replaced_" +
-                          std::to_string(getpid());
+  const std::string dir =
+      ::testing::TempDir() + "/engine_test_models_replaced_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(std::string(GPUEST_MODELS_DIR) + "/gpu_profiles.json",
                              dir + "/gpu_profiles.json",

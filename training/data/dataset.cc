@@ -4,9 +4,9 @@
 
 #include "common/units.h"
 #include "estimators/features.h"
+#include "estimators/sha256.h"
 #include "estimators/status_macros.h"
 #include "estimators/validation.h"
-#include "estimators/sha256.h"
 
 namespace gpuest::train {
 namespace {
