@@ -36,7 +36,8 @@ ABSL_FLAG(std::string, admin_listen, "",
           "its own; empty (the default) serves no Admin. It has no authentication: give "
           "a loopback address, 127.0.0.1:PORT");
 ABSL_FLAG(std::string, ready_file, "",
-          "once serving, write {\"grpc_port\",\"metrics_port\",\"pid\"} as JSON here");
+          "once serving, write {\"grpc_port\",\"metrics_port\",\"admin_port\",\"pid\"} "
+          "as JSON here (a port not served is 0)");
 
 namespace {
 
