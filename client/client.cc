@@ -5,7 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/credentials.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
+#include "gpuest/v1/placement.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -62,12 +64,13 @@ absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& target
 }
 
 std::string ServiceConfig(int max_attempts) {
-  // Estimate and ListEstimators are pure reads, so resending is always safe: UNAVAILABLE
-  // (no server took the call) and CANCELLED (a server dropped it while shutting down).
+  // Every method of both services is a pure read, so resending is always safe:
+  // UNAVAILABLE (no server took the call) and CANCELLED (a server dropped it while
+  // shutting down).
   return absl::StrFormat(R"({
   "loadBalancingConfig": [{"round_robin": {}}],
   "methodConfig": [{
-    "name": [{"service": "gpuest.v1.Estimator"}],
+    "name": [{"service": "gpuest.v1.Estimator"}, {"service": "gpuest.v1.Placement"}],
     "waitForReady": false,
     "retryPolicy": {
       "maxAttempts": %d,
@@ -88,6 +91,7 @@ struct Client::Impl {
   std::string target;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Estimator::Stub> stub;
+  std::unique_ptr<v1::Placement::Stub> placement;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
 
   void SetDeadline(grpc::ClientContext& context, absl::Duration deadline) const {
@@ -120,13 +124,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   }
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
-  impl->channel =
-      grpc::CreateCustomChannel(impl->target, grpc::InsecureChannelCredentials(), args);
+  auto credentials = ChannelCredentialsFor(options.tls);
+  if (!credentials.ok()) return credentials.status();
+  impl->channel = grpc::CreateCustomChannel(impl->target, *credentials, args);
   if (!impl->channel) {
     return absl::InvalidArgumentError(
         absl::StrCat("targets: cannot use '", impl->target, "'"));
   }
   impl->stub = v1::Estimator::NewStub(impl->channel);
+  impl->placement = v1::Placement::NewStub(impl->channel);
   impl->health = grpc::health::v1::Health::NewStub(impl->channel);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -170,6 +176,28 @@ absl::StatusOr<v1::ListEstimatorsResponse> Client::ListEstimators(
   v1::ListEstimatorsResponse response;
   absl::Status status = FromGrpc(
       impl_->stub->ListEstimators(&context, v1::ListEstimatorsRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::CheckPlacementResponse> Client::CheckPlacement(
+    const v1::CheckPlacementRequest& request, absl::Duration deadline) const {
+  grpc::ClientContext context;
+  impl_->SetDeadline(context, deadline);
+  v1::CheckPlacementResponse response;
+  absl::Status status =
+      FromGrpc(impl_->placement->CheckPlacement(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::RankGpusResponse> Client::RankGpus(const v1::RankGpusRequest& request,
+                                                      absl::Duration deadline) const {
+  grpc::ClientContext context;
+  impl_->SetDeadline(context, deadline);
+  v1::RankGpusResponse response;
+  absl::Status status =
+      FromGrpc(impl_->placement->RankGpus(&context, request, &response));
   if (!status.ok()) return status;
   return response;
 }

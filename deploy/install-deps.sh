@@ -18,7 +18,16 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcivetweb-dev civetweb zlib1g-dev
   python3 python3-pytest python3-torch python3-torchvision python3-protobuf python3-grpcio
+  python3-venv python3-pip python3-setuptools python3-wheel mypy
+  python3-yaml
   clang-format
+  # tests: the TLS tests' certificates (openssl), the deploy files' validation
+  # (python3-yaml; promtool, which Debian ships in the prometheus package: a machine
+  # with systemd also gets a prometheus service, disabled again below).
+  openssl python3-yaml
+  prometheus
+  # tests/fuzz: libFuzzer targets (deploy/fuzz.sh), built with clang in build-fuzz/.
+  clang-14 libclang-rt-14-dev
 )
 
 log() { printf '[install-deps] %s\n' "$*" >&2; }
@@ -35,6 +44,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${#missing[@]} Debian packages: ${missing[*]}"
   as_root apt-get update -q
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Only promtool is wanted from the prometheus package, not a server on :9090.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    as_root systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 else
   log "Debian packages: all present"
 fi

@@ -1,6 +1,7 @@
 #include "estimators/gpu_profiles.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "estimators/gpu_profiles_manifest.h"
 #include "estimators/status_macros.h"
@@ -29,11 +30,16 @@ const GpuProfile* GpuProfiles::Find(absl::string_view name) const {
   const std::string wanted = absl::AsciiStrToLower(name);
   for (const GpuProfile& p : profiles_) {
     if (absl::AsciiStrToLower(p.id) == wanted) return &p;
+    if (absl::AsciiStrToLower(p.name) == wanted) return &p;
     for (const std::string& alias : p.aliases) {
       if (absl::AsciiStrToLower(alias) == wanted) return &p;
     }
   }
   return nullptr;
+}
+
+bool IsMigProfile(const GpuProfile& profile) {
+  return absl::StrContains(profile.name, " MIG ");
 }
 
 std::string GpuProfiles::KnownIds() const {

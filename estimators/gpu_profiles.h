@@ -35,6 +35,10 @@ struct GpuProfile {
 
 struct GpuProfilesManifest;  // gpu_profiles_manifest.h: the file's format.
 
+// Whether the profile is a MIG instance of a larger GPU: its nvidia-smi name says
+// "MIG" ("NVIDIA A100-SXM4-40GB MIG 1g.5gb").
+bool IsMigProfile(const GpuProfile& profile);
+
 class GpuProfiles {
  public:
   static absl::StatusOr<GpuProfiles> LoadFile(const std::string& path);
@@ -42,7 +46,8 @@ class GpuProfiles {
   static absl::StatusOr<GpuProfiles> Parse(const std::string& json_text);
   explicit GpuProfiles(const GpuProfilesManifest& manifest);
 
-  // By id or alias, case-insensitively; nullptr when unknown.
+  // By id, alias or the name nvidia-smi prints ("NVIDIA A100-SXM4-80GB"),
+  // case-insensitively; nullptr when unknown.
   const GpuProfile* Find(absl::string_view name) const;
   // The GPU the shipped estimators were trained on.
   const GpuProfile& Default() const { return profiles_[default_index_]; }

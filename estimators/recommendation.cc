@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/units.h"
 
 namespace gpuest {
 namespace {
@@ -56,9 +57,7 @@ std::optional<v1::Recommendation> Recommend(
     fit.set_gpu(gpu->id);
     fit.set_capacity_bytes(gpu->memory_bytes);
     fit.set_fits(rec.memory_bytes() <= gpu->memory_bytes);
-    fit.set_headroom_bytes(
-        static_cast<int64_t>(gpu->memory_bytes) -
-        static_cast<int64_t>(std::min<uint64_t>(rec.memory_bytes(), uint64_t{1} << 62)));
+    fit.set_headroom_bytes(SignedHeadroom(gpu->memory_bytes, rec.memory_bytes()));
     fit.set_allocator_retry(best->memory().allocator_retry());
   }
   return rec;

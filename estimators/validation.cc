@@ -137,8 +137,15 @@ absl::Status CheckFeatures(const v1::FeatureVector& f, const ValidationLimits& l
   GPUEST_RETURN_IF_ERROR(
       CheckCount("features.sequence_length", f.sequence_length(), limits.max_count));
   for (const auto& [type, count] : f.layer_counts()) {
-    const std::string field = absl::StrCat("features.layer_counts[\"", type, "\"]");
     if (type.empty()) return Invalid("features.layer_counts", "a layer type is empty");
+    // The same bound as a layer's type (model.layers[i]); checked before the type goes
+    // into a field path, so that a refusal never echoes a long key whole.
+    if (static_cast<int64_t>(type.size()) > limits.max_name_length) {
+      return Invalid("features.layer_counts",
+                     absl::StrCat("a layer type longer than ", limits.max_name_length,
+                                  " characters (", type.size(), ")"));
+    }
+    const std::string field = absl::StrCat("features.layer_counts[\"", type, "\"]");
     GPUEST_RETURN_IF_ERROR(CheckCount(field, count, limits.max_layers));
   }
   if (f.total_parameters() == 0 && f.total_activations() == 0) {

@@ -10,6 +10,7 @@
 #include "common/flags.h"
 #include "estimators/torch_device.h"
 #include "server/logging.h"
+#include "server/models_location.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
@@ -17,8 +18,10 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address to listen on, host:port; port 0 picks a free port");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address for Prometheus /metrics over HTTP; empty turns it off");
-ABSL_FLAG(std::string, models, "models",
-          "model repository: gpu_profiles.json and one directory per estimator");
+ABSL_FLAG(std::string, models, "",
+          "model repository: gpu_profiles.json, one directory per estimator and "
+          "contention/contention.json (the placement's contention model); "
+          "default: the installed one (<binary>/../share/gpuest/models), else ./models");
 ABSL_FLAG(std::string, device, "auto",
           "where ML estimators run: auto (CUDA if libtorch sees a GPU, else CPU), cpu, "
           "cuda");
@@ -35,6 +38,13 @@ ABSL_FLAG(std::string, admin_listen, "",
           "address for the gpuest.v1.Admin service (ReloadModels), on a gRPC server of "
           "its own; empty (the default) serves no Admin. It has no authentication: give "
           "a loopback address, 127.0.0.1:PORT");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the gRPC port; with --tls-key, serves TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: mutual TLS, a client must present a certificate it signed");
+ABSL_FLAG(bool, plaintext_non_loopback, false,
+          "allow plaintext gRPC on a non-loopback --listen address (refused otherwise)");
 ABSL_FLAG(std::string, ready_file, "",
           "once serving, write {\"grpc_port\",\"metrics_port\",\"admin_port\",\"pid\"} "
           "as JSON here (a port not served is 0)");
@@ -45,9 +55,15 @@ gpuest::ServerOptions OptionsFromFlags() {
   gpuest::ServerOptions o;
   o.grpc.listen_address = absl::GetFlag(FLAGS_listen);
   o.grpc.max_message_bytes = absl::GetFlag(FLAGS_max_message_size);
+  o.grpc.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  o.grpc.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  o.grpc.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  o.grpc.tls.plaintext_non_loopback = absl::GetFlag(FLAGS_plaintext_non_loopback);
   o.metrics_listen_address = absl::GetFlag(FLAGS_metrics_listen);
   o.admin_listen_address = absl::GetFlag(FLAGS_admin_listen);
-  o.models.directory = absl::GetFlag(FLAGS_models);
+  o.models.directory = absl::GetFlag(FLAGS_models).empty()
+                           ? gpuest::DefaultModelsDirectory()
+                           : absl::GetFlag(FLAGS_models);
   o.models.device = absl::GetFlag(FLAGS_device);
   o.work.worker_threads = absl::GetFlag(FLAGS_workers);
   o.work.limits.max_layers = absl::GetFlag(FLAGS_max_layers);

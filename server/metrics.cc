@@ -16,8 +16,8 @@
 namespace gpuest {
 namespace {
 
-constexpr std::array<const char*, kRpcMethodCount> kMethodNames = {"Estimate",
-                                                                   "ListEstimators"};
+constexpr std::array<const char*, kRpcMethodCount> kMethodNames = {
+    "Estimate", "ListEstimators", "CheckPlacement", "RankGpus"};
 constexpr int kStatusCodes = 17;  // OK .. UNAUTHENTICATED, as in gRPC.
 
 // Latency buckets from 25 us, with a boundary at the 1 ms objective.

@@ -13,8 +13,13 @@
 
 namespace gpuest {
 
-enum class RpcMethod { kEstimate = 0, kListEstimators = 1 };
-inline constexpr int kRpcMethodCount = 2;
+enum class RpcMethod {
+  kEstimate = 0,
+  kListEstimators = 1,
+  kCheckPlacement = 2,
+  kRankGpus = 3,
+};
+inline constexpr int kRpcMethodCount = 4;
 
 class Metrics {
  public:

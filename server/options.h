@@ -12,9 +12,20 @@
 
 namespace gpuest {
 
+// Transport security of the gRPC port (server/credentials.h). No certificate:
+// plaintext, which only a loopback address gets unless plaintext_non_loopback says so.
+struct TlsOptions {
+  std::string cert_file;  // PEM certificate chain; with key_file, turns TLS on.
+  std::string key_file;   // PEM private key of cert_file.
+  std::string
+      client_ca_file;  // PEM CA bundle; given, clients must present a cert it signed.
+  bool plaintext_non_loopback = false;
+};
+
 struct GrpcOptions {
   std::string listen_address = "127.0.0.1:50051";
   int max_message_bytes = 16 << 20;
+  TlsOptions tls;
 };
 
 struct ModelOptions {

@@ -12,7 +12,9 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
+#include "placement/placement_engine.h"
 #include "server/admin_service.h"
+#include "server/credentials.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
@@ -22,6 +24,7 @@ namespace gpuest {
 namespace {
 
 constexpr char kServiceName[] = "gpuest.v1.Estimator";
+constexpr char kPlacementServiceName[] = "gpuest.v1.Placement";
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
 absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
@@ -61,6 +64,11 @@ int GpuestServer::metrics_port() const { return metrics_->port(); }
 absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     const ServerOptions& options) {
   std::unique_ptr<GpuestServer> s(new GpuestServer(options));
+  // Transport security first: a refused configuration fails before models load.
+  GPUEST_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ServerCredentials> credentials,
+      ServerCredentialsFor(options.grpc.listen_address, options.grpc.tls));
+  spdlog::info("gRPC transport: {}", TransportSecurityName(options.grpc.tls));
 
   GPUEST_ASSIGN_OR_RETURN(s->metrics_, Metrics::Create(options.metrics_listen_address));
   s->metrics_->SetBuildInfo(GPUEST_VERSION, grpc::Version());
@@ -74,6 +82,15 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
   s->service_ =
       std::make_unique<EstimatorService>(s->models_->engine(), *s->metrics_, *s->pool_);
+  // The contention model the placement answers with: models/contention/contention.json.
+  const std::string contention_path = ContentionModelPath(options.models.directory);
+  GPUEST_ASSIGN_OR_RETURN(ContentionModel contention,
+                          ContentionModel::Load(contention_path));
+  spdlog::info("contention model {} from {}", contention.version, contention_path);
+  s->placement_engine_ =
+      std::make_unique<PlacementEngine>(s->models_->engine(), std::move(contention));
+  s->placement_service_ =
+      std::make_unique<PlacementService>(*s->placement_engine_, *s->metrics_, *s->pool_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -81,11 +98,11 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would start and
   // silently take half the connections. Without it, the second one fails to bind.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.grpc.listen_address, grpc::InsecureServerCredentials(),
-                           &s->grpc_port_);
+  builder.AddListeningPort(options.grpc.listen_address, credentials, &s->grpc_port_);
   builder.SetMaxReceiveMessageSize(options.grpc.max_message_bytes);
   builder.SetMaxSendMessageSize(options.grpc.max_message_bytes);
   builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->placement_service_.get());
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->grpc_port_ == 0) {
     return absl::UnavailableError(
@@ -113,6 +130,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   }
   grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(kPlacementServiceName, true);
   health->SetServingStatus(true);
 
   spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}, Admin on {}",

@@ -21,6 +21,8 @@ namespace gpuest {
 class AdminService;
 class EstimatorService;
 class Metrics;
+class PlacementEngine;
+class PlacementService;
 class WorkerPool;
 
 class GpuestServer {
@@ -49,6 +51,8 @@ class GpuestServer {
   std::unique_ptr<ModelLifecycle> models_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<EstimatorService> service_;
+  std::unique_ptr<PlacementEngine> placement_engine_;
+  std::unique_ptr<PlacementService> placement_service_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;
   // Admin: one thread, so that a reload never takes an estimator worker.

@@ -75,4 +75,39 @@ grpc::ServerUnaryReactor* EstimatorService::ListEstimators(
                   });
 }
 
+// A placement answer: the engine's response, or its status, with the latency set.
+template <typename Response, typename Answer>
+absl::Status PlacementAnswer(const char* method, absl::Time start, Response* response,
+                             Answer answer) {
+  absl::StatusOr<Response> result = answer();
+  if (!result.ok()) {
+    spdlog::debug("{}: {}", method, result.status().ToString());
+    return result.status();
+  }
+  *response = std::move(*result);
+  response->set_server_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* PlacementService::CheckPlacement(
+    grpc::CallbackServerContext* context, const v1::CheckPlacementRequest* request,
+    v1::CheckPlacementResponse* response) {
+  return Dispatch(RpcMethod::kCheckPlacement, context, metrics_, pool_,
+                  [this, request, response](absl::Time start) {
+                    return PlacementAnswer("CheckPlacement", start, response, [&] {
+                      return engine_.CheckPlacement(*request);
+                    });
+                  });
+}
+
+grpc::ServerUnaryReactor* PlacementService::RankGpus(grpc::CallbackServerContext* context,
+                                                     const v1::RankGpusRequest* request,
+                                                     v1::RankGpusResponse* response) {
+  return Dispatch(RpcMethod::kRankGpus, context, metrics_, pool_,
+                  [this, request, response](absl::Time start) {
+                    return PlacementAnswer("RankGpus", start, response,
+                                           [&] { return engine_.RankGpus(*request); });
+                  });
+}
+
 }  // namespace gpuest

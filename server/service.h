@@ -8,6 +8,8 @@
 
 #include "estimators/engine.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
+#include "gpuest/v1/placement.grpc.pb.h"
+#include "placement/placement_engine.h"
 #include "server/metrics.h"
 #include "server/worker_pool.h"
 
@@ -29,6 +31,27 @@ class EstimatorService final : public v1::Estimator::CallbackService {
 
  private:
   const Engine& engine_;
+  Metrics& metrics_;
+  WorkerPool& pool_;
+};
+
+// gpuest.v1.Placement on the same worker pool and metrics as the Estimator service.
+class PlacementService final : public v1::Placement::CallbackService {
+ public:
+  // The engine, metrics and pool must outlive the service.
+  PlacementService(const PlacementEngine& engine, Metrics& metrics, WorkerPool& pool)
+      : engine_(engine), metrics_(metrics), pool_(pool) {}
+
+  grpc::ServerUnaryReactor* CheckPlacement(grpc::CallbackServerContext* context,
+                                           const v1::CheckPlacementRequest* request,
+                                           v1::CheckPlacementResponse* response) override;
+
+  grpc::ServerUnaryReactor* RankGpus(grpc::CallbackServerContext* context,
+                                     const v1::RankGpusRequest* request,
+                                     v1::RankGpusResponse* response) override;
+
+ private:
+  const PlacementEngine& engine_;
   Metrics& metrics_;
   WorkerPool& pool_;
 };

@@ -90,28 +90,33 @@ absl::Status CheckTraceBatch(const std::string& name, const v1::EstimateRequest&
 
 absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
                                                 const ReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  return ParseRequestText(*text, path == "-" ? "stdin" : path, options);
+}
+
+absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
+                                                     const std::string& name,
+                                                     const ReadOptions& options) {
   if (options.batch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--batch-size must be positive, got ", options.batch_size));
   }
-  auto text = ReadAll(path);
-  if (!text.ok()) return text.status();
-  const std::string name = path == "-" ? "stdin" : path;
-  const size_t first = text->find_first_not_of(" \t\r\n");
+  const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": empty input"));
   }
-  if ((*text)[first] != '{') return ReadSummary(*text, name, options);
+  if (text[first] != '{') return ReadSummary(text, name, options);
   v1::EstimateRequest request;
   auto as_model =
-      google::protobuf::util::JsonStringToMessage(*text, request.mutable_model());
+      google::protobuf::util::JsonStringToMessage(text, request.mutable_model());
   if (!as_model.ok()) {
     request.Clear();
-    auto as_request = google::protobuf::util::JsonStringToMessage(*text, &request);
+    auto as_request = google::protobuf::util::JsonStringToMessage(text, &request);
     if (!as_request.ok()) {
       // Report the complaint about the form the text meant, so that it names the bad
       // field: "(model.batch_size): invalid value", not "model: Cannot find field".
-      if (MeansARequest(*text)) {
+      if (MeansARequest(text)) {
         return absl::InvalidArgumentError(absl::StrCat(
             name,
             ": not an EstimateRequest in JSON: ", std::string(as_request.message())));
@@ -132,6 +137,119 @@ absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
       request.mutable_model()->set_batch_size(options.batch_size);
     }
   }
+  return request;
+}
+
+namespace {
+
+// The top-level keys of a JSON object; empty for anything else.
+std::vector<std::string> TopLevelKeys(const std::string& text) {
+  std::vector<std::string> keys;
+  google::protobuf::Struct top;
+  if (!google::protobuf::util::JsonStringToMessage(text, &top).ok()) return keys;
+  for (const auto& [key, value] : top.fields()) keys.push_back(key);
+  return keys;
+}
+
+bool HasAnyKey(const std::vector<std::string>& keys,
+               std::initializer_list<const char*> wanted) {
+  for (const std::string& k : keys)
+    for (const char* w : wanted)
+      if (k == w) return true;
+  return false;
+}
+
+template <typename Message>
+absl::StatusOr<Message> ParseJson(const std::string& text, const std::string& name,
+                                  const char* what) {
+  Message message;
+  auto status = google::protobuf::util::JsonStringToMessage(text, &message);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": not a ", what, " in JSON: ", std::string(status.message())));
+  }
+  return message;
+}
+
+std::string BaseName(const std::string& path) {
+  return path == "-" ? "stdin" : path.substr(path.find_last_of('/') + 1);
+}
+
+}  // namespace
+
+namespace {
+
+// ReadPlacementJob on text already read.
+absl::StatusOr<v1::PlacementJob> JobFromText(const std::string& text,
+                                             const std::string& path,
+                                             const ReadOptions& options) {
+  const std::string name = path == "-" ? "stdin" : path;
+  v1::PlacementJob job;
+  if (HasAnyKey(TopLevelKeys(text), {"measured", "estimate", "description"})) {
+    auto parsed = ParseJson<v1::PlacementJob>(text, name, "PlacementJob");
+    if (!parsed.ok()) return parsed.status();
+    job = *std::move(parsed);
+  } else {
+    auto request = ParseRequestText(text, name, options);
+    if (!request.ok()) return request.status();
+    *job.mutable_description() = *std::move(request);
+  }
+  if (job.name().empty()) job.set_name(BaseName(path));
+  return job;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::PlacementJob> ReadPlacementJob(const std::string& path,
+                                                  const ReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  return JobFromText(*text, path, options);
+}
+
+absl::StatusOr<v1::CheckPlacementRequest> ReadPlacementRequest(
+    const std::string& path, const PlacementReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  const std::string name = path == "-" ? "stdin" : path;
+  v1::CheckPlacementRequest request;
+  if (HasAnyKey(TopLevelKeys(*text), {"candidate", "existing"})) {
+    auto parsed =
+        ParseJson<v1::CheckPlacementRequest>(*text, name, "CheckPlacementRequest");
+    if (!parsed.ok()) return parsed.status();
+    request = *std::move(parsed);
+  } else {
+    auto candidate = JobFromText(*text, path, options.job);
+    if (!candidate.ok()) return candidate.status();
+    *request.mutable_candidate() = *std::move(candidate);
+    if (options.gpu.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name,
+          ": a single job needs --gpu (a catalog id or nvidia-smi name); or give a "
+          "CheckPlacementRequest with its \"gpu\""));
+    }
+  }
+  if (!options.gpu.empty()) request.mutable_gpu()->set_catalog_id(options.gpu);
+  for (const std::string& file : options.beside) {
+    auto job = ReadPlacementJob(file, options.job);
+    if (!job.ok()) return job.status();
+    *request.add_existing() = *std::move(job);
+  }
+  return request;
+}
+
+absl::StatusOr<v1::RankGpusRequest> ReadRankRequest(const std::string& path,
+                                                    const ReadOptions& options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  if (HasAnyKey(TopLevelKeys(*text), {"job"})) {
+    return ParseJson<v1::RankGpusRequest>(*text, path == "-" ? "stdin" : path,
+                                          "RankGpusRequest");
+  }
+  v1::RankGpusRequest request;
+  auto job = JobFromText(*text, path, options);
+  if (!job.ok()) return job.status();
+  *request.mutable_job() = *std::move(job);
   return request;
 }
 

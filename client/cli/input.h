@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpuest/v1/estimate.pb.h"
+#include "gpuest/v1/placement.pb.h"
 
 namespace gpuest::cli {
 
@@ -27,5 +29,33 @@ struct ReadOptions {
 // summary's model is named after the file's base name.
 absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
                                                 const ReadOptions& options = {});
+
+// The same, for text already read; name stands for the file in errors ("stdin" for
+// standard input). What ReadRequest does after reading, and what tests/fuzz feeds.
+absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
+                                                     const std::string& name,
+                                                     const ReadOptions& options = {});
+
+// One job for `gpuest place` / `gpuest rank`: a PlacementJob in JSON (a key "measured",
+// "estimate" or "description"), or anything ReadRequest reads, as the job's
+// description. The job is named after the file when the JSON names none.
+absl::StatusOr<v1::PlacementJob> ReadPlacementJob(const std::string& path,
+                                                  const ReadOptions& options = {});
+
+struct PlacementReadOptions {
+  ReadOptions job;                  // For description files.
+  std::string gpu;                  // Catalog id; overrides the file's GPU.
+  std::vector<std::string> beside;  // Job files already on the GPU (existing).
+};
+
+// `gpuest place FILE`: a CheckPlacementRequest in JSON (a key "candidate" or
+// "existing"), or one job file (ReadPlacementJob) as the candidate, which then needs
+// options.gpu. options.beside adds existing jobs to either.
+absl::StatusOr<v1::CheckPlacementRequest> ReadPlacementRequest(
+    const std::string& path, const PlacementReadOptions& options);
+
+// `gpuest rank FILE`: a RankGpusRequest in JSON (a key "job") or one job file.
+absl::StatusOr<v1::RankGpusRequest> ReadRankRequest(const std::string& path,
+                                                    const ReadOptions& options = {});
 
 }  // namespace gpuest::cli

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
@@ -17,13 +18,23 @@ ABSL_FLAG(std::string, target, "",
           "server address(es), host:port[,host:port...]; default $GPUEST_TARGET, else "
           "127.0.0.1:50051");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "deadline of each call");
-ABSL_FLAG(std::string, gpu, "", "estimate: target GPU model, e.g. a100-40gb, h100-80gb");
+ABSL_FLAG(std::string, gpu, "",
+          "estimate, place: target GPU model, e.g. a100-40gb, h100-80gb, "
+          "a100-40gb-mig-3g.20gb, or the name nvidia-smi prints");
+ABSL_FLAG(std::vector<std::string>, beside, {},
+          "place: comma-separated job files already on the GPU (each a PlacementJob in "
+          "JSON, e.g. {\"measured\": {...}}, or a description as `estimate` reads it)");
 ABSL_FLAG(std::string, estimators, "", "estimate: comma-separated estimator ids to run");
 ABSL_FLAG(int64_t, batch_size, 0,
           "estimate: training batch size; sets (overrides) the file's, and is required "
           "when FILE is a torchsummary/torchinfo summary; refused for a description "
           "with an allocation trace recorded at another batch size (describe it again "
           "at this batch size)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA that signed the server's certificate: talk TLS (default plaintext)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate, for a server that requires mutual TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
 ABSL_FLAG(bool, json, false, "print the response as JSON instead of a table");
 
 namespace {
@@ -37,6 +48,12 @@ constexpr char kEpilogue[] =
     "                  `python3 -m gpuest.describe`, or the text printed by\n"
     "                  torchsummary.summary() or torchinfo.summary(model,\n"
     "                  input_size=...), which also needs --batch-size\n"
+    "  place FILE      does a job fit a GPU beside the jobs already on it, and how\n"
+    "                  much will they slow each other: FILE is a CheckPlacementRequest\n"
+    "                  in JSON, or one job (a PlacementJob in JSON, or a description\n"
+    "                  as for estimate) with --gpu and optionally --beside FILE,...\n"
+    "  rank FILE       one job (RankGpusRequest, PlacementJob or description) against\n"
+    "                  every GPU of the server's catalog, MIG profiles included\n"
     "  models          list the estimators the server has loaded\n"
     "  health          report whether the server is serving\n"
     "\n"
@@ -91,6 +108,32 @@ int Estimate(const gpuest::Client& client, const std::string& path) {
   return kOk;
 }
 
+int Place(const gpuest::Client& client, const std::string& path) {
+  gpuest::cli::PlacementReadOptions read_options;
+  read_options.job.batch_size = absl::GetFlag(FLAGS_batch_size);
+  read_options.gpu = absl::GetFlag(FLAGS_gpu);
+  read_options.beside = absl::GetFlag(FLAGS_beside);
+  auto request = gpuest::cli::ReadPlacementRequest(path, read_options);
+  if (!request.ok()) return Fail(request.status());
+  auto response = client.CheckPlacement(*request, absl::GetFlag(FLAGS_timeout));
+  if (!response.ok()) return Fail(response.status());
+  std::cout << (absl::GetFlag(FLAGS_json) ? gpuest::cli::RenderJson(*response)
+                                          : gpuest::cli::RenderPlacement(*response));
+  return kOk;
+}
+
+int Rank(const gpuest::Client& client, const std::string& path) {
+  gpuest::cli::ReadOptions read_options;
+  read_options.batch_size = absl::GetFlag(FLAGS_batch_size);
+  auto request = gpuest::cli::ReadRankRequest(path, read_options);
+  if (!request.ok()) return Fail(request.status());
+  auto response = client.RankGpus(*request, absl::GetFlag(FLAGS_timeout));
+  if (!response.ok()) return Fail(response.status());
+  std::cout << (absl::GetFlag(FLAGS_json) ? gpuest::cli::RenderJson(*response)
+                                          : gpuest::cli::RenderRanking(*response));
+  return kOk;
+}
+
 int Models(const gpuest::Client& client) {
   auto response = client.ListEstimators(absl::GetFlag(FLAGS_timeout));
   if (!response.ok()) return Fail(response.status());
@@ -135,18 +178,24 @@ int main(int argc, char** argv) {
   gpuest::ClientOptions options;
   options.targets = absl::StrSplit(target, ',', absl::SkipEmpty());
   options.default_deadline = absl::GetFlag(FLAGS_timeout);
+  options.tls = {absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
+                 absl::GetFlag(FLAGS_tls_key)};
   auto client = gpuest::Client::Create(options);
   if (!client.ok()) return Fail(client.status());
 
   const std::string& command = args.front();
-  const size_t want_args = command == "estimate" ? 2 : 1;
-  if ((command == "estimate" || command == "models" || command == "health") &&
+  const bool takes_file =
+      command == "estimate" || command == "place" || command == "rank";
+  const size_t want_args = takes_file ? 2 : 1;
+  if ((takes_file || command == "models" || command == "health") &&
       args.size() != want_args) {
     std::fprintf(stderr, "gpuest: '%s' takes %s; see --help\n", command.c_str(),
                  want_args == 2 ? "one FILE argument (or -)" : "no arguments");
     return kBadInput;
   }
   if (command == "estimate") return Estimate(**client, args[1]);
+  if (command == "place") return Place(**client, args[1]);
+  if (command == "rank") return Rank(**client, args[1]);
   if (command == "models") return Models(**client);
   if (command == "health") return Health(**client);
   std::fprintf(stderr, "gpuest: unknown command '%s'; see --help\n", command.c_str());

@@ -30,6 +30,20 @@ std::string WarningName(v1::WarningCode code) {
   return std::string(absl::StripPrefix(v1::WarningCode_Name(code), "WARNING_CODE_"));
 }
 
+// "\nwarnings:\n  CODE [estimator]: message\n..."; empty for none.
+std::string WarningLines(
+    const google::protobuf::RepeatedPtrField<v1::Warning>& warnings) {
+  if (warnings.empty()) return "";
+  std::string out = "\nwarnings:\n";
+  for (const v1::Warning& w : warnings) {
+    absl::StrAppend(
+        &out, "  ", WarningName(w.code()),
+        w.estimator_id().empty() ? "" : absl::StrCat(" [", w.estimator_id(), "]"), ": ",
+        w.message(), "\n");
+  }
+  return out;
+}
+
 std::string MetricName(v1::UtilizationMetric metric) {
   return ShortName(v1::UtilizationMetric_Name(metric), "UTILIZATION_METRIC_");
 }
@@ -131,6 +145,16 @@ std::string FormatBytes(uint64_t bytes) {
   return absl::StrCat(bytes, " B");
 }
 
+namespace {
+
+// A headroom: "-1.50 GiB" when short.
+std::string FormatSignedBytes(int64_t bytes) {
+  if (bytes >= 0) return FormatBytes(static_cast<uint64_t>(bytes));
+  return absl::StrCat("-", FormatBytes(static_cast<uint64_t>(-(bytes + 1)) + 1));
+}
+
+}  // namespace
+
 std::string RenderEstimate(const v1::EstimateResponse& response,
                            const std::string& model_name, int64_t batch_size) {
   std::string out = absl::StrCat("model ", model_name.empty() ? "(unnamed)" : model_name,
@@ -179,14 +203,7 @@ std::string RenderEstimate(const v1::EstimateResponse& response,
                       AllocatorRetryText(fit.allocator_retry()), "\n");
     }
   }
-  if (!response.warnings().empty()) {
-    absl::StrAppend(&out, "\nwarnings:\n");
-    for (const v1::Warning& w : response.warnings()) {
-      absl::StrAppend(&out, "  ", WarningName(w.code()),
-                      w.estimator_id().empty() ? "" : " [", w.estimator_id(),
-                      w.estimator_id().empty() ? "" : "]", ": ", w.message(), "\n");
-    }
-  }
+  absl::StrAppend(&out, WarningLines(response.warnings()));
   absl::StrAppend(&out, "\nserver latency: ", response.server_latency_us(), " us\n");
   return out;
 }
@@ -212,6 +229,51 @@ std::string RenderEstimators(const v1::ListEstimatorsResponse& response) {
                     metric_text.empty() ? "-" : metric_text});
   }
   return absl::StrCat(Table(rows), "\nmodels ", response.models_version(), "\n");
+}
+
+std::string RenderPlacement(const v1::CheckPlacementResponse& response) {
+  std::string out = absl::StrFormat(
+      "GPU %s: capacity %s, used %s, candidate %s: %s, headroom %s\n", response.gpu(),
+      FormatBytes(response.capacity_bytes()), FormatBytes(response.used_bytes()),
+      FormatBytes(response.candidate_bytes()), response.fits() ? "FITS" : "DOES NOT FIT",
+      FormatSignedBytes(response.headroom_bytes()));
+  absl::StrAppendFormat(
+      &out, "contention: %s (worst predicted speed %.2f; model %s)\n\n",
+      ShortName(v1::ContentionVerdict_Name(response.verdict()), "CONTENTION_VERDICT_"),
+      response.worst_predicted_speed(), response.contention_model_version());
+  std::vector<std::vector<std::string>> rows = {{"job", "memory", "gpu util (range)",
+                                                 "source", "speed (interval)", "verdict",
+                                                 "confidence"}};
+  for (const v1::JobOutcome& j : response.jobs()) {
+    rows.push_back(
+        {absl::StrCat(j.name(), j.candidate() ? " (candidate)" : ""),
+         FormatBytes(j.memory_bytes()),
+         absl::StrFormat("%.0f %% (%.0f-%.0f)", j.gpu_util() * 100,
+                         j.gpu_util_low() * 100, j.gpu_util_high() * 100),
+         ShortName(v1::UtilizationSource_Name(j.utilization_source()),
+                   "UTILIZATION_SOURCE_"),
+         absl::StrFormat("%.2f (%.2f-%.2f)%s", j.predicted_speed(), j.speed_low(),
+                         j.speed_high(), j.extrapolated() ? " extrapolated" : ""),
+         ShortName(v1::ContentionVerdict_Name(j.verdict()), "CONTENTION_VERDICT_"),
+         absl::StrFormat("%.2f", j.confidence())});
+  }
+  absl::StrAppend(&out, Table(rows));
+  if (!response.reasons().empty()) absl::StrAppend(&out, "\nreasons:\n");
+  for (const std::string& r : response.reasons()) absl::StrAppend(&out, "  - ", r, "\n");
+  absl::StrAppend(&out, WarningLines(response.warnings()));
+  return out;
+}
+
+std::string RenderRanking(const v1::RankGpusResponse& response) {
+  std::vector<std::vector<std::string>> rows = {
+      {"gpu", "name", "capacity", "peak", "fits", "headroom", "estimator"}};
+  for (const v1::GpuRanking& g : response.gpus()) {
+    rows.push_back({g.gpu(), g.name(), FormatBytes(g.capacity_bytes()),
+                    FormatBytes(g.peak_bytes()), g.fits() ? "yes" : "NO",
+                    FormatSignedBytes(g.headroom_bytes()),
+                    g.estimator_id().empty() ? "-" : g.estimator_id()});
+  }
+  return Table(rows) + WarningLines(response.warnings());
 }
 
 std::string RenderJson(const google::protobuf::Message& message) {

@@ -9,6 +9,7 @@
 
 #include "google/protobuf/message.h"
 #include "gpuest/v1/estimate.pb.h"
+#include "gpuest/v1/placement.pb.h"
 
 namespace gpuest::cli {
 
@@ -19,6 +20,13 @@ std::string RenderEstimate(const v1::EstimateResponse& response,
                            const std::string& model_name, int64_t batch_size);
 
 std::string RenderEstimators(const v1::ListEstimatorsResponse& response);
+
+// `gpuest place`: the fit line, one row per job (memory, utilization and its source,
+// predicted speed with its interval, verdict, confidence), the reasons, the warnings.
+std::string RenderPlacement(const v1::CheckPlacementResponse& response);
+
+// `gpuest rank`: one row per GPU in the server's order.
+std::string RenderRanking(const v1::RankGpusResponse& response);
 
 // The protobuf JSON mapping of message, indented, with every scalar field printed even
 // at its default: a scheduler reading `"fits": false`, a zero headroom or an empty

@@ -1,10 +1,10 @@
 // File: gpuest/client.h
 //
-// The C++ client a scheduler links to ask gpuest-server for estimates on its critical
-// path. One channel, round-robin over every target, a per-call deadline (a few
-// milliseconds by default) and retries of UNAVAILABLE (and of CANCELLED, which only a
-// shutting-down server causes here) through the service config; the calls are pure reads.
-// Errors come back as absl::Status values; no exception crosses this API.
+// The C++ client a scheduler links to ask gpuest-server for estimates and placement
+// checks on its critical path. One channel, round-robin over every target, a per-call
+// deadline (a few milliseconds by default) and retries of UNAVAILABLE (and of CANCELLED,
+// which only a shutting-down server causes here) through the service config; the calls
+// are pure reads. Errors come back as absl::Status values; no exception crosses this API.
 //
 //   gpuest::ClientOptions options;
 //   options.targets = {"127.0.0.1:50051"};
@@ -20,7 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gpuest/tls.h"
 #include "gpuest/v1/estimate.pb.h"
+#include "gpuest/v1/placement.pb.h"
 
 namespace gpuest {
 
@@ -33,6 +35,7 @@ struct ClientOptions {
   // 1 turns retries off.
   int max_attempts = 3;
   int max_message_bytes = 16 << 20;
+  ClientTlsOptions tls;  // Empty: plaintext.
 };
 
 enum class ServingState { kUnknown, kServing, kNotServing };
@@ -54,6 +57,17 @@ class Client {
                      absl::Duration deadline = absl::ZeroDuration()) const;
 
   absl::StatusOr<v1::ListEstimatorsResponse> ListEstimators(
+      absl::Duration deadline = absl::ZeroDuration()) const;
+
+  // gpuest.v1.Placement: does a job fit a GPU beside the jobs already on it, and how
+  // much will they slow each other (placement.proto). Description-given jobs are
+  // estimated on the server, so give these calls a deadline of tens of milliseconds.
+  absl::StatusOr<v1::CheckPlacementResponse> CheckPlacement(
+      const v1::CheckPlacementRequest& request,
+      absl::Duration deadline = absl::ZeroDuration()) const;
+  // One job against every GPU model of the server's catalog, MIG profiles included.
+  absl::StatusOr<v1::RankGpusResponse> RankGpus(
+      const v1::RankGpusRequest& request,
       absl::Duration deadline = absl::ZeroDuration()) const;
 
   // grpc.health.v1 Check, for the whole server or for service "gpuest.v1.Estimator".

@@ -2,14 +2,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common/units.h"
+#include "estimators/layer_types.h"
 
 namespace gpuest::allocsim {
 namespace {
 
+// Saturates: a figure beyond 2^64 bytes is reported as the largest, never wrapped.
 uint64_t Bytes(double value) {
-  return value <= 0 ? 0 : static_cast<uint64_t>(std::llround(value));
+  if (!(value > 0)) return 0;
+  constexpr double kTwoTo64 = 18446744073709551616.0;
+  if (value + 0.5 >= kTwoTo64) return std::numeric_limits<uint64_t>::max();
+  return static_cast<uint64_t>(value + 0.5);
+}
+
+// Everything the upper bound adds outside the simulated reserve, in bytes.
+double OutsideBytes(const GpuProfile& gpu, const FamilyCalibration& calibration,
+                    double largest_conv_output_mib) {
+  return static_cast<double>(gpu.context_bytes) + calibration.intercept_mib * kMiB +
+         calibration.conv_output_factor * largest_conv_output_mib * kMiB;
 }
 
 }  // namespace
@@ -22,8 +35,20 @@ absl::StatusOr<ReplayResult> SimulatePeak(const v1::AllocationTrace& trace,
   return ReplayTrace(trace, config, persistent, steps);
 }
 
-uint64_t AllocatorCapacity(const GpuProfile& gpu, const FamilyCalibration& calibration) {
-  const double outside = gpu.context_bytes + calibration.intercept_mib * kMiB;
+double LargestConvOutputMib(const v1::ModelDescription& model) {
+  double largest = 0;
+  for (const v1::Layer& l : model.layers()) {
+    if (ClassifyLayerType(l.type()).kind == LayerKind::kConv) {
+      largest = std::max(largest, 4.0 * static_cast<double>(l.output_activations()) *
+                                      static_cast<double>(model.batch_size()));
+    }
+  }
+  return largest / kMiB;
+}
+
+uint64_t AllocatorCapacity(const GpuProfile& gpu, const FamilyCalibration& calibration,
+                           double largest_conv_output_mib) {
+  const double outside = OutsideBytes(gpu, calibration, largest_conv_output_mib);
   const double share =
       (gpu.memory_bytes - outside) / std::max(1.0, calibration.safe_factor);
   // At least one byte: 0 would mean "unlimited" to the allocator.
@@ -31,9 +56,10 @@ uint64_t AllocatorCapacity(const GpuProfile& gpu, const FamilyCalibration& calib
 }
 
 v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfile& gpu,
-                                      const FamilyCalibration& calibration) {
+                                      const FamilyCalibration& calibration,
+                                      double largest_conv_output_mib) {
   const double reserved = static_cast<double>(replay.peak_reserved_bytes);
-  const double outside = gpu.context_bytes + calibration.intercept_mib * kMiB;
+  const double outside = OutsideBytes(gpu, calibration, largest_conv_output_mib);
   v1::MemoryEstimate m;
   m.set_point_bytes(Bytes(gpu.context_bytes + calibration.point_intercept_mib * kMiB +
                           calibration.point_factor * reserved));

@@ -7,6 +7,7 @@
 //
 //   point = context + point_intercept + point_factor x simulated peak reserved
 //   upper = context + intercept       + safe_factor  x simulated peak reserved
+//                   + conv_output_factor x the largest convolution output of the batch
 //
 // context is the GPU's memory outside the allocator; the simulated peak includes the
 // cuBLAS workspace. intercept and the factors are per family, fitted on measurements:
@@ -21,6 +22,7 @@
 #include "estimators/allocsim/trace_replay.h"
 #include "estimators/gpu_profiles.h"
 #include "gpuest/v1/estimate.pb.h"
+#include "gpuest/v1/model.pb.h"
 
 namespace gpuest::allocsim {
 
@@ -30,7 +32,20 @@ struct FamilyCalibration {
   // The median fit: half the measured rows above, half below.
   double point_intercept_mib = 0;
   double point_factor = 1;
+  // Upper bound only: MiB per MiB of the job's largest convolution output (fp32, at its
+  // batch). It covers cuDNN's convolution workspaces, which a CPU trace cannot see:
+  // allocated per call through the caching allocator, sized by the engine cuDNN picks
+  // (with benchmark off PyTorch runs the heuristics' first engine whatever its
+  // workspace, ATen native/cudnn/Conv_v8.cpp try_configs), and growing with the
+  // convolution's tensors. Fitted on real models' errors out of their architecture
+  // family (training/calibration); 0 for a family without convolutions measured.
+  double conv_output_factor = 0;
 };
+
+// The largest convolution output of one batch, fp32, in MiB (0 without convolutions):
+// what conv_output_factor multiplies. Computed in floating point, so a huge batch
+// cannot wrap it.
+double LargestConvOutputMib(const v1::ModelDescription& model);
 
 // Replays the trace on the GPU (its cuBLAS workspace held from the start).
 // config.capacity_bytes, when set, is the allocator's share of the card.
@@ -40,11 +55,13 @@ absl::StatusOr<ReplayResult> SimulatePeak(const v1::AllocationTrace& trace,
 
 // The allocator's share of the card under this calibration: the largest simulated
 // reserved peak whose safe estimate still fits.
-uint64_t AllocatorCapacity(const GpuProfile& gpu, const FamilyCalibration& calibration);
+uint64_t AllocatorCapacity(const GpuProfile& gpu, const FamilyCalibration& calibration,
+                           double largest_conv_output_mib);
 
 // Point, upper bound and the breakdown (which adds up to the upper bound: the figure
 // a scheduler reserves).
 v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfile& gpu,
-                                      const FamilyCalibration& calibration);
+                                      const FamilyCalibration& calibration,
+                                      double largest_conv_output_mib);
 
 }  // namespace gpuest::allocsim

@@ -50,11 +50,12 @@ struct RetryVerdict {
 // allocator holding only the share of the card the calibration leaves it.
 absl::StatusOr<RetryVerdict> JudgeAllocatorRetry(
     const v1::AllocationTrace& trace, const GpuProfile& gpu, AllocatorConfig config,
-    const FamilyCalibration& calibration, int steps, const v1::MemoryEstimate& memory) {
+    const FamilyCalibration& calibration, double largest_conv_output_mib, int steps,
+    const v1::MemoryEstimate& memory) {
   if (memory.upper_bytes() <= gpu.memory_bytes) {
     return RetryVerdict{v1::ALLOCATOR_RETRY_NOT_NEEDED, 0};
   }
-  config.capacity_bytes = AllocatorCapacity(gpu, calibration);
+  config.capacity_bytes = AllocatorCapacity(gpu, calibration, largest_conv_output_mib);
   GPUEST_ASSIGN_OR_RETURN(const ReplayResult on_card,
                           SimulatePeak(trace, gpu, config, steps));
   if (on_card.out_of_memory) return RetryVerdict{v1::ALLOCATOR_RETRY_DOES_NOT_SAVE_IT, 0};
@@ -115,13 +116,15 @@ class SimulationEstimator final : public Estimator {
     const GpuProfile& gpu = input.gpu;
     absl::StatusOr<ReplayResult> replay = SimulatePeak(trace, gpu, config, steps_);
     if (!replay.ok()) return replay.status();
-    v1::MemoryEstimate memory = CalibratedEstimate(*replay, gpu, calibration);
+    const double conv_output_mib = LargestConvOutputMib(model);
+    v1::MemoryEstimate memory =
+        CalibratedEstimate(*replay, gpu, calibration, conv_output_mib);
     // The estimate stays the step's whole need even where it exceeds the card: a bound
     // capped at the card would say "fits" of a job that needs more. Whether the
     // allocator's cache release and retry would still let it run is a separate verdict.
-    GPUEST_ASSIGN_OR_RETURN(
-        const RetryVerdict retry,
-        JudgeAllocatorRetry(trace, gpu, config, calibration, steps_, memory));
+    GPUEST_ASSIGN_OR_RETURN(const RetryVerdict retry,
+                            JudgeAllocatorRetry(trace, gpu, config, calibration,
+                                                conv_output_mib, steps_, memory));
     memory.set_allocator_retry(retry.verdict);
     std::string fit_note;
     if (retry.verdict == v1::ALLOCATOR_RETRY_SAVES_IT) {
@@ -159,13 +162,16 @@ class SimulationEstimator final : public Estimator {
     result.set_basis(absl::StrFormat(
         "%s: %d allocations replayed for %d training steps through the caching-allocator "
         "simulation: peak allocated %.0f MiB, reserved %.0f MiB; plus %s's context "
-        "%.0f MiB (%s) and the %s calibration (upper: +%.0f MiB, x%.3f)%s",
+        "%.0f MiB (%s) and the %s calibration (upper: +%.0f MiB, x%.3f, + %.2f x the "
+        "largest convolution output %.0f MiB = %.0f MiB for cuDNN's workspaces)%s",
         source_ == TraceSource::kRequest ? "the request's trace"
                                          : "a step built from the layer sequence",
         trace.size_bytes_size(), steps_, InMiB(replay->peak_allocated_bytes),
         InMiB(replay->peak_reserved_bytes), gpu.id, InMiB(gpu.context_bytes),
         gpu.constants_calibrated ? "calibrated" : "assumed", calibration_name,
-        calibration.intercept_mib, calibration.safe_factor, fit_note));
+        calibration.intercept_mib, calibration.safe_factor,
+        calibration.conv_output_factor, conv_output_mib,
+        calibration.conv_output_factor * conv_output_mib, fit_note));
     return absl::OkStatus();
   }
 
@@ -218,6 +224,7 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
         std::max(worst.point_intercept_mib, t.point_intercept_mib);
     worst.point_factor = std::max(worst.point_factor, t.point_factor);
     worst.safe_factor = std::max(worst.safe_factor, t.safe_factor);
+    worst.conv_output_factor = std::max(worst.conv_output_factor, t.conv_output_factor);
     if (terms.held_out) {
       auto& metrics = *info.mutable_training_metrics();
       metrics[absl::StrCat(terms.family, "_held_out_mape")] = terms.held_out->mape;

@@ -25,6 +25,11 @@ absl::StatusOr<FamilyTerms> FamilyFromJson(Fields& f, const std::string& name) {
   if (c.point_intercept_mib < 0)
     return f.Error("point_intercept_mib", "must be at least 0");
   if (c.point_factor <= 0) return f.Error("point_factor", "must be more than 0");
+  // Optional: manifests written before the term had none (0).
+  GPUEST_RETURN_IF_ERROR(f.GetOptional("conv_output_factor", c.conv_output_factor));
+  if (c.conv_output_factor < 0) {
+    return f.Error("conv_output_factor", "must be at least 0");
+  }
   if (f.Has("held_out_rows")) {
     HeldOutScores& h = t.held_out.emplace();
     GPUEST_RETURN_IF_ERROR(f.Get("held_out_rows", h.rows));
@@ -64,6 +69,7 @@ Json SimulationManifest::ToJson() const {
     j["safe_factor"] = t.calibration.safe_factor;
     j["point_intercept_mib"] = t.calibration.point_intercept_mib;
     j["point_factor"] = t.calibration.point_factor;
+    j["conv_output_factor"] = t.calibration.conv_output_factor;
     if (t.held_out) {
       j["held_out_rows"] = t.held_out->rows;
       j["held_out_mape"] = t.held_out->mape;

@@ -4,8 +4,8 @@ The goal: ResNet-50 at batch 32 described, with trace, in 2 s or less on a 2-cor
 CPU machine. Reports the first call (cold: lazy imports and kernel registration) and
 the median of the following ones.
 
-    PYTHONPATH=python /usr/bin/python3 python/bench/bench_describe.py
-    PYTHONPATH=python /usr/bin/python3 python/bench/bench_describe.py resnet18:64 vit_b_16:8
+    PYTHONPATH=python:build/python /usr/bin/python3 python/bench/bench_describe.py
+    PYTHONPATH=python:build/python /usr/bin/python3 python/bench/bench_describe.py resnet18:64 vit_b_16:8
 """
 from __future__ import annotations
 

@@ -5,8 +5,11 @@ import sys
 
 import pytest
 
+from helpers import PYTHONPATH
+
+# python/ and the generated gpuest.v1 (build/python), so `import gpuest` works bare.
+sys.path[:0] = PYTHONPATH.split(os.pathsep)
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # python/, so `import gpuest` works bare
 
 DATA_DIR = os.environ.get(
     "GPUEST_SEED_DATA",

@@ -1,5 +1,20 @@
 """Small helpers the describe tests share."""
+import os
 from collections import Counter
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# The package's sources and, beside them, its generated modules (gpuest.v1), which the
+# build writes to build/python (ctest passes the build's as GPUEST_PYTHON_GEN).
+GENERATED_DIR = os.environ.get("GPUEST_PYTHON_GEN",
+                               os.path.join(_HERE, "..", "..", "build", "python"))
+PYTHONPATH = os.pathsep.join(os.path.normpath(p) for p in (os.path.join(_HERE, ".."),
+                                                           GENERATED_DIR))
+
+
+def describe_dict(*args, **kwargs):
+    """gpuest.describe's ModelDescription, in its JSON form (64-bit integers as numbers)."""
+    import gpuest
+    return gpuest.as_json_dict(gpuest.describe(*args, **kwargs))
 
 
 def live_curve(trace):

@@ -7,15 +7,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import gpuest
-from helpers import bytes_by_category, check_trace_shape
+from helpers import bytes_by_category, check_trace_shape, describe_dict
 
 B = 12
 
 
 def _trace(model, shape, amp, **kwargs):
     kwargs.setdefault("optimizer", "sgd")
-    d = gpuest.describe(model, input_shape=shape, batch_size=B, amp=amp, **kwargs)
+    d = describe_dict(model, input_shape=shape, batch_size=B, amp=amp, **kwargs)
     assert "trace" in d, d.get("traceUnavailableReason")
     check_trace_shape(d["trace"])
     assert d.get("mixedPrecision", False) is amp
@@ -142,9 +141,9 @@ def test_cuda_op_lists_not_cpu_autocasts():
 def test_binary_cross_entropy_is_refused_as_cuda_autocast_does():
     model = nn.Sequential(nn.Linear(8, 1), nn.Sigmoid())
     step = lambda m, x: F.binary_cross_entropy(m(x), torch.zeros(x.shape[0], 1))
-    d = gpuest.describe(model, input_shape=(8,), batch_size=4, amp=True, step=step)
+    d = describe_dict(model, input_shape=(8,), batch_size=4, amp=True, step=step)
     assert "trace" not in d and "unsafe to autocast" in d["traceUnavailableReason"]
-    d = gpuest.describe(model, input_shape=(8,), batch_size=4, step=step)
+    d = describe_dict(model, input_shape=(8,), batch_size=4, step=step)
     assert "trace" in d
 
 

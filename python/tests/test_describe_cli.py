@@ -8,11 +8,11 @@ import pytest
 
 from gpuest.describe.__main__ import main
 
-PYTHON_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
+from helpers import PYTHONPATH
 
 
 def _run(*args):
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
     return subprocess.run([sys.executable, "-m", "gpuest.describe", *args], env=env,
                           capture_output=True, text=True, timeout=300)
 

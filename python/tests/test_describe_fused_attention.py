@@ -5,7 +5,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import gpuest
-from helpers import check_trace_shape, live_curve
+from helpers import check_trace_shape, live_curve, describe_dict
 
 B, L, E, H = 4, 64, 32, 4
 WEIGHTS = B * H * L * L * 4  # one fp32 attention-weight tensor
@@ -26,7 +26,7 @@ class Encoder(nn.Module):
 
 
 def _trace(model):
-    d = gpuest.describe(model, input_shape=(L,), input_dtype="int64", batch_size=B)
+    d = describe_dict(model, input_shape=(L,), input_dtype="int64", batch_size=B)
     check_trace_shape(d["trace"])
     return d["trace"]
 

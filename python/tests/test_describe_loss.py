@@ -8,7 +8,7 @@ import torch.nn.functional as F
 import gpuest
 from gpuest.describe import DescribeError
 from gpuest.describe.__main__ import main
-from helpers import bytes_by_category, check_trace_shape, live_curve
+from helpers import bytes_by_category, check_trace_shape, live_curve, describe_dict
 
 B, T, V, D = 4, 128, 32000, 64
 LOGITS = B * T * V * 4          # one fp32 (batch, seq, vocab) tensor
@@ -29,8 +29,8 @@ class TinyLM(nn.Module):
 
 def _describe(model=None, **kwargs):
     kwargs.setdefault("optimizer", "sgd")
-    d = gpuest.describe(model or TinyLM(), input_shape=(T,), input_dtype="int64",
-                        batch_size=B, **kwargs)
+    d = describe_dict(model or TinyLM(), input_shape=(T,), input_dtype="int64",
+                      batch_size=B, **kwargs)
     assert "trace" in d, d.get("traceUnavailableReason")
     check_trace_shape(d["trace"])
     return d
@@ -55,21 +55,21 @@ def test_auto_keeps_the_old_step_and_says_which_loss_it_traced():
     lm = _describe()
     assert lm["loss"] == "mean"
     assert bytes_by_category(lm["trace"])["INPUT"] == B * T * 8 + B * 8  # tokens, labels
-    classifier = gpuest.describe(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 5)),
-                                 input_shape=(8,), batch_size=4)
+    classifier = describe_dict(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 5)),
+                               input_shape=(8,), batch_size=4)
     assert classifier["loss"] == "cross_entropy"
 
 
 def test_mse_target_is_shaped_like_the_output():
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 6))
-    d = gpuest.describe(model, input_shape=(8,), batch_size=16, loss="mse")
+    d = describe_dict(model, input_shape=(8,), batch_size=16, loss="mse")
     assert d["loss"] == "mse"
     assert bytes_by_category(d["trace"])["INPUT"] == 16 * 8 * 4 + 16 * 6 * 4
 
 
 def test_dense_cross_entropy_takes_classes_on_dim_1():
     model = nn.Conv2d(3, 5, 3, padding=1)
-    d = gpuest.describe(model, input_shape=(3, 16, 16), batch_size=2, loss="cross_entropy")
+    d = describe_dict(model, input_shape=(3, 16, 16), batch_size=2, loss="cross_entropy")
     assert d["loss"] == "cross_entropy"
     assert bytes_by_category(d["trace"])["INPUT"] == 2 * 3 * 16 * 16 * 4 + 2 * 16 * 16 * 8
 
@@ -95,8 +95,8 @@ def test_a_step_function_runs_the_callers_loss():
 
 
 def test_a_step_function_that_returns_no_loss_says_so():
-    d = gpuest.describe(TinyLM(), input_shape=(T,), input_dtype="int64", batch_size=B,
-                        step=lambda model, batch: model(batch))
+    d = describe_dict(TinyLM(), input_shape=(T,), input_dtype="int64", batch_size=B,
+                      step=lambda model, batch: model(batch))
     assert "trace" not in d and d["loss"] == "step_function"
     assert "step function must return the scalar loss" in d["traceUnavailableReason"]
     assert d["layers"]
@@ -109,8 +109,8 @@ def test_a_step_function_that_returns_no_loss_says_so():
 ])
 def test_bad_loss_arguments(kwargs, says):
     with pytest.raises(DescribeError, match=says):
-        gpuest.describe(TinyLM(), input_shape=(T,), input_dtype="int64", batch_size=B,
-                        **kwargs)
+        describe_dict(TinyLM(), input_shape=(T,), input_dtype="int64", batch_size=B,
+                      **kwargs)
 
 
 def test_cli_loss(capsys):

@@ -3,8 +3,7 @@ import torch
 import torch.nn as nn
 import torchvision
 
-import gpuest
-from helpers import bytes_by_category, check_trace_shape, live_curve
+from helpers import bytes_by_category, check_trace_shape, live_curve, describe_dict
 
 
 def _check(model, d, batch, optimizer_state_factor=2):
@@ -32,7 +31,7 @@ def _check(model, d, batch, optimizer_state_factor=2):
 
 def test_resnet18():
     m = torchvision.models.resnet18()
-    d = gpuest.describe(m, input_shape=(3, 224, 224), batch_size=4)
+    d = describe_dict(m, input_shape=(3, 224, 224), batch_size=4)
     _check(m, d, 4)
     assert d["family"] == "MODEL_FAMILY_CNN" and d["activationFunction"] == "ReLU"
     assert d["inputShape"] == [3, 224, 224]
@@ -43,7 +42,7 @@ def test_resnet18():
 def test_resnet50_batch32():
     # The 2 s goal is measured by python/bench/bench_describe.py, not asserted here.
     m = torchvision.models.resnet50()
-    d = gpuest.describe(m, input_shape=(3, 224, 224), batch_size=32)
+    d = describe_dict(m, input_shape=(3, 224, 224), batch_size=32)
     _check(m, d, 32)
     # Saved activations of ResNet-50 at batch 32 are a few GiB, not MiB or TiB.
     assert 1 << 30 < bytes_by_category(d["trace"])["ACTIVATION"] < 8 << 30
@@ -51,14 +50,14 @@ def test_resnet50_batch32():
 
 def test_mobilenet_v2():
     m = torchvision.models.mobilenet_v2()
-    d = gpuest.describe(m, input_shape=(3, 224, 224), batch_size=2)
+    d = describe_dict(m, input_shape=(3, 224, 224), batch_size=2)
     _check(m, d, 2)
     assert d["family"] == "MODEL_FAMILY_CNN" and d["activationFunction"] == "ReLU6"
 
 
 def test_vit_b_16():
     m = torchvision.models.vit_b_16()
-    d = gpuest.describe(m, input_shape=(3, 224, 224), batch_size=2)
+    d = describe_dict(m, input_shape=(3, 224, 224), batch_size=2)
     _check(m, d, 2)
     assert d["family"] == "MODEL_FAMILY_TRANSFORMER"  # attention outranks the patch conv
     assert d["activationFunction"] == "GELU"
@@ -80,7 +79,7 @@ class TextClassifier(nn.Module):
 
 def test_transformer_encoder_classifier():
     m = TextClassifier()
-    d = gpuest.describe(m, input_shape=(32,), batch_size=8, input_dtype="int64")
+    d = describe_dict(m, input_shape=(32,), batch_size=8, input_dtype="int64")
     _check(m, d, 8)
     assert d["family"] == "MODEL_FAMILY_TRANSFORMER"
     assert d["sequenceLength"] == 32 and d["activationFunction"] == "ReLU"
@@ -93,14 +92,14 @@ def test_transformer_encoder_classifier():
 
 def test_example_inputs_resized_to_batch():
     m = TextClassifier()
-    d = gpuest.describe(m, example_inputs=torch.zeros(2, 16, dtype=torch.long), batch_size=6)
+    d = describe_dict(m, example_inputs=torch.zeros(2, 16, dtype=torch.long), batch_size=6)
     assert d["batchSize"] == 6 and d["inputShape"] == [16] and d["sequenceLength"] == 16
 
 
 def test_model_left_untouched():
     m = torchvision.models.resnet18().eval()
     before = {k: v.clone() for k, v in m.state_dict().items()}
-    gpuest.describe(m, input_shape=(3, 64, 64), batch_size=2)
+    describe_dict(m, input_shape=(3, 64, 64), batch_size=2)
     assert not m.training
     assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
     assert all(type(p) is nn.Parameter for p in m.parameters())
@@ -109,9 +108,9 @@ def test_model_left_untouched():
 
 def test_mixed_precision_and_half():
     m = torchvision.models.resnet18()
-    fp32 = gpuest.describe(m, input_shape=(3, 64, 64), batch_size=4)
-    amp = gpuest.describe(m, input_shape=(3, 64, 64), batch_size=4, amp=True)
-    half = gpuest.describe(m, input_shape=(3, 64, 64), batch_size=4, dtype="float16")
+    fp32 = describe_dict(m, input_shape=(3, 64, 64), batch_size=4)
+    amp = describe_dict(m, input_shape=(3, 64, 64), batch_size=4, amp=True)
+    half = describe_dict(m, input_shape=(3, 64, 64), batch_size=4, dtype="float16")
     assert amp["mixedPrecision"] is True and half["dtype"] == "DTYPE_FLOAT16"
     act = lambda d: bytes_by_category(d["trace"])["ACTIVATION"]
     n_params = sum(p.numel() for p in m.parameters())
@@ -133,7 +132,7 @@ class DataDependent(nn.Module):
 
 
 def test_untraceable_model_keeps_layers_and_says_why():
-    d = gpuest.describe(DataDependent(), input_shape=(4,), batch_size=8)
+    d = describe_dict(DataDependent(), input_shape=(4,), batch_size=8)
     assert "trace" not in d
     assert "nonzero" in d["traceUnavailableReason"]
     assert d["layers"] == [{"type": "Linear", "outputActivations": 3, "parameters": 15,
@@ -142,7 +141,7 @@ def test_untraceable_model_keeps_layers_and_says_why():
 
 
 def test_no_trace():
-    d = gpuest.describe(TextClassifier(), input_shape=(8,), batch_size=2,
-                        input_dtype="int64", trace=False)
+    d = describe_dict(TextClassifier(), input_shape=(8,), batch_size=2,
+                      input_dtype="int64", trace=False)
     assert "trace" not in d and d["traceUnavailableReason"] == "tracing was turned off"
     assert d["layers"]

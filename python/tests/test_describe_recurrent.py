@@ -8,8 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-import gpuest
-from helpers import bytes_by_category, check_trace_shape, live_curve
+from helpers import bytes_by_category, check_trace_shape, live_curve, describe_dict
 
 V, E, H, LAYERS = 50, 128, 256, 2
 PER_LAYER = {nn.LSTM: 6, nn.GRU: 7, nn.RNN: 2}
@@ -33,8 +32,8 @@ class RecurrentLM(nn.Module):
 
 
 def _trace(model, seq, batch):
-    d = gpuest.describe(model, input_shape=(seq,), input_dtype="int64", batch_size=batch,
-                        loss="cross_entropy", optimizer="sgd")
+    d = describe_dict(model, input_shape=(seq,), input_dtype="int64", batch_size=batch,
+                      loss="cross_entropy", optimizer="sgd")
     assert "trace" in d, d.get("traceUnavailableReason")
     check_trace_shape(d["trace"])
     n_params = sum(p.numel() for p in model.parameters())
@@ -95,8 +94,8 @@ def test_the_module_is_left_as_it_was():
 
 
 def test_describe_names_the_recurrent_layers():
-    d = gpuest.describe(RecurrentLM(nn.GRU), input_shape=(32,), input_dtype="int64",
-                        batch_size=4)
+    d = describe_dict(RecurrentLM(nn.GRU), input_shape=(32,), input_dtype="int64",
+                      batch_size=4)
     gru = next(l for l in d["layers"] if l["type"] == "GRU")
     assert gru["outputActivations"] == 32 * H
     assert gru["parameters"] == sum(p.numel() for p in nn.GRU(E, H, LAYERS).parameters())

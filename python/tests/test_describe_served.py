@@ -8,19 +8,16 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
 import torch.nn as nn
 import torchvision
 
-import gpuest
+from helpers import PYTHONPATH, describe_dict
+from server_process import ServerProcess
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SERVER = os.environ.get("GPUEST_SERVER", os.path.join(REPO, "build", "server", "gpuest-server"))
 CLI = os.environ.get("GPUEST_CLI", os.path.join(REPO, "build", "client", "gpuest"))
-MODELS = os.environ.get("GPUEST_MODELS", os.path.join(REPO, "models"))
 
 
 class TextClassifier(nn.Module):
@@ -37,25 +34,10 @@ class TextClassifier(nn.Module):
 
 @pytest.fixture(scope="module")
 def server():
-    for program in (SERVER, CLI):
-        if not os.access(program, os.X_OK):
-            pytest.fail(f"{program} is not built (or set GPUEST_SERVER / GPUEST_CLI)")
-    workdir = tempfile.mkdtemp(prefix="gpuest-served-")
-    ready = os.path.join(workdir, "ready.json")
-    log = open(os.path.join(workdir, "server.log"), "w")
-    proc = subprocess.Popen([SERVER, "--listen=127.0.0.1:0", "--metrics-listen=",
-                             f"--models={MODELS}", f"--ready-file={ready}"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while not os.path.exists(ready):
-        assert proc.poll() is None, open(log.name).read()
-        assert time.time() < deadline, "server did not become ready"
-        time.sleep(0.02)
-    with open(ready) as f:
-        port = json.load(f)["grpc_port"]
-    yield f"127.0.0.1:{port}", workdir
-    proc.terminate()
-    assert proc.wait(timeout=20) == 0
+    if not os.access(CLI, os.X_OK):
+        pytest.fail(f"{CLI} is not built (or set GPUEST_CLI)")
+    with ServerProcess() as running:
+        yield running.target, running.workdir
 
 
 def estimate(target, path):
@@ -80,10 +62,7 @@ CASES = [
 @pytest.mark.parametrize("name,factory,kwargs,family", CASES, ids=[c[0] for c in CASES])
 def test_description_is_served(server, name, factory, kwargs, family):
     target, workdir = server
-    d = gpuest.describe(factory(), name=name, **kwargs)
-    if not isinstance(d, dict):  # A generated message: use its JSON form.
-        from google.protobuf import json_format
-        d = json.loads(json_format.MessageToJson(d))
+    d = describe_dict(factory(), name=name, **kwargs)
     assert "trace" in d and d["trace"]["sizeBytes"], d.get("traceUnavailableReason")
     path = os.path.join(workdir, f"{name}.json")
     with open(path, "w") as f:
@@ -116,9 +95,8 @@ def test_new_description_fields_are_served(server, kwargs):
     """The loss, cudnn_benchmark (false included) and a recurrent, mixed-precision
     trace reach the real server's JSON parser and get an estimate."""
     target, workdir = server
-    from gpuest.describe import as_json_dict
-    d = as_json_dict(gpuest.describe(LstmLM(), input_shape=(64,), input_dtype="int64",
-                                     batch_size=8, name="lstm_lm", **kwargs))
+    d = describe_dict(LstmLM(), input_shape=(64,), input_dtype="int64", batch_size=8,
+                      name="lstm_lm", **kwargs)
     assert "trace" in d, d.get("traceUnavailableReason")
     assert d["loss"] == ("step_function" if "step" in kwargs else kwargs["loss"])
     assert d["cudnnBenchmark"] is kwargs.get("cudnn_benchmark", False)
@@ -138,7 +116,7 @@ def test_describe_cli_output_is_served(server):
                         "--batch-size", "4", "--loss", "cross_entropy",
                         "--cudnn-benchmark", "-o", out],
                        capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__))))
+                       env=dict(os.environ, PYTHONPATH=PYTHONPATH))
     assert r.returncode == 0, r.stderr
     r = estimate(target, out)
     assert r.returncode == 0, r.stderr

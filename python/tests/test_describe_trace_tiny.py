@@ -1,15 +1,14 @@
 """A model small enough to work out its training step's memory by hand."""
 import torch.nn as nn
 
-import gpuest
-from helpers import bytes_by_category, check_trace_shape, live_curve
+from helpers import bytes_by_category, check_trace_shape, live_curve, describe_dict
 
 B, IN, OUT = 32, 64, 512
 
 
 def _describe(optimizer="sgd"):
     model = nn.Sequential(nn.Linear(IN, OUT, bias=False), nn.ReLU())
-    return gpuest.describe(model, input_shape=(IN,), batch_size=B, optimizer=optimizer)
+    return describe_dict(model, input_shape=(IN,), batch_size=B, optimizer=optimizer)
 
 
 def test_peak_by_hand():

@@ -5,8 +5,8 @@ import json
 import torch.nn as nn
 import torchvision
 
-import gpuest
-from gpuest.describe import as_json_dict, layer_types
+from gpuest.describe import layer_types
+from helpers import describe_dict
 
 
 class LstmClassifier(nn.Module):
@@ -33,8 +33,7 @@ class GruRegressor(nn.Module):
 
 
 def _family(model, **kwargs):
-    d = gpuest.describe(model, batch_size=2, trace=False, **kwargs)
-    return as_json_dict(d)["family"]
+    return describe_dict(model, batch_size=2, trace=False, **kwargs)["family"]
 
 
 def test_vit_is_a_transformer_despite_its_patch_convolution():

@@ -3,6 +3,7 @@ import random
 from collections import Counter
 
 import gpuest
+from helpers import describe_dict
 from gpuest.synthetic import (describe_layers_to_dataset, parse_config,
                               rebuild, row_layers)
 
@@ -14,7 +15,7 @@ def _pick(rows, n, seed=1):
 def test_mlp_rows(mlp_rows):
     for row in _pick(mlp_rows, 12):
         model, shape, batch, extra = rebuild("mlp", row, device="meta")
-        d = gpuest.describe(model, input_shape=shape, batch_size=batch, trace=False)
+        d = describe_dict(model, input_shape=shape, batch_size=batch, trace=False)
         assert describe_layers_to_dataset("mlp", d["layers"]) == row_layers(row)
         assert d["family"] == "MODEL_FAMILY_MLP"
         # The dataset counts Identity (a drawn "activation") and the output Softmax
@@ -27,7 +28,7 @@ def test_cnn_rows_with_trace(cnn_rows):
     rows = [r for r in cnn_rows if parse_config(r)["input_size"] >= 7 and row_layers(r)]
     for row in _pick(rows, 8):
         model, shape, batch, _ = rebuild("cnn", row, device="meta")
-        d = gpuest.describe(model, input_shape=shape, batch_size=batch)  # meta model: fine
+        d = describe_dict(model, input_shape=shape, batch_size=batch)  # meta model: fine
         assert "trace" in d, d.get("traceUnavailableReason")
         assert describe_layers_to_dataset("cnn", d["layers"]) == row_layers(row)
         assert d["family"] == "MODEL_FAMILY_CNN"
@@ -37,8 +38,8 @@ def test_cnn_rows_with_trace(cnn_rows):
 def test_transformer_rows(transformer_rows):
     for row in _pick(transformer_rows, 4):
         model, shape, batch, extra = rebuild("transformer", row, device="meta")
-        d = gpuest.describe(model, input_shape=shape, batch_size=batch,
-                            input_dtype=extra["input_dtype"], trace=False)
+        d = describe_dict(model, input_shape=shape, batch_size=batch,
+                          input_dtype=extra["input_dtype"], trace=False)
         counts = Counter(l["type"] for l in d["layers"])
         assert counts["Linear"] == int(row["linear_count"])
         assert counts["LayerNorm"] == int(row["layernorm_count"])

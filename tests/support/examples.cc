@@ -26,4 +26,15 @@ v1::EstimateRequest RequestFromFile(const std::string& path) {
   return request;
 }
 
+v1::PlacementJob MeasuredJob(const std::string& name, uint64_t bytes,
+                             double util_percent) {
+  v1::PlacementJob job;
+  job.set_name(name);
+  job.mutable_measured()->set_memory_in_use_bytes(bytes);
+  job.mutable_measured()->set_gpu_util(util_percent);
+  job.mutable_measured()->set_mem_util(util_percent / 2);
+  job.mutable_measured()->set_source(v1::UTILIZATION_SOURCE_NVIDIA_SMI);
+  return job;
+}
+
 }  // namespace gpuest::testing

@@ -35,7 +35,8 @@ CalibrationRow Row(double simulated_mib, double measured_mib) {
 // Upper bound of a row under a calibration, as the server computes it.
 double UpperMib(const CalibrationRow& row, const allocsim::FamilyCalibration& c) {
   return static_cast<double>(
-             allocsim::CalibratedEstimate(row.replay, Card(), c).upper_bytes()) /
+             allocsim::CalibratedEstimate(row.replay, Card(), c, row.conv_output_mib)
+                 .upper_bytes()) /
          kMiB;
 }
 
@@ -142,6 +143,7 @@ TEST(SimulationReport, RendersTheTablesAndTheOutOfMemoryLine) {
   terms.safe_factor = 1.53456;
   terms.point_intercept_mib = 300;
   terms.point_factor = 1.1194;
+  terms.conv_output_factor = 6.5;
   cnn.calibration.emplace_back("allocsim", terms);
 
   const std::string md = RenderSimulationSection(report);
@@ -162,8 +164,8 @@ TEST(SimulationReport, RendersTheTablesAndTheOutOfMemoryLine) {
       "- cnn: 3 held-out rows crashed out of memory on the A100 40GB; above its 40960 "
       "MiB: allocsim 3, horus 1.\n"))
       << md;
-  EXPECT_TRUE(
-      absl::StrContains(md, "| allocsim | cnn | 375 MiB | 1.535 | 300 MiB | 1.119 |\n"))
+  EXPECT_TRUE(absl::StrContains(
+      md, "| allocsim | cnn | 375 MiB | 1.535 | 6.50 | 300 MiB | 1.119 |\n"))
       << md;
 }
 
@@ -245,6 +247,36 @@ TEST(OutOfGroup, OutOfMemoryRowsArePredictedNotFitted) {
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_NEAR(fit->calibration.point_factor, 1.1, 1e-9);
   EXPECT_NEAR(fit->point_mib.back(), 1000 + 200 + 1.1 * 60000, 1e-6);
+}
+
+TEST(OutOfGroup, ConvTermCoversWhatGrowsWithTheLargestConvolution) {
+  // Every family's rows need 3 x their largest convolution output beyond the exact
+  // terms, as a convolution workspace would: without the conv term the bound must
+  // widen its margin for all rows; with it, every row is covered and tight.
+  std::vector<GroupedRow> rows = ExactGroups(6, "real");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].row.conv_output_mib = (i % 3 == 0) ? 2000 : 10;
+    rows[i].row.measured_mib += 3 * rows[i].row.conv_output_mib;
+  }
+  FitOptions options;
+  options.safe_quantile = 1.0;
+  auto without = FitOutOfGroup(rows, Card(), options);
+  options.max_conv_factor = 5;
+  auto with = FitOutOfGroup(rows, Card(), options);
+  ASSERT_TRUE(without.ok() && with.ok());
+  EXPECT_EQ(without->conv_output_factor, 0);
+  EXPECT_GE(with->conv_output_factor, 2.5);
+  EXPECT_EQ(with->calibration.conv_output_factor, with->conv_output_factor);
+  int tight_without = 0, tight_with = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double measured = rows[i].row.measured_mib;
+    EXPECT_GE(with->upper_mib[i], measured - 1e-6) << i;
+    EXPECT_GE(UpperMib(rows[i].row, with->calibration), measured - 1) << i;
+    tight_without += SafeAndTight(without->upper_mib[i], measured);
+    tight_with += SafeAndTight(with->upper_mib[i], measured);
+  }
+  EXPECT_EQ(tight_with, static_cast<int>(rows.size()));
+  EXPECT_LT(tight_without, tight_with);
 }
 
 TEST(OutOfGroup, NeedsTwoGroups) {

@@ -74,7 +74,7 @@ TEST(Manifests, AMissingKeyIsNamedWithItsFile) {
   const std::string sim_path = kModels + "/allocsim/manifest.json";
   const std::string sim = Read(sim_path);
   auto no_factor = allocsim::SimulationManifest::Parse(
-      ReplaceOnce(sim, "\"safe_factor\": 1.5346,", ""), sim_path);
+      ReplaceOnce(sim, "\"safe_factor\": 1.1448,", ""), sim_path);
   ASSERT_FALSE(no_factor.ok());
   EXPECT_EQ(no_factor.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(no_factor.status().message(), sim_path))
@@ -139,7 +139,7 @@ TEST(Manifests, ASimulationManifestMadeInCodeReadsBack) {
   m.safe_quantile = 0.9;
   allocsim::FamilyTerms& t = m.families.emplace_back();
   t.family = "transformer";
-  t.calibration = {100, 1.25, 50, 0.75};
+  t.calibration = {100, 1.25, 50, 0.75, 2.5};
   t.held_out = allocsim::HeldOutScores{12, 3.5, 0.917, 0.833};
   t.datasets.push_back({"rows.jsonl", "abc", ""});
   auto back = allocsim::SimulationManifest::Parse(m.Text(), "made.json");
@@ -147,6 +147,20 @@ TEST(Manifests, ASimulationManifestMadeInCodeReadsBack) {
   EXPECT_EQ(back->Text(), m.Text());
   EXPECT_EQ(back->trace_source, allocsim::TraceSource::kLayers);
   EXPECT_EQ(back->families[0].calibration.safe_factor, 1.25);
+  EXPECT_EQ(back->families[0].calibration.conv_output_factor, 2.5);
+  // A manifest written before the conv term has none; a negative one is refused.
+  auto older = allocsim::SimulationManifest::Parse(
+      ReplaceOnce(m.Text(), "\"conv_output_factor\": 2.5,", ""), "older.json");
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_EQ(older->families[0].calibration.conv_output_factor, 0);
+  auto negative = allocsim::SimulationManifest::Parse(
+      ReplaceOnce(m.Text(), "\"conv_output_factor\": 2.5", "\"conv_output_factor\": -1"),
+      "negative.json");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_TRUE(absl::StrContains(negative.status().message(),
+                                "'calibration.families.transformer.conv_output_factor' "
+                                "must be at least 0"))
+      << negative.status();
   ASSERT_TRUE(back->families[0].held_out.has_value());
   EXPECT_EQ(back->families[0].held_out->rows, 12);
 }

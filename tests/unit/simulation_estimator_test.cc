@@ -98,7 +98,7 @@ TEST(MemoryModel, CalibratedEstimateAndABreakdownThatAddsUp) {
   auto replay = SimulatePeak(request.model().trace(), gpu, {}, 2);
   ASSERT_TRUE(replay.ok()) << replay.status();
   const FamilyCalibration calibration{100, 1.5, 50, 1.1};
-  const v1::MemoryEstimate m = CalibratedEstimate(*replay, gpu, calibration);
+  const v1::MemoryEstimate m = CalibratedEstimate(*replay, gpu, calibration, 0);
   const double reserved = replay->peak_reserved_bytes;
   EXPECT_NEAR(m.point_bytes(), 1050.0 * MiB + 1.1 * reserved, 1);
   EXPECT_NEAR(m.upper_bytes(), 1100.0 * MiB + 1.5 * reserved, 1);
@@ -109,15 +109,58 @@ TEST(MemoryModel, CalibratedEstimateAndABreakdownThatAddsUp) {
   EXPECT_EQ(m.breakdown().optimizer_state_bytes(), 2 * weights);
   EXPECT_EQ(m.breakdown().context_bytes(), 1000 * MiB + kDefaultCublasWorkspaceBytes);
   EXPECT_EQ(m.gpu_constants(), v1::GPU_CONSTANTS_CALIBRATED);
-  EXPECT_EQ(CalibratedEstimate(*replay, Card(40960, false), calibration).gpu_constants(),
-            v1::GPU_CONSTANTS_ASSUMED);
+  EXPECT_EQ(
+      CalibratedEstimate(*replay, Card(40960, false), calibration, 0).gpu_constants(),
+      v1::GPU_CONSTANTS_ASSUMED);
+}
+
+TEST(MemoryModel, ConvTermAddsToTheUpperBoundOnlyAndShowsAsCalibration) {
+  const v1::EstimateRequest request = MlpRequest(true);
+  const GpuProfile gpu = Card(40960);
+  auto replay = SimulatePeak(request.model().trace(), gpu, {}, 2);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  FamilyCalibration calibration{100, 1.5, 50, 1.1};
+  const v1::MemoryEstimate plain = CalibratedEstimate(*replay, gpu, calibration, 300);
+  calibration.conv_output_factor = 2.5;
+  const v1::MemoryEstimate m = CalibratedEstimate(*replay, gpu, calibration, 300);
+  EXPECT_EQ(m.point_bytes(), plain.point_bytes());
+  EXPECT_EQ(m.upper_bytes(), plain.upper_bytes() + 750 * MiB);
+  EXPECT_EQ(m.breakdown().calibration_bytes(),
+            plain.breakdown().calibration_bytes() + 750 * MiB);
+  EXPECT_EQ(Sum(m.breakdown()), m.upper_bytes());
+  // What the allocator may hold on the card shrinks by the same amount, over the factor.
+  EXPECT_EQ(AllocatorCapacity(Card(4000), {1000, 2.0, 0, 1.0, 2.5}, 100),
+            (1000 - 125) * MiB);
+}
+
+TEST(MemoryModel, LargestConvOutputIsPerBatchAndNeverWraps) {
+  v1::ModelDescription model;
+  model.set_batch_size(8);
+  v1::Layer* conv = model.add_layers();
+  conv->set_type("Conv2d");
+  conv->set_output_activations(64 * 56 * 56);
+  v1::Layer* bigger = model.add_layers();
+  bigger->set_type("Linear");
+  bigger->set_output_activations(1 << 30);  // Not a convolution: not counted.
+  model.add_layers()->set_type("Conv2d");
+  EXPECT_DOUBLE_EQ(LargestConvOutputMib(model), 4.0 * 64 * 56 * 56 * 8 / MiB);
+  // 2^62 activations x 2^30 samples x 4 bytes: far beyond 2^64 bytes, still growing.
+  conv->set_output_activations(int64_t{1} << 62);
+  model.set_batch_size(1 << 30);
+  EXPECT_GT(LargestConvOutputMib(model), 1e19 / MiB);
+  FamilyCalibration calibration{0, 1, 0, 1, 1};
+  ReplayResult replay;
+  EXPECT_EQ(
+      CalibratedEstimate(replay, Card(40960), calibration, LargestConvOutputMib(model))
+          .upper_bytes(),
+      UINT64_MAX);
 }
 
 TEST(MemoryModel, AllocatorCapacityIsWhatTheSafeEstimateLeaves) {
   const FamilyCalibration calibration{1000, 2.0, 0, 1.0};
   // (4000 - 1000 context - 1000 intercept) / 2.
-  EXPECT_EQ(AllocatorCapacity(Card(4000), calibration), 1000 * MiB);
-  EXPECT_EQ(AllocatorCapacity(Card(1500), calibration), 1u);  // Nothing left: not 0.
+  EXPECT_EQ(AllocatorCapacity(Card(4000), calibration, 0), 1000 * MiB);
+  EXPECT_EQ(AllocatorCapacity(Card(1500), calibration, 0), 1u);  // Nothing left: not 0.
 }
 
 TEST(SimulationEstimator, ReplaysTheRequestsTrace) {
@@ -139,7 +182,7 @@ TEST(SimulationEstimator, ReplaysTheRequestsTrace) {
   auto replay = SimulatePeak(request.model().trace(), gpu, {}, 2);
   ASSERT_TRUE(replay.ok());
   EXPECT_EQ(run.result.memory().upper_bytes(),
-            CalibratedEstimate(*replay, gpu, {100, 1.5, 100, 1.1}).upper_bytes());
+            CalibratedEstimate(*replay, gpu, {100, 1.5, 100, 1.1}, 0).upper_bytes());
   EXPECT_DOUBLE_EQ(run.result.confidence(), 0.9);
   EXPECT_TRUE(absl::StrContains(run.result.basis(), "the request's trace"))
       << run.result.basis();

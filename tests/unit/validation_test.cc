@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {
@@ -214,6 +215,21 @@ TEST(Validation, AHugeEstimatorIdIsNotEchoedBack) {
   r.add_estimators(std::string(8192, 'x'));
   const absl::Status s = ValidateRequest(r, ValidationLimits{});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(s.message().size(), 200u) << s.message().size();
+}
+
+// Found with the request_validation fuzz property (a refusal under 1 KiB): a 4 KB
+// layer type in a feature vector's layer_counts was echoed whole in the field path.
+TEST(Validation, AHugeLayerCountsTypeIsNotEchoedBack) {
+  v1::EstimateRequest r;
+  v1::FeatureVector* f = r.mutable_features();
+  f->set_batch_size(32);
+  f->set_total_parameters(1000);
+  f->set_total_activations(1000);
+  (*f->mutable_layer_counts())[std::string(4096, 'C')] = 20000;
+  const absl::Status s = ValidateRequest(r, ValidationLimits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(s.message(), "features.layer_counts: ")) << s.message();
   EXPECT_LT(s.message().size(), 200u) << s.message().size();
 }
 

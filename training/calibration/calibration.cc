@@ -9,7 +9,6 @@
 
 #include "common/quantile.h"
 #include "common/units.h"
-#include "estimators/layer_types.h"
 #include "estimators/status_macros.h"
 
 namespace gpuest::calibration {
@@ -73,7 +72,8 @@ absl::StatusOr<allocsim::FamilyCalibration> FitFamilyCalibration(
     c.point_factor = std::max(0.05, QuantileOfSorted(needed, 0.5));
     int tight = 0;
     for (const CalibrationRow& r : rows) {
-      const v1::MemoryEstimate m = allocsim::CalibratedEstimate(r.replay, gpu, c);
+      const v1::MemoryEstimate m =
+          allocsim::CalibratedEstimate(r.replay, gpu, c, r.conv_output_mib);
       tight += SafeAndTight(m.upper_bytes() / kMiB, r.measured_mib);
     }
     if (tight > best_tight) {
@@ -118,13 +118,20 @@ absl::StatusOr<PointTerms> FitPointTerms(const std::vector<CalibrationRow>& rows
 namespace {
 
 // The upper bound's terms over out-of-group points: upper = context + slack + margin x
-// (point - context). For each slack of the grid, margin is the smallest keeping
-// safe_quantile of each dataset's rows safe (every dataset on its own, so that a large
-// one cannot buy a small one's safety away); the slack with the most safe-and-tight
-// rows, as a share of each dataset summed, wins.
+// (point - context) + conv x the row's largest convolution output. For each (slack,
+// conv) of the grids, margin is the smallest keeping safe_quantile of each dataset's
+// rows safe (every dataset on its own, so that a large one cannot buy a small one's
+// safety away); the pair with the most safe-and-tight rows, as a share of each dataset
+// summed, wins (the smallest slack, then conv, on a tie).
 struct UpperTerms {
   double slack_mib = 0;
   double margin = 1;
+  double conv_output_factor = 0;
+
+  double Upper(double context_mib, double job_mib, double conv_output_mib) const {
+    return context_mib + slack_mib + margin * job_mib +
+           conv_output_factor * conv_output_mib;
+  }
 };
 
 UpperTerms FitUpperTerms(const std::vector<GroupedRow>& rows,
@@ -137,28 +144,37 @@ UpperTerms FitUpperTerms(const std::vector<GroupedRow>& rows,
   }
   UpperTerms best;
   double best_tight = -1;
+  std::vector<double> needed;
   for (double slack = 0; slack <= options.max_intercept_mib;
        slack += options.intercept_step_mib) {
-    double margin = 1;
-    for (const auto& [name, members] : datasets) {
-      std::vector<double> needed;
-      for (size_t i : members) {
-        needed.push_back((rows[i].row.measured_mib - context_mib - slack) / job_mib[i]);
+    for (double conv = 0; conv <= options.max_conv_factor;
+         conv += options.conv_factor_step) {
+      UpperTerms terms{slack, 1, conv};
+      for (const auto& [name, members] : datasets) {
+        needed.clear();
+        for (size_t i : members) {
+          const CalibrationRow& r = rows[i].row;
+          needed.push_back(
+              (r.measured_mib - context_mib - slack - conv * r.conv_output_mib) /
+              job_mib[i]);
+        }
+        terms.margin = std::max(terms.margin, Quantile(needed, options.safe_quantile));
       }
-      margin = std::max(margin, Quantile(std::move(needed), options.safe_quantile));
-    }
-    double tight = 0;
-    for (const auto& [name, members] : datasets) {
-      int n = 0;
-      for (size_t i : members) {
-        n += SafeAndTight(context_mib + slack + margin * job_mib[i],
-                          rows[i].row.measured_mib);
+      double tight = 0;
+      for (const auto& [name, members] : datasets) {
+        int n = 0;
+        for (size_t i : members) {
+          const CalibrationRow& r = rows[i].row;
+          n += SafeAndTight(terms.Upper(context_mib, job_mib[i], r.conv_output_mib),
+                            r.measured_mib);
+        }
+        tight += static_cast<double>(n) / static_cast<double>(members.size());
       }
-      tight += static_cast<double>(n) / static_cast<double>(members.size());
-    }
-    if (tight > best_tight) {
-      best_tight = tight;
-      best = {slack, margin};
+      if (tight > best_tight) {
+        best_tight = tight;
+        best = terms;
+      }
+      if (options.conv_factor_step <= 0) break;
     }
   }
   return best;
@@ -200,7 +216,7 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
     }
     const UpperTerms terms = FitUpperTerms(rows, job, others, context_mib, options);
     for (size_t i : members) {
-      fit.upper_mib[i] = context_mib + terms.slack_mib + terms.margin * job[i];
+      fit.upper_mib[i] = terms.Upper(context_mib, job[i], rows[i].row.conv_output_mib);
     }
   }
   std::vector<size_t> every(rows.size());
@@ -208,6 +224,7 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
   const UpperTerms upper = FitUpperTerms(rows, job, every, context_mib, options);
   fit.margin = upper.margin;
   fit.slack_mib = upper.slack_mib;
+  fit.conv_output_factor = upper.conv_output_factor;
   std::vector<CalibrationRow> all;
   for (const GroupedRow& r : rows) {
     if (r.measured) all.push_back(r.row);
@@ -219,6 +236,7 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
   fit.calibration.intercept_mib = upper.slack_mib + upper.margin * point.intercept_mib;
   // The served model needs a factor of at least 1; raising it only raises the bound.
   fit.calibration.safe_factor = std::max(1.0, upper.margin * point.factor);
+  fit.calibration.conv_output_factor = upper.conv_output_factor;
   return fit;
 }
 
@@ -238,16 +256,6 @@ absl::StatusOr<double> FitContextMib(const std::vector<CalibrationRow>& rows) {
   for (const CalibrationRow& r : rows)
     residual.push_back(r.measured_mib - SimulatedMib(r));
   return std::round(Quantile(std::move(residual), 0.5));
-}
-
-double LargestConvOutputMib(const v1::ModelDescription& model) {
-  double largest = 0;
-  for (const v1::Layer& l : model.layers()) {
-    if (ClassifyLayerType(l.type()).kind == LayerKind::kConv) {
-      largest = std::max(largest, 4.0 * l.output_activations() * model.batch_size());
-    }
-  }
-  return largest / kMiB;
 }
 
 }  // namespace gpuest::calibration

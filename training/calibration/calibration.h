@@ -47,6 +47,8 @@ Scores Score(const std::vector<Scored>& rows);
 struct CalibrationRow {
   allocsim::ReplayResult replay;
   double measured_mib = 0;
+  // allocsim::LargestConvOutputMib of the run: what the upper's conv term multiplies.
+  double conv_output_mib = 0;
 };
 
 struct FitOptions {
@@ -55,6 +57,10 @@ struct FitOptions {
   // The intercepts tried: 0, step, 2 x step, ... up to max.
   double intercept_step_mib = 25;
   double max_intercept_mib = 4000;
+  // The out-of-group upper bound's conv term (FamilyCalibration::conv_output_factor):
+  // the factors tried, 0, step, ... up to max; max 0 leaves the term out.
+  double conv_factor_step = 0.5;
+  double max_conv_factor = 0;
 };
 
 // A family's calibration on gpu (its context already calibrated). For each intercept b
@@ -92,15 +98,17 @@ struct GroupedRow {
 
 // A calibration for architectures nobody measured. Each row's point (context + b +
 // k x simulated, FitPointTerms) is fitted without its own group; the upper bound is
-// context + slack + margin x (point - context), the (slack, margin) of the grid that
-// keeps safe_quantile of every dataset's rows safe with the most safe-and-tight rows.
-// So the bound comes from the point's errors on families the fit never saw.
+// context + slack + margin x (point - context) + conv x the row's largest convolution
+// output, the (slack, conv) of the grids, margin keeping safe_quantile of every
+// dataset's rows safe, with the most safe-and-tight rows. So the bound comes from the
+// point's errors on families the fit never saw.
 struct OutOfGroupFit {
   // As served: the point terms fitted on every row, the upper terms
   // (slack + margin x b, margin x k) from every row's out-of-group error.
   allocsim::FamilyCalibration calibration;
   double slack_mib = 0;
   double margin = 1;
+  double conv_output_factor = 0;
   // Per row, in input order: its point and upper bound from fits that never saw its
   // group (the upper's terms from the other groups' errors only): what the report
   // scores.
@@ -121,9 +129,5 @@ std::string ArchitectureFamily(const std::string& model_name);
 // reserved, over rows whose allocations the simulation explains best (the MLP rows).
 // InvalidArgument for no rows.
 absl::StatusOr<double> FitContextMib(const std::vector<CalibrationRow>& rows);
-
-// The largest convolution output of one batch, fp32, in MiB: a proxy for cuDNN's
-// workspaces when studying what the simulation misses.
-double LargestConvOutputMib(const v1::ModelDescription& model);
 
 }  // namespace gpuest::calibration

@@ -5,6 +5,7 @@
 #include "absl/flags/flag.h"
 #include "common/flags.h"
 #include "common/units.h"
+#include "estimators/allocsim/memory_model.h"
 #include "estimators/allocsim/trace_replay.h"
 #include "estimators/analytic/layer_trace.h"
 #include "estimators/features.h"
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
         static_cast<long long>(f.total_activations()), trace.size_bytes_size(),
         r->peak_allocated_bytes / kMiB, r->peak_reserved_bytes / kMiB, c[1] / kMiB,
         c[2] / kMiB, c[3] / kMiB, c[4] / kMiB, c[5] / kMiB, c[6] / kMiB,
-        gpuest::calibration::LargestConvOutputMib(row.model));
+        gpuest::allocsim::LargestConvOutputMib(row.model));
   }
   return 0;
 }

@@ -17,7 +17,9 @@ std::string RenderSimulationSection(const SimulationReport& report) {
       "rows), then per family an intercept b and a factor k; the figure scored is the "
       "served upper bound context + b + k_safe x simulated peak reserved (%d steps: "
       "the first, then the steady state), k_safe keeping %.0f %% of the training rows "
-      "safe. allocsim replays the row's traced step (torch 1.13 FakeTensor on the CPU), "
+      "safe, + c x the largest convolution output at the batch (cuDNN's workspaces; "
+      "fitted on real CNNs, below, 0 elsewhere). allocsim replays the row's traced step "
+      "(torch 1.13 FakeTensor on the CPU), "
       "analytic a step built from its layers; the server answers a traced request with "
       "allocsim and a layer-only one with analytic. GPUMemNet: the served MLP-based "
       "classifier's upper bin edge. Safe: estimate >= measured; tight: measured <= "
@@ -28,8 +30,8 @@ std::string RenderSimulationSection(const SimulationReport& report) {
       report.split, report.context_mib, report.steps, 100 * report.safe_quantile,
       kTightFactor);
   std::string calibration_table =
-      "\n| estimator | family | upper: intercept b | upper: factor k_safe | point: "
-      "intercept | point: factor |\n|---|---|---|---|---|---|\n";
+      "\n| estimator | family | upper: intercept b | upper: factor k_safe | upper: "
+      "conv c | point: intercept | point: factor |\n|---|---|---|---|---|---|---|\n";
   std::string oom_lines;
   for (const FamilyReport& f : report.families) {
     std::vector<std::string> above;
@@ -44,9 +46,9 @@ std::string RenderSimulationSection(const SimulationReport& report) {
     }
     for (const auto& [id, c] : f.calibration) {
       absl::StrAppendFormat(&calibration_table,
-                            "| %s | %s | %.0f MiB | %.3f | %.0f MiB | %.3f |\n", id,
-                            f.family, c.intercept_mib, c.safe_factor,
-                            c.point_intercept_mib, c.point_factor);
+                            "| %s | %s | %.0f MiB | %.3f | %.2f | %.0f MiB | %.3f |\n",
+                            id, f.family, c.intercept_mib, c.safe_factor,
+                            c.conv_output_factor, c.point_intercept_mib, c.point_factor);
     }
     if (f.oom_rows > 0) {
       absl::StrAppendFormat(&oom_lines,
@@ -65,8 +67,11 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
   const std::string served =
       "`allocsim`, `analytic`: the calibration served. For a family where the fit on "
       "GPUMemNet's training rows alone keeps fewer than the quantile below of these "
-      "(unseen) rows safe, that is the out-of-family fit, each row scored by the fit "
-      "that never saw its architecture family, and `(GPUMemNet fit, not served)` shows "
+      "(unseen) rows safe, or where the out-of-family fit keeps that many safe, more of "
+      "them safe and tight and as many of their out-of-memory runs above the card, "
+      "that is the out-of-family fit, each row scored by "
+      "the fit that never saw its architecture family, and `(GPUMemNet fit, not served)` "
+      "shows "
       "the fit it replaces; elsewhere it is GPUMemNet's fit, which never saw any row "
       "here, and `(out-of-family fit, not served)` shows the candidate";
   std::string md = absl::StrFormat(
@@ -74,9 +79,12 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
       "%s: %d models of %d architecture families (the leading letters of the model "
       "name: resnet, convnext, vit, ...). %s. The out-of-family fit: the point (context "
       "+ b + k x simulated peak, the least MAPE) fitted without the row's family; the "
-      "upper bound context + s + m x (point - context), (s, m) keeping %.0f %% of each "
+      "upper bound context + s + m x (point - context) + c x the largest convolution "
+      "output at the batch (fp32; c for cuDNN's convolution workspaces, CNNs only), m "
+      "keeping %.0f %% of each "
       "dataset's rows safe (GPUMemNet's training rows, and the *other* families' "
-      "out-of-family errors) with the most safe-and-tight rows. FakeTensor: the "
+      "out-of-family errors), the (s, c) with the most safe-and-tight rows. FakeTensor: "
+      "the "
       "dataset's "
       "own column (PyTorch FakeTensor, no context, no allocator). MAPE, safe and tight "
       "score the upper bound, the figure a scheduler reserves; safe: >= measured; "

@@ -31,10 +31,15 @@ ABSL_FLAG(
     "the report gains their leave-architecture-family-out table (the served "
     "calibration and the candidate it was chosen over)");
 ABSL_FLAG(
-    std::string, fit_real_models, "where-unsafe",
+    std::string, fit_real_models, "where-unsafe-or-tighter",
     "with --timm-rows, which families serve the out-of-family fit: where-unsafe "
     "(where the fit on GPUMemNet alone keeps fewer than --safe-quantile of the real "
-    "rows safe), always, or never");
+    "rows safe), where-unsafe-or-tighter (also where the out-of-family fit keeps "
+    "--safe-quantile of them safe, more of them safe and tight, and as many of their "
+    "out-of-memory runs above the card), always, or never");
+ABSL_FLAG(double, max_conv_output_factor, 12,
+          "the CNN out-of-family upper bound's term for cuDNN's workspaces: factors of "
+          "the largest convolution output tried, 0 to this in steps of 0.5 (0: no term)");
 ABSL_FLAG(
     std::string, report, "",
     "replace the simulation section of this report (docs/accuracy.md); empty prints "
@@ -75,8 +80,15 @@ int main(int argc, char** argv) {
   options.test_fraction = absl::GetFlag(FLAGS_test_fraction);
   options.training_rows_csv = absl::GetFlag(FLAGS_training_rows_csv);
   options.timm_rows = absl::GetFlag(FLAGS_timm_rows);
+  options.max_conv_output_factor = absl::GetFlag(FLAGS_max_conv_output_factor);
+  if (!(options.max_conv_output_factor >= 0)) {
+    return Fail(absl::InvalidArgumentError(
+        "--max-conv-output-factor must be at least 0 (0 leaves the conv term out)"));
+  }
   const std::string fit = absl::GetFlag(FLAGS_fit_real_models);
-  if (fit == "where-unsafe") {
+  if (fit == "where-unsafe-or-tighter") {
+    options.fit_real_models = gpuest::calibration::RealModelFit::kWhereUnsafeOrTighter;
+  } else if (fit == "where-unsafe") {
     options.fit_real_models = gpuest::calibration::RealModelFit::kWhereUnsafe;
   } else if (fit == "always") {
     options.fit_real_models = gpuest::calibration::RealModelFit::kAlways;
@@ -84,7 +96,9 @@ int main(int argc, char** argv) {
     options.fit_real_models = gpuest::calibration::RealModelFit::kNever;
   } else {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--fit-real-models must be where-unsafe, always or never, not '", fit, "'")));
+        "--fit-real-models must be where-unsafe-or-tighter, where-unsafe, always or "
+        "never, not '",
+        fit, "'")));
   }
   const absl::StatusOr<std::string> section =
       gpuest::calibration::ValidateMemory(options);

@@ -16,7 +16,8 @@
 // - with real models (timm_rows), for the families they cover, an out-of-family fit:
 //   the point fitted on both datasets, the upper bound from its errors on families
 //   left out. It is served where the fit on GPUMemNet alone keeps fewer than
-//   safe_quantile of the real rows safe (RealModelFit::kWhereUnsafe): safety first.
+//   safe_quantile of the real rows safe, or where it is safe enough and tighter on them
+//   (RealModelFit::kWhereUnsafeOrTighter).
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,11 @@ enum class RealModelFit {
   kNever,        // GPUMemNet's training rows alone, everywhere.
   kWhereUnsafe,  // Where GPUMemNet's fit leaves more than 1 - safe_quantile of the
                  // real rows unsafe.
-  kAlways,       // Every family the real rows cover.
+  // Also where the out-of-family fit keeps safe_quantile of the real rows safe (each
+  // scored by fits that never saw its architecture family), more of them safe and
+  // tight than GPUMemNet's fit, and as many of their out-of-memory runs above the card.
+  kWhereUnsafeOrTighter,
+  kAlways,  // Every family the real rows cover.
 };
 
 struct ValidationOptions {
@@ -53,7 +58,10 @@ struct ValidationOptions {
   // the fit).
   std::string timm_rows;
   // Which families serve (and write) the out-of-family fit.
-  RealModelFit fit_real_models = RealModelFit::kWhereUnsafe;
+  RealModelFit fit_real_models = RealModelFit::kWhereUnsafeOrTighter;
+  // The CNN out-of-family fit's conv term: factors of the largest convolution output
+  // tried up to this (calibration.h FitOptions::max_conv_factor); 0 leaves it out.
+  double max_conv_output_factor = 12;
 };
 
 // The report's section (simulation_report.h). Progress goes to stderr.

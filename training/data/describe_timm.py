@@ -75,14 +75,12 @@ def main(argv=None) -> int:
 
     import torch
 
-    from gpuest.describe.api import describe
-    from gpuest.describe.fused_attention import provide_torch2_attention
+    from gpuest.collect.zoo import import_timm
+    from gpuest.describe.api import describe_json
 
-    # The runs were on torch 2.4.1, where timm's attention takes the fused path: give
-    # 1.13 that function before timm looks for it at import.
-    provide_torch2_attention()
-    import timm
-    from gpuest.describe.message import as_json_dict
+    # The runs were on torch 2.4.1, where timm's attention takes the fused path:
+    # import_timm gives 1.13 that function before timm looks for it at import.
+    timm = import_timm()
 
     torch.set_num_threads(1)
     by_model = OrderedDict()
@@ -124,9 +122,9 @@ def main(argv=None) -> int:
 
             def trace_at(batch):
                 if batch not in traced:
-                    traced[batch] = as_json_dict(describe(
+                    traced[batch] = describe_json(
                         model, input_shape=shape, batch_size=batch,
-                        optimizer="sgd_momentum", name=name))
+                        optimizer="sgd_momentum", name=name)
                 return traced[batch]
 
             for row in rows:

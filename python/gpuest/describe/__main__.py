@@ -1,11 +1,14 @@
-"""python3 -m gpuest.describe: write a model's ModelDescription as JSON."""
+"""gpuest-describe (or python3 -m gpuest.describe): write a model's ModelDescription
+as JSON."""
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
+from typing import List, Optional
 
 EPILOG = """\
 The JSON is protobuf's JSON mapping of gpuest.v1.ModelDescription
@@ -17,17 +20,24 @@ step cannot be traced, the description still carries the layers (from a forward 
 traceUnavailableReason.
 
 example:
-  python3 -m gpuest.describe --model torchvision.models:resnet50 \\
+  gpuest-describe --model torchvision.models:resnet50 \\
       --input-shape 3,224,224 --batch-size 32 -o resnet50.json
+(gpuest-describe is python3 -m gpuest.describe, installed with the package.)
 exit status: 0 on success, 2 on bad arguments or a model that cannot be loaded."""
 
 
-def _parser():
+def _prog() -> str:
+    """The name the user typed: the console script's, or python3 -m gpuest.describe."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "python3 -m gpuest.describe" if name in ("", "__main__.py", "-c") else name
+
+
+def _parser() -> argparse.ArgumentParser:
     from .losses import LOSSES
     from .optim import OPTIMIZERS
     from .step import DTYPES
     p = argparse.ArgumentParser(
-        prog="python3 -m gpuest.describe",
+        prog=_prog(),
         description="Describe a PyTorch model (layer sequence and the allocation trace "
                     "of one training step) for the gpuest estimator service.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -93,7 +103,7 @@ def _load_factory(p, spec):
     return obj
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[List[str]] = None) -> int:
     p = _parser()
     args = p.parse_args(argv)
     try:

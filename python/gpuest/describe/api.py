@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional, Sequence, Union
+import functools
+import inspect
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, ParamSpec, Sequence, Union
 
 import torch
 import torch.nn as nn
@@ -10,20 +12,22 @@ import torch.nn as nn
 from ._compat import TORCH_VERSION, data_dependent_errors
 from .layers import LayerRecorder, infer_activation, infer_family
 from .losses import LOSSES, STEP_FUNCTION
+from .errors import DescribeError
 from .message import allocator_json, description_json, to_message, trace_json
 from .optim import ENUM_NAMES as OPTIMIZER_ENUMS
 from .optim import OPTIMIZERS
 from .step import DTYPES, InputSpec, fake_forward, real_forward, traced_step
+
+if TYPE_CHECKING:
+    from gpuest.v1 import ModelDescription
+
+P = ParamSpec("P")
 
 DTYPE_ENUMS = {"float32": "DTYPE_FLOAT32", "float16": "DTYPE_FLOAT16",
                "bfloat16": "DTYPE_BFLOAT16"}
 _INPUT_DTYPES = {"float32": torch.float32, "float16": torch.float16,
                  "bfloat16": torch.bfloat16, "int64": torch.int64, "long": torch.int64,
                  "int32": torch.int32, "bool": torch.bool}
-
-
-class DescribeError(ValueError):
-    """Bad arguments to describe (the CLI turns it into exit code 2)."""
 
 
 def _input_dtype(value) -> Optional[torch.dtype]:
@@ -59,22 +63,22 @@ def _specs(input_shape, example_inputs, batch_size, input_dtype):
     return [InputSpec((int(batch_size), *shape), input_dtype)], shape, int(batch_size)
 
 
-def describe(model: nn.Module,
-             input_shape: Optional[Sequence[int]] = None,
-             example_inputs=None,
-             batch_size: Optional[int] = None,
-             optimizer: str = "adamw",
-             dtype: str = "float32",
-             amp: bool = False,
-             trace: bool = True,
-             *,
-             input_dtype: Union[str, torch.dtype, None] = None,
-             name: Optional[str] = None,
-             sequence_length: Optional[int] = None,
-             alloc_conf: Optional[str] = None,
-             loss: str = "auto",
-             step: Optional[Callable] = None,
-             cudnn_benchmark: Optional[bool] = None):
+def describe_json(model: nn.Module,
+                  input_shape: Optional[Sequence[int]] = None,
+                  example_inputs: Any = None,
+                  batch_size: Optional[int] = None,
+                  optimizer: str = "adamw",
+                  dtype: str = "float32",
+                  amp: bool = False,
+                  trace: bool = True,
+                  *,
+                  input_dtype: Union[str, torch.dtype, None] = None,
+                  name: Optional[str] = None,
+                  sequence_length: Optional[int] = None,
+                  alloc_conf: Optional[str] = None,
+                  loss: str = "auto",
+                  step: Optional[Callable] = None,
+                  cudnn_benchmark: Optional[bool] = None) -> Dict[str, Any]:
     """Describe ``model`` for gpuest: its layer sequence and, with ``trace``, the
     allocations of one training step at ``batch_size``, without a GPU and without
     computing anything (fake tensors).
@@ -98,8 +102,10 @@ def describe(model: nn.Module,
     that was traced. ``cudnn_benchmark``: the job's ``torch.backends.cudnn.benchmark``
     (default: this process's setting), recorded for the estimate.
 
-    Returns a ``gpuest.v1.model_pb2.ModelDescription`` when that generated module
-    imports, else its protobuf-JSON form as a dict. The model is left as it was.
+    ``describe`` returns a ``gpuest.v1.ModelDescription``; ``describe_json`` the same
+    description in its protobuf-JSON form (a dict, 64-bit integers as numbers), built
+    without the generated gpuest.v1 modules, for tools that write JSON lines. The model
+    is left as it was.
     If the step cannot be traced (an op FakeTensor cannot run, ``.item()`` in the
     forward), the description still has the layers and says why in
     ``traceUnavailableReason``.
@@ -180,7 +186,22 @@ def describe(model: nn.Module,
         trace_unavailable_reason=reason if trace else
         "; ".join(x for x in ("tracing was turned off", reason) if x),
         allocator=allocator, loss=traced_loss, cudnn_benchmark=cudnn_benchmark)
-    return to_message(d)
+    return d
+
+
+def _returning_message(build: Callable[P, Dict[str, Any]]) -> Callable[P, "ModelDescription"]:
+    """``build``'s description as the message, with ``build``'s parameters (one
+    signature for both forms)."""
+    @functools.wraps(build)
+    def describe(*args: P.args, **kwargs: P.kwargs) -> "ModelDescription":
+        return to_message(build(*args, **kwargs))
+    describe.__name__ = describe.__qualname__ = "describe"
+    describe.__signature__ = inspect.signature(build).replace(  # type: ignore[attr-defined]
+        return_annotation="ModelDescription")
+    return describe
+
+
+describe = _returning_message(describe_json)
 
 
 def _layers_without_trace(model, specs, dtype, amp, recorder):

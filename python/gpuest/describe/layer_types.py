@@ -14,8 +14,14 @@ from typing import Dict, Iterable, NamedTuple, Optional, Set
 
 
 def table_path() -> Path:
-    """Where the table is: in the repository, beside the proto files."""
-    return Path(__file__).resolve().parents[3] / "proto" / "gpuest" / "v1" / "layer_types.json"
+    """Where the table is: in an installed package, gpuest/v1/layer_types.json (copied
+    there from proto/ when the wheel was built); in the repository's checkout, which has
+    no gpuest/v1 beside this package, proto/gpuest/v1 itself."""
+    here = Path(__file__).resolve()
+    shipped = here.parents[1] / "v1" / "layer_types.json"
+    if shipped.is_file():
+        return shipped
+    return here.parents[3] / "proto" / "gpuest" / "v1" / "layer_types.json"
 
 
 class LayerType(NamedTuple):

@@ -1,23 +1,31 @@
-"""ModelDescription in its protobuf-JSON form, and the message when one is importable.
+"""ModelDescription: built in its protobuf-JSON form, returned as the message.
 
 The dict is built to the letter of protobuf's JSON mapping for proto/gpuest/v1/
 model.proto: lowerCamelCase field names, enums by name, default values left out
 (as MessageToJson does), 64-bit integers as JSON numbers (which the parser accepts).
-No other keys: the C++ server parses it with JsonStringToMessage.
+``to_message`` parses it strictly (an unknown key fails), so the two cannot drift.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from .._generated import missing_generated_modules
+
+if TYPE_CHECKING:
+    from gpuest.v1 import ModelDescription
 
 
-def load_model_pb2():
-    """The generated ``gpuest.v1.model_pb2`` module, or None where the build has not
-    generated it (or it does not load with this protobuf runtime)."""
+def _model_description_class() -> "type[ModelDescription]":
+    """The generated message class; an ImportError that says how to get it."""
     try:
-        return importlib.import_module("gpuest.v1.model_pb2")
-    except Exception:  # ImportError, or a generated-code / runtime version clash
-        return None
+        from gpuest.v1 import ModelDescription
+    except ImportError as e:
+        raise missing_generated_modules(e) from e
+    return ModelDescription
 
 
 def _put(d: Dict[str, Any], key: str, value) -> None:
@@ -104,18 +112,37 @@ def allocator_json(alloc_conf: Optional[str]) -> Optional[dict]:
     return d or None
 
 
-def to_message(d: dict):
-    """The protobuf message for ``d`` if the generated module loads, else ``d``."""
-    pb2 = load_model_pb2()
-    if pb2 is None:
-        return d
-    from google.protobuf import json_format
-    return json_format.ParseDict(d, pb2.ModelDescription())
+def to_message(d: dict) -> "ModelDescription":
+    """The ModelDescription of its JSON form ``d``, parsed strictly."""
+    return json_format.ParseDict(d, _model_description_class()())
 
 
-def as_json_dict(description) -> dict:
-    """The JSON form of a description, whichever of the two ``describe`` returned."""
-    if isinstance(description, dict):
-        return description
-    from google.protobuf import json_format
-    return json_format.MessageToDict(description)
+_INT64_TYPES = frozenset({FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64,
+                          FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_FIXED64,
+                          FieldDescriptor.TYPE_SFIXED64})
+
+
+def _int64_as_numbers(message: Message, d: Dict[str, Any]) -> None:
+    """MessageToDict writes 64-bit integers as strings; make them JSON numbers again,
+    as describe always wrote them (every protobuf JSON parser takes both)."""
+    for field, value in message.ListFields():
+        key = field.json_name
+        if key not in d:
+            continue
+        repeated = field.label == FieldDescriptor.LABEL_REPEATED
+        if field.type in _INT64_TYPES:
+            d[key] = [int(x) for x in d[key]] if repeated else int(d[key])
+        elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
+            if repeated:
+                for sub_message, sub_dict in zip(value, d[key]):
+                    _int64_as_numbers(sub_message, sub_dict)
+            else:
+                _int64_as_numbers(value, d[key])
+
+
+def as_json_dict(message: Message) -> Dict[str, Any]:
+    """The protobuf-JSON form of a message (a ModelDescription from ``describe``, an
+    EstimateResponse, ...): json_format's mapping, 64-bit integers as numbers."""
+    d = json_format.MessageToDict(message)
+    _int64_as_numbers(message, d)
+    return d

@@ -118,3 +118,44 @@ def parse_config(filename_or_row: Union[str, Mapping[str, Any]]) -> dict:
             if key in row and row[key] not in ("", None) and int(row[key]) != cfg[key]:
                 raise ValueError(f"column {key}={row[key]} disagrees with file name {name!r}")
     return cfg
+
+
+# The launchers' file-name order per family: (file-name key, config key). MLP and CNN
+# names carry "dropout" twice, the rate and then the flag.
+_NAME_ORDER = {
+    "mlp": (("input", "input_size"), ("output", "output_size"), ("depth", "depth"),
+            ("arch", "architecture"), ("batch", "batch_size"), ("act", "activation"),
+            ("dropout", "dropout_rate"), ("dropout", "use_dropout"),
+            ("batchnorm", "use_batch_norm")),
+    "cnn": (("input_channels", "input_channels"), ("num_classes", "num_classes"),
+            ("depth", "depth"), ("arch", "architecture"),
+            ("base_filters", "base_num_filters"), ("batch", "batch_size"),
+            ("input_size", "input_size"), ("act", "activation"),
+            ("dropout", "dropout_rate"), ("dropout", "use_dropout"),
+            ("batchnorm", "use_batch_norm")),
+    "transformer": (("num_classes", "num_classes"), ("embedding_size", "embedding_size"),
+                    ("num_layers", "num_layers"), ("num_heads", "num_heads"),
+                    ("ff_hidden_size", "ff_hidden_size"), ("dropout_rate", "dropout_rate"),
+                    ("seq_length", "seq_length"), ("input_size", "vocab_size"),
+                    ("num_samples", "num_samples"), ("batch_size", "batch_size")),
+}
+
+
+def config_keys(family: str) -> tuple:
+    """The config keys of a family (what ``parse_config`` returns, less ``family``)."""
+    if family not in _NAME_ORDER:
+        raise ValueError(f"unknown family {family!r}; one of {', '.join(_NAME_ORDER)}")
+    return tuple(dict.fromkeys(key for _, key in _NAME_ORDER[family]))
+
+
+def config_file_name(cfg: Mapping[str, Any]) -> str:
+    """The launcher's file name for a config: the inverse of ``parse_config``, so a new
+    run of a seed-style model is named as the seed dataset names its rows."""
+    family = cfg["family"]
+    parts = []
+    for name_key, key in _NAME_ORDER[family]:
+        value = cfg[key]
+        if value is None:  # a Transformer name without num_samples
+            continue
+        parts.append(f"{name_key}:{value}")
+    return "_".join(parts) + ".out"

@@ -19,7 +19,7 @@ import csv
 import json
 import sys
 
-from ..describe.api import describe
+from ..describe.api import describe_json
 from .cnn import GeneratorCrash
 from .rebuild import rebuild
 
@@ -38,10 +38,10 @@ def export_rows(rows, optimizer="adam", trace=False):
         except (GeneratorCrash, ValueError) as e:
             yield None, f"{name}: {e}"
             continue
-        d = describe(model, input_shape=shape, batch_size=batch, trace=trace,
-                     optimizer=optimizer, name=name,
-                     input_dtype="int64" if extra["sequence_length"] else None,
-                     sequence_length=extra["sequence_length"] or None)
+        d = describe_json(model, input_shape=shape, batch_size=batch, trace=trace,
+                          optimizer=optimizer, name=name,
+                          input_dtype="int64" if extra["sequence_length"] else None,
+                          sequence_length=extra["sequence_length"] or None)
         if not trace:
             d.pop("traceUnavailableReason", None)
         # The measurements' cudnn.benchmark is not known: not recorded, rather than

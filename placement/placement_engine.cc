@@ -1,0 +1,267 @@
+#include "placement/placement_engine.h"
+
+#include <algorithm>
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/units.h"
+#include "estimators/status_macros.h"
+#include "placement/memory_fit.h"
+#include "placement/placement_job.h"
+
+namespace gpuest {
+namespace {
+
+// How much a job's inputs are trusted, as a factor on the interval's coverage.
+constexpr double kEstimatedTrust = 0.75;    // gpuest's utilization class, not measured.
+constexpr double kUnknownTrust = 0.4;       // Nothing said how busy the job is.
+constexpr double kExtrapolatedTrust = 0.7;  // Beside more than one other job.
+
+std::string Gib(double bytes) { return absl::StrFormat("%.2f GiB", InGiB(bytes)); }
+
+double Trust(v1::UtilizationSource source) {
+  switch (source) {
+    case v1::UTILIZATION_SOURCE_ESTIMATE:
+      return kEstimatedTrust;
+    case v1::UTILIZATION_SOURCE_UNKNOWN:
+    case v1::UTILIZATION_SOURCE_UNSPECIFIED:
+      return kUnknownTrust;
+    default:
+      return 1.0;
+  }
+}
+
+std::string SourceWords(v1::UtilizationSource source) {
+  switch (source) {
+    case v1::UTILIZATION_SOURCE_NVIDIA_SMI:
+      return "measured by nvidia-smi";
+    case v1::UTILIZATION_SOURCE_DCGM_GRACT:
+      return "measured by DCGM (GRACT)";
+    case v1::UTILIZATION_SOURCE_DCGM_SMACT:
+      return "measured by DCGM (SMACT, mapped onto utilization.gpu)";
+    case v1::UTILIZATION_SOURCE_ESTIMATE:
+      return "estimated by gpuest (GRACT class), not measured";
+    default:
+      return "unknown, assumed to saturate the GPU";
+  }
+}
+
+// The GPU a request names, with what the node reports in use (0 for a catalog GPU).
+struct Target {
+  const GpuProfile* profile = nullptr;  // For estimates and the context size.
+  std::string id;
+  uint64_t capacity_bytes = 0;
+  uint64_t reported_used_bytes = 0;
+  bool node_reported = false;
+};
+
+absl::StatusOr<Target> ResolveGpu(const v1::PlacementGpu& gpu, const GpuProfiles& gpus) {
+  Target t;
+  switch (gpu.gpu_case()) {
+    case v1::PlacementGpu::kCatalogId:
+      t.profile = gpus.Find(gpu.catalog_id());
+      if (t.profile == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("gpu.catalog_id: unknown GPU '",
+                                                       gpu.catalog_id().substr(0, 128),
+                                                       "'; known: ", gpus.KnownIds()));
+      }
+      t.id = t.profile->id;
+      t.capacity_bytes = t.profile->memory_bytes;
+      return t;
+    case v1::PlacementGpu::kNodeReported: {
+      const v1::NodeReportedGpu& n = gpu.node_reported();
+      if (n.total_bytes() == 0)
+        return absl::InvalidArgumentError(
+            "gpu.node_reported.total_bytes: must be above 0");
+      if (n.free_bytes() > n.total_bytes()) {
+        return absl::InvalidArgumentError(
+            "gpu.node_reported.free_bytes: above total_bytes");
+      }
+      t.profile = n.model().empty() ? &gpus.Default() : gpus.Find(n.model());
+      if (t.profile == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("gpu.node_reported.model: unknown GPU '",
+                         n.model().substr(0, 128), "'; known: ", gpus.KnownIds()));
+      }
+      t.id = "node-reported";
+      t.capacity_bytes = n.total_bytes();
+      t.reported_used_bytes = n.total_bytes() - n.free_bytes();
+      t.node_reported = true;
+      return t;
+    }
+    case v1::PlacementGpu::GPU_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      "gpu: give a catalog_id or the node_reported total and free memory");
+}
+
+void AddWarnings(const std::vector<v1::Warning>& warnings,
+                 google::protobuf::RepeatedPtrField<v1::Warning>* out,
+                 std::set<std::string>& seen) {
+  for (const v1::Warning& w : warnings) {
+    if (seen.insert(absl::StrCat(w.code(), "|", w.estimator_id(), "|", w.message()))
+            .second)
+      *out->Add() = w;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
+    const v1::CheckPlacementRequest& request) const {
+  // The GPU profiles of one registry for the whole call, even if a reload replaces it.
+  const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
+  GPUEST_ASSIGN_OR_RETURN(const Target target,
+                          ResolveGpu(request.gpu(), registry->gpus()));
+  if (!request.has_candidate()) return absl::InvalidArgumentError("candidate: missing");
+
+  std::vector<ResolvedJob> jobs;
+  for (int i = 0; i < request.existing_size(); ++i) {
+    GPUEST_ASSIGN_OR_RETURN(
+        ResolvedJob job,
+        ResolveJob(request.existing(i), absl::StrCat("existing[", i, "]"),
+                   *target.profile, engine_, contention_));
+    jobs.push_back(std::move(job));
+  }
+  GPUEST_ASSIGN_OR_RETURN(ResolvedJob candidate,
+                          ResolveJob(request.candidate(), "candidate", *target.profile,
+                                     engine_, contention_));
+  jobs.push_back(std::move(candidate));
+
+  v1::CheckPlacementResponse response;
+  std::vector<uint64_t> existing_bytes;
+  uint64_t existing_sum = 0;
+  for (size_t i = 0; i + 1 < jobs.size(); ++i) {
+    existing_bytes.push_back(jobs[i].memory_bytes);
+    existing_sum = SaturatingAdd(existing_sum, jobs[i].memory_bytes);
+  }
+  const MemoryFit fit = FitMemory(target.capacity_bytes, existing_bytes,
+                                  jobs.back().memory_bytes, target.reported_used_bytes);
+  response.set_gpu(target.id);
+  response.set_capacity_bytes(fit.capacity_bytes);
+  response.set_used_bytes(fit.used_bytes);
+  response.set_candidate_bytes(fit.candidate_bytes);
+  response.set_fits(fit.fits);
+  response.set_headroom_bytes(fit.headroom_bytes);
+  response.set_contention_model_version(contention_.version);
+
+  const std::string gpu_words =
+      target.node_reported
+          ? absl::StrCat("the node-reported GPU (", Gib(fit.capacity_bytes), ", a ",
+                         target.profile->id, "'s context size)")
+          : absl::StrCat(target.id, " (", Gib(fit.capacity_bytes), ")");
+  if (target.node_reported) {
+    response.add_reasons(absl::StrCat(
+        "the node reports ", Gib(target.reported_used_bytes), " in use; the ",
+        existing_bytes.size(), " existing jobs listed hold ",
+        Gib(static_cast<double>(existing_sum)),
+        "; the larger counts as used (a job not yet started is not in the node's "
+        "figure)"));
+  }
+  response.add_reasons(absl::StrCat(
+      fit.fits ? "fits: " : "does not fit: ", "candidate '", jobs.back().name, "' needs ",
+      Gib(fit.candidate_bytes), " (", jobs.back().memory_basis, ") beside ",
+      Gib(fit.used_bytes), " used on ", gpu_words,
+      "; each process pays its own CUDA context; ",
+      fit.fits
+          ? absl::StrCat(Gib(fit.headroom_bytes), " left")
+          : absl::StrCat("short by ", Gib(-static_cast<double>(fit.headroom_bytes)))));
+
+  double worst = 1;
+  v1::ContentionVerdict overall = v1::CONTENTION_VERDICT_ALONE;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const ResolvedJob& job = jobs[i];
+    AddWarnings(job.warnings, response.mutable_warnings(), seen);
+    std::vector<UtilizationRange> others;
+    double trust = Trust(job.source);
+    std::vector<std::string> other_names;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (j == i) continue;
+      others.push_back(jobs[j].util);
+      trust = std::min(trust, Trust(jobs[j].source));
+      other_names.push_back("'" + jobs[j].name + "'");
+    }
+    const SpeedPrediction p = contention_.Predict(job.util, others);
+    v1::JobOutcome& o = *response.add_jobs();
+    o.set_name(job.name);
+    o.set_candidate(i + 1 == jobs.size());
+    o.set_memory_bytes(job.memory_bytes);
+    o.set_memory_basis(job.memory_basis);
+    o.set_gpu_util(job.util.value);
+    o.set_gpu_util_low(job.util.low);
+    o.set_gpu_util_high(job.util.high);
+    o.set_utilization_source(job.source);
+    o.set_predicted_speed(p.speed);
+    o.set_speed_low(p.low);
+    o.set_speed_high(p.high);
+    o.set_extrapolated(p.extrapolated);
+    if (others.empty()) {
+      o.set_verdict(v1::CONTENTION_VERDICT_ALONE);
+      o.set_confidence(1.0);
+      continue;
+    }
+    const bool bad = p.speed < contention_.bad_threshold;
+    o.set_verdict(bad ? v1::CONTENTION_VERDICT_BAD : v1::CONTENTION_VERDICT_ACCEPTABLE);
+    o.set_confidence(contention_.interval_coverage * trust *
+                     (p.extrapolated ? kExtrapolatedTrust : 1.0));
+    worst = std::min(worst, p.speed);
+    if (bad) {
+      overall = v1::CONTENTION_VERDICT_BAD;
+    } else if (overall == v1::CONTENTION_VERDICT_ALONE) {
+      overall = v1::CONTENTION_VERDICT_ACCEPTABLE;
+    }
+    response.add_reasons(absl::StrFormat(
+        "'%s' (utilization.gpu %.0f %%, %s) predicted at %.2f of its speed alone "
+        "(%.2f..%.2f) beside %s: %s",
+        job.name, job.util.value * 100, SourceWords(job.source), p.speed, p.low, p.high,
+        absl::StrJoin(other_names, ", "),
+        bad ? absl::StrFormat("BAD, below %.2f", contention_.bad_threshold)
+            : "acceptable"));
+  }
+  if (jobs.size() > 2) {
+    response.add_reasons(absl::StrCat(
+        jobs.size(),
+        " jobs on one GPU: each job's others count as one load (their "
+        "utilization summed, capped at 100 %); the model was fitted on pairs "
+        "only, so this is an extrapolation and the confidence is lowered"));
+  }
+  response.set_verdict(overall);
+  response.set_worst_predicted_speed(worst);
+  return response;
+}
+
+absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
+    const v1::RankGpusRequest& request) const {
+  if (!request.has_job()) return absl::InvalidArgumentError("job: missing");
+  v1::RankGpusResponse response;
+  std::set<std::string> seen;
+  const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
+  for (const GpuProfile& gpu : registry->gpus().All()) {
+    GPUEST_ASSIGN_OR_RETURN(const ResolvedJob job,
+                            ResolveJob(request.job(), "job", gpu, engine_, contention_));
+    AddWarnings(job.warnings, response.mutable_warnings(), seen);
+    v1::GpuRanking& r = *response.add_gpus();
+    r.set_gpu(gpu.id);
+    r.set_name(gpu.name);
+    r.set_mig(IsMigProfile(gpu));
+    r.set_capacity_bytes(gpu.memory_bytes);
+    r.set_peak_bytes(job.memory_bytes);
+    r.set_estimator_id(job.estimator_id);
+    r.set_fits(job.memory_bytes <= gpu.memory_bytes);
+    r.set_headroom_bytes(SignedHeadroom(gpu.memory_bytes, job.memory_bytes));
+  }
+  std::stable_sort(response.mutable_gpus()->begin(), response.mutable_gpus()->end(),
+                   [](const v1::GpuRanking& a, const v1::GpuRanking& b) {
+                     if (a.fits() != b.fits()) return a.fits() > b.fits();
+                     if (a.fits()) return a.headroom_bytes() < b.headroom_bytes();
+                     return a.headroom_bytes() > b.headroom_bytes();
+                   });
+  return response;
+}
+
+}  // namespace gpuest

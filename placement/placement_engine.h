@@ -1,0 +1,40 @@
+// File: placement_engine.h
+//
+// Answers CheckPlacement and RankGpus (proto/gpuest/v1/placement.proto): resolves the
+// GPU (catalog id, alias or nvidia-smi name, MIG profiles included; or a node's total
+// and free), turns each job (description, earlier estimate, or measurement) into its
+// memory and utilization, checks the memory fit (memory_fit.h) and predicts every
+// job's speed beside the others (contention_model.h). The gRPC service is a thin shell
+// around it; the Kubernetes extender and the replay call it directly.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "estimators/engine.h"
+#include "gpuest/v1/placement.pb.h"
+#include "placement/contention_model.h"
+
+namespace gpuest {
+
+class PlacementEngine {
+ public:
+  // The engine estimates jobs given by description; it must outlive this object.
+  PlacementEngine(const Engine& engine, ContentionModel contention)
+      : engine_(engine), contention_(std::move(contention)) {}
+
+  // InvalidArgument names the offending field ("candidate.measured.gpu_util",
+  // "existing[1].description.model.batch_size", "gpu.catalog_id"). server_latency_us
+  // is left for the caller.
+  absl::StatusOr<v1::CheckPlacementResponse> CheckPlacement(
+      const v1::CheckPlacementRequest& request) const;
+  absl::StatusOr<v1::RankGpusResponse> RankGpus(const v1::RankGpusRequest& request) const;
+
+  const ContentionModel& contention() const { return contention_; }
+
+ private:
+  const Engine& engine_;
+  ContentionModel contention_;
+};
+
+}  // namespace gpuest

@@ -1,0 +1,182 @@
+#include "placement/placement_job.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/units.h"
+#include "estimators/status_macros.h"
+
+namespace gpuest {
+namespace {
+
+// GRACT against utilization.gpu on GPUMemNet's A100 rows: 3 to 5 points apart on
+// average (docs/contention.md); a GRACT reading's range is +- this.
+constexpr double kGractSpread = 0.05;
+// A probability below this does not widen an estimate's range.
+constexpr double kClassMass = 0.05;
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+UtilizationRange Around(double value, double spread) {
+  return {value, std::max(0.0, value - spread), std::min(1.0, value + spread)};
+}
+
+// Nothing says how busy the job is: assume it saturates the GPU (the conservative
+// point), over the whole range.
+UtilizationRange Unknown() { return {1.0, 0.0, 1.0}; }
+
+absl::StatusOr<UtilizationRange> FromMeasured(const v1::MeasuredJob& m,
+                                              const std::string& field,
+                                              const ContentionModel& contention) {
+  const bool percent = m.source() == v1::UTILIZATION_SOURCE_NVIDIA_SMI;
+  if (!percent && m.source() != v1::UTILIZATION_SOURCE_DCGM_GRACT &&
+      m.source() != v1::UTILIZATION_SOURCE_DCGM_SMACT) {
+    return Invalid(field + ".source",
+                   "a measurement comes from NVIDIA_SMI (percent), DCGM_GRACT or "
+                   "DCGM_SMACT (fractions)");
+  }
+  const double top = percent ? 100.0 : 1.0;
+  for (const auto& [name, v] : {std::pair<const char*, double>{"gpu_util", m.gpu_util()},
+                                {"mem_util", m.mem_util()}}) {
+    if (!std::isfinite(v) || v < 0 || v > top) {
+      return Invalid(absl::StrCat(field, ".", name),
+                     absl::StrFormat("%g is outside 0..%g for source %s", v, top,
+                                     v1::UtilizationSource_Name(m.source())));
+    }
+  }
+  if (percent) return Around(m.gpu_util() / 100.0, 0);
+  if (m.source() == v1::UTILIZATION_SOURCE_DCGM_GRACT)
+    return Around(m.gpu_util(), kGractSpread);
+  return Around(contention.SmactToUtil(m.gpu_util()), contention.smact_mae);
+}
+
+// The response's GRACT estimate with the highest confidence, if any.
+const v1::UtilizationEstimate* GractOf(const v1::EstimateResponse& response) {
+  const v1::UtilizationEstimate* best = nullptr;
+  for (const v1::EstimatorResult& r : response.results()) {
+    for (const v1::UtilizationEstimate& u : r.utilization()) {
+      if (u.metric() == v1::UTILIZATION_METRIC_GRACT &&
+          (best == nullptr || u.confidence() > best->confidence())) {
+        best = &u;
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
+    const v1::UtilizationEstimate& estimate, const std::string& field) {
+  if (estimate.metric() != v1::UTILIZATION_METRIC_GRACT) {
+    return Invalid(field + ".metric",
+                   "only a GRACT estimate reads as utilization.gpu; got " +
+                       v1::UtilizationMetric_Name(estimate.metric()));
+  }
+  const int classes = estimate.probabilities_size();
+  if (classes == 0 || estimate.bin_edges_size() != classes + 1) {
+    return Invalid(field + ".bin_edges", "needs one more edge than probabilities");
+  }
+  for (int k = 0; k <= classes; ++k) {
+    const double e = estimate.bin_edges(k);
+    if (!std::isfinite(e) || e < 0 || e > 1 || (k > 0 && e < estimate.bin_edges(k - 1)))
+      return Invalid(field + ".bin_edges", "edges must rise within 0..1");
+  }
+  UtilizationRange r{0, 1, 0};
+  double mass = 0;
+  for (int k = 0; k < classes; ++k) {
+    const double p = estimate.probabilities(k);
+    if (!std::isfinite(p) || p < 0) return Invalid(field + ".probabilities", "negative");
+    mass += p;
+    r.value += p * (estimate.bin_edges(k) + estimate.bin_edges(k + 1)) / 2;
+    if (p >= kClassMass) {
+      r.low = std::min(r.low, estimate.bin_edges(k));
+      r.high = std::max(r.high, estimate.bin_edges(k + 1));
+    }
+  }
+  if (mass <= 0) return Invalid(field + ".probabilities", "sum to zero");
+  r.value /= mass;
+  r.low = std::min(r.low, r.value);
+  r.high = std::max(r.high, r.value);
+  return r;
+}
+
+absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
+                                       const std::string& field, const GpuProfile& gpu,
+                                       const Engine& engine,
+                                       const ContentionModel& contention) {
+  ResolvedJob out;
+  out.name = job.name().empty() ? field : job.name();
+  switch (job.job_case()) {
+    case v1::PlacementJob::kMeasured: {
+      const v1::MeasuredJob& m = job.measured();
+      if (m.memory_in_use_bytes() == 0)
+        return Invalid(field + ".measured.memory_in_use_bytes", "must be above 0");
+      out.memory_bytes = m.memory_in_use_bytes();
+      out.memory_basis = "measured in use (its CUDA context included)";
+      GPUEST_ASSIGN_OR_RETURN(out.util, FromMeasured(m, field + ".measured", contention));
+      out.source = m.source();
+      return out;
+    }
+    case v1::PlacementJob::kEstimate: {
+      const v1::EstimatedJob& e = job.estimate();
+      if (e.peak_bytes() == 0)
+        return Invalid(field + ".estimate.peak_bytes", "must be above 0");
+      out.memory_bytes = e.peak_bytes();
+      out.memory_basis = "an earlier estimate's peak";
+      if (e.peak_excludes_context()) {
+        out.memory_bytes = SaturatingAdd(out.memory_bytes, gpu.context_bytes);
+        absl::StrAppendFormat(&out.memory_basis, " plus %s's CUDA context (%.0f MiB)",
+                              gpu.id, InMiB(static_cast<double>(gpu.context_bytes)));
+      } else {
+        out.memory_basis += " (its CUDA context included)";
+      }
+      if (e.has_utilization()) {
+        GPUEST_ASSIGN_OR_RETURN(
+            out.util,
+            UtilizationFromEstimate(e.utilization(), field + ".estimate.utilization"));
+        out.source = v1::UTILIZATION_SOURCE_ESTIMATE;
+      } else {
+        out.util = Unknown();
+      }
+      return out;
+    }
+    case v1::PlacementJob::kDescription: {
+      v1::EstimateRequest request = job.description();
+      request.set_gpu(gpu.id);
+      absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request);
+      if (!response.ok()) {
+        return absl::Status(
+            response.status().code(),
+            absl::StrCat(field, ".description.", response.status().message()));
+      }
+      if (!response->has_recommendation() ||
+          response->recommendation().memory_bytes() == 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(field, ".description: no estimator gave a memory figure"));
+      }
+      out.memory_bytes = response->recommendation().memory_bytes();
+      out.estimator_id = response->recommendation().estimator_id();
+      out.memory_basis = absl::StrCat("estimated for ", gpu.id, ": ",
+                                      response->recommendation().basis());
+      out.warnings.assign(response->warnings().begin(), response->warnings().end());
+      if (const v1::UtilizationEstimate* u = GractOf(*response)) {
+        GPUEST_ASSIGN_OR_RETURN(out.util,
+                                UtilizationFromEstimate(*u, field + ".description"));
+        out.source = v1::UTILIZATION_SOURCE_ESTIMATE;
+      } else {
+        out.util = Unknown();
+      }
+      return out;
+    }
+    case v1::PlacementJob::JOB_NOT_SET:
+      break;
+  }
+  return Invalid(field, "a job needs a description, an estimate or a measurement");
+}
+
+}  // namespace gpuest

@@ -1,0 +1,44 @@
+// File: placement_job.h
+//
+// One job of a placement request as the placement needs it: the memory it holds or
+// will hold (its own CUDA context included) and its utilization with a range, each
+// with where it came from. A job is given by description (estimated here, for the
+// target GPU), by an earlier estimate's figures, or by what the node measures.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "estimators/engine.h"
+#include "estimators/gpu_profiles.h"
+#include "gpuest/v1/placement.pb.h"
+#include "placement/contention_model.h"
+
+namespace gpuest {
+
+struct ResolvedJob {
+  std::string name;
+  uint64_t memory_bytes = 0;
+  std::string memory_basis;
+  std::string estimator_id;  // For a description: the recommended estimator.
+  UtilizationRange util;
+  v1::UtilizationSource source = v1::UTILIZATION_SOURCE_UNKNOWN;
+  std::vector<v1::Warning> warnings;  // The description's estimate's.
+};
+
+// field names the job in errors ("candidate", "existing[2]"). gpu is the target; its
+// context is added to an estimate that leaves it out.
+absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
+                                       const std::string& field, const GpuProfile& gpu,
+                                       const Engine& engine,
+                                       const ContentionModel& contention);
+
+// A utilization estimate's range on nvidia-smi's scale: the GRACT class's edges
+// (GRACT reads as utilization.gpu), the point its probability-weighted midpoint.
+// InvalidArgument (naming field) for a metric other than GRACT or a malformed class.
+absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
+    const v1::UtilizationEstimate& estimate, const std::string& field);
+
+}  // namespace gpuest

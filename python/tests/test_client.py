@@ -1,0 +1,161 @@
+"""gpuest.Client against real gpuest-server processes on loopback: the calls, the
+errors with the field the server named, retries within the deadline, round robin."""
+import json
+import os
+import re
+import socket
+import threading
+import time
+import urllib.request
+
+import grpc
+import pytest
+import torch.nn as nn
+from google.protobuf import json_format
+
+import gpuest
+from gpuest import v1
+from server_process import REPO, ServerProcess
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerProcess() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with gpuest.Client(server.target) as c:
+        yield c
+
+
+def _mlp():
+    return gpuest.describe(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)),
+                           input_shape=(64,), batch_size=32)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_estimate_a_description(client):
+    response = client.estimate(_mlp(), gpu="a100-40gb")
+    assert isinstance(response, v1.EstimateResponse)
+    assert response.family == v1.MODEL_FAMILY_MLP
+    ids = {r.estimator_id for r in response.results}
+    assert {"horus", "allocsim"} <= ids
+    rec = response.recommendation
+    assert rec.memory_bytes > 0 and rec.estimator_id in ids
+    assert rec.fit.gpu == "a100-40gb" and rec.fit.fits
+    assert rec.fit.headroom_bytes == rec.fit.capacity_bytes - rec.memory_bytes
+
+
+def test_estimate_a_description_file_and_a_whole_request(client):
+    with open(os.path.join(REPO, "examples", "resnet50.json")) as f:
+        description = json.load(f)
+    from_dict = client.estimate(description, estimators=["horus"])
+    assert [r.estimator_id for r in from_dict.results] == ["horus"]
+    request = v1.EstimateRequest(estimators=["horus"])
+    request.model.CopyFrom(json_format.ParseDict(description, v1.ModelDescription()))
+    from_request = client.estimate(request)
+    assert from_request.recommendation.memory_bytes == from_dict.recommendation.memory_bytes
+    with pytest.raises(ValueError, match="gpu, estimators"):
+        client.estimate(request, gpu="a100-40gb")
+    with pytest.raises(TypeError, match="model"):
+        client.estimate("resnet50.json")
+
+
+def test_list_estimators_and_health(client):
+    listed = client.list_estimators()
+    ids = {e.id for e in listed.estimators}
+    assert {"horus", "allocsim", "analytic", "gpumemnet-cnn-mlp"} <= ids
+    assert listed.models_version
+    assert client.health() == "SERVING"
+    assert client.health("gpuest.v1.Estimator") == "SERVING"
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda r: setattr(r.model, "batch_size", 0), "model.batch_size"),
+    (lambda r: setattr(r.model.layers[1], "type", ""), "model.layers[1].type"),
+    (lambda r: setattr(r, "gpu", "no-such-gpu"), "gpu"),
+    (lambda r: r.estimators.append("no-such-estimator"), "estimators[0]"),
+])
+def test_invalid_argument_names_the_field(client, edit, field):
+    request = v1.EstimateRequest()
+    request.model.CopyFrom(_mlp())
+    edit(request)
+    with pytest.raises(gpuest.GpuestError) as e:
+        client.estimate(request)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.field == field, e.value.details
+    assert e.value.method == "Estimate" and field in str(e.value)
+
+
+def test_unavailable_is_retried_until_the_deadline():
+    client = gpuest.Client(f"127.0.0.1:{_free_port()}")
+    started = time.monotonic()
+    with pytest.raises(gpuest.GpuestError) as e:
+        client.health(timeout=1.0)
+    elapsed = time.monotonic() - started
+    assert e.value.code == grpc.StatusCode.UNAVAILABLE and e.value.field is None
+    assert "retried until the deadline" in e.value.details
+    assert 0.5 < elapsed < 2.5  # kept trying, and gave up near the deadline
+
+
+def test_a_server_that_starts_within_the_deadline_is_reached():
+    port = _free_port()
+    client = gpuest.Client(f"127.0.0.1:{port}")
+    outcome = {}
+
+    def call():
+        try:
+            outcome["status"] = client.health(timeout=30)
+        except gpuest.GpuestError as e:
+            outcome["error"] = e
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    time.sleep(0.5)  # the first attempts find nobody
+    with ServerProcess(listen=f"127.0.0.1:{port}"):
+        caller.join(timeout=40)
+    assert outcome == {"status": "SERVING"}
+
+
+def _estimates_served(server):
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics") as r:
+        text = r.read().decode()
+    return sum(float(m.group(1)) for m in re.finditer(
+        r'^gpuest_requests_total\{[^}]*method="Estimate"[^}]*\} (\S+)$', text, re.M))
+
+
+def test_round_robin_over_several_targets_and_past_a_dead_one():
+    description = _mlp()
+    with ServerProcess(metrics=True) as a, ServerProcess(metrics=True) as b:
+        with gpuest.Client([a.target, b.target]) as client:
+            for _ in range(20):
+                client.estimate(description, estimators=["horus"])
+        served = (_estimates_served(a), _estimates_served(b))
+        assert sum(served) == 20 and min(served) >= 2, served  # both take calls
+        dead = f"127.0.0.1:{_free_port()}"
+        with gpuest.Client(f"{dead},{a.target}") as client:
+            for _ in range(5):
+                client.estimate(description, estimators=["horus"], timeout=10)
+
+
+def test_bad_client_arguments_name_the_argument():
+    with pytest.raises(ValueError, match="targets"):
+        gpuest.Client(["gpu-node-1:50051", "gpu-node-2:50051"])
+    with pytest.raises(ValueError, match=r"targets\[1\]"):
+        gpuest.Client(["127.0.0.1:1", ""])
+    with pytest.raises(ValueError, match="timeout"):
+        gpuest.Client("127.0.0.1:1", timeout=0)
+    assert gpuest.Client("[::1]:1,[::1]:2").target == "ipv6:[::1]:1,[::1]:2"
+
+
+def test_placement_calls_exist_exactly_when_their_module_was_generated():
+    generated = os.path.exists(os.path.join(os.path.dirname(v1.__file__), "placement_pb2.py"))
+    assert hasattr(gpuest.Client, "check_placement") == generated
+    assert hasattr(gpuest.Client, "rank_gpus") == generated

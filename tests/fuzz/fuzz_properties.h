@@ -1,0 +1,30 @@
+// File: fuzz_properties.h
+//
+// What each fuzz target asserts of one input, in one place: the libFuzzer targets
+// (*_fuzzer.cc, clang build) abort on a broken property, and the unit test
+// fuzz_corpus_test.cc (normal build) replays every seed and every crash found
+// (tests/fuzz/regressions/<target>/) through the same functions. OK, or Internal naming
+// the property that broke; a crash is a crash in both.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace gpuest::fuzz {
+
+// description_json: the text `gpuest estimate` reads (client/cli/input.h): JSON
+// ModelDescription / EstimateRequest or a summary table, then the server's validation.
+// A refusal must name the input.
+absl::Status DescriptionTextProperties(absl::string_view data);
+
+// summary_parser: the torchsummary / torchinfo parsers (client/parsers), detected and
+// forced. A refusal names the source; every parsed layer has a type.
+absl::Status SummaryParserProperties(absl::string_view data);
+
+// request_validation: a binary EstimateRequest (what the server receives) through
+// ValidateRequest with the default and with small limits. A refusal is
+// InvalidArgument, starts with a field path and is at most 1 KiB long, whatever the
+// input's size.
+absl::Status RequestValidationProperties(absl::string_view data);
+
+}  // namespace gpuest::fuzz

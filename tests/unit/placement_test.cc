@@ -1,0 +1,330 @@
+// The placement library: the memory fit, the shipped contention model, the fitter's
+// solver and data, and the PlacementEngine over the shipped model repository.
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "common/units.h"
+#include "estimators/default_factories.h"
+#include "estimators/engine.h"
+#include "estimators/gpu_profiles.h"
+#include "estimators/registry.h"
+#include "gtest/gtest.h"
+#include "placement/contention_model.h"
+#include "placement/memory_fit.h"
+#include "placement/placement_engine.h"
+#include "placement/placement_job.h"
+#include "tests/support/examples.h"
+#include "training/contention/contention_fit.h"
+
+namespace gpuest {
+namespace {
+
+const std::string kContentionFile = ContentionModelPath(GPUEST_MODELS_DIR);
+const std::string kLucidDir = std::string(GPUEST_DATA_DIR) + "/../lucid";
+
+TEST(MemoryFitTest, EachProcessPaysItsOwnContext) {
+  // Two jobs measured at 10 GiB each (their contexts included) and a candidate of 19 GiB
+  // (its own context included) on 40 GiB: 39 GiB taken, 1 GiB left.
+  const MemoryFit fit = FitMemory(40 * kGiB, {10 * kGiB, 10 * kGiB}, 19 * kGiB);
+  EXPECT_TRUE(fit.fits);
+  EXPECT_EQ(fit.used_bytes, 20 * kGiB);
+  EXPECT_EQ(fit.headroom_bytes, static_cast<int64_t>(kGiB));
+  const MemoryFit over = FitMemory(40 * kGiB, {10 * kGiB, 10 * kGiB}, 21 * kGiB);
+  EXPECT_FALSE(over.fits);
+  EXPECT_EQ(over.headroom_bytes, -static_cast<int64_t>(kGiB));
+}
+
+TEST(MemoryFitTest, NodeReportedUseCountsWhenLarger) {
+  // The node sees 30 GiB in use; the jobs listed hold 12: the node's figure counts.
+  EXPECT_EQ(FitMemory(40 * kGiB, {12 * kGiB}, 8 * kGiB, 30 * kGiB).used_bytes, 30 * kGiB);
+  // A job estimated but not started is not in the node's figure: the sum counts.
+  EXPECT_EQ(FitMemory(40 * kGiB, {12 * kGiB}, 8 * kGiB, 5 * kGiB).used_bytes, 12 * kGiB);
+}
+
+TEST(MemoryFitTest, AbsurdFiguresSaturateInsteadOfWrapping) {
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  const MemoryFit fit = FitMemory(40 * kGiB, {max, max}, max);
+  EXPECT_FALSE(fit.fits);
+  EXPECT_EQ(fit.used_bytes, max);
+  EXPECT_EQ(fit.headroom_bytes, std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(SaturatingAdd(max - 1, 1), max);
+  EXPECT_EQ(SaturatingAdd(max, 1), max);
+  EXPECT_EQ(SignedHeadroom(max, 0), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(SignedHeadroom(0, 5), -5);
+}
+
+TEST(GpuCatalogTest, NvidiaSmiNamesAndMigProfilesResolve) {
+  auto gpus =
+      GpuProfiles::LoadFile(std::string(GPUEST_MODELS_DIR) + "/gpu_profiles.json");
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  ASSERT_NE(gpus->Find("NVIDIA A100-SXM4-80GB"), nullptr);
+  EXPECT_EQ(gpus->Find("NVIDIA A100-SXM4-80GB")->id, "a100-80gb");
+  EXPECT_EQ(gpus->Find("nvidia h100 80gb hbm3")->id, "h100-80gb");
+  const GpuProfile* slice = gpus->Find("NVIDIA A100-SXM4-40GB MIG 1g.5gb");
+  ASSERT_NE(slice, nullptr);
+  EXPECT_EQ(slice->id, "a100-40gb-mig-1g.5gb");
+  EXPECT_EQ(slice->memory_bytes, 4864 * kMiB);  // 4.75 GiB.
+  EXPECT_TRUE(IsMigProfile(*slice));
+  EXPECT_FALSE(IsMigProfile(gpus->Default()));
+  int mig = 0;
+  for (const GpuProfile& p : gpus->All()) {
+    if (!IsMigProfile(p)) continue;
+    ++mig;
+    // A profile is a slice of its parent: the id's prefix, less memory.
+    const GpuProfile* parent = gpus->Find(p.id.substr(0, p.id.find("-mig-")));
+    ASSERT_NE(parent, nullptr) << p.id;
+    EXPECT_LT(p.memory_bytes, parent->memory_bytes) << p.id;
+    EXPECT_EQ(p.architecture, parent->architecture) << p.id;
+  }
+  EXPECT_EQ(mig, 17);  // A100 40GB: 5, A100 80GB: 6, H100 80GB: 6.
+}
+
+TEST(ContentionFitTest, LeastSquaresRecoversAnExactLine) {
+  // y = 1 + 2a - 3b, checked by hand at four points.
+  const std::vector<std::vector<double>> x = {{1, 0, 0}, {1, 1, 0}, {1, 0, 1}, {1, 2, 3}};
+  const std::vector<double> y = {1, 3, -2, -4};
+  auto w = contention::LeastSquares(x, y, 0);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_NEAR((*w)[0], 1, 1e-9);
+  EXPECT_NEAR((*w)[1], 2, 1e-9);
+  EXPECT_NEAR((*w)[2], -3, 1e-9);
+  EXPECT_EQ(contention::LeastSquares({{1, 1}, {1, 1}}, {1, 2}, 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ContentionFitTest, EveryLucidPairJoinsItsSingleProfiles) {
+  auto data = contention::ReadLucid(kLucidDir);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->pairs, 913);
+  EXPECT_EQ(data->joined, 913);
+  EXPECT_EQ(data->samples.size(), 2u * 913);
+  EXPECT_EQ(data->models.size(), 9u);
+}
+
+TEST(ContentionFitTest, ModelBeatsBothRulesLeavingModelsOut) {
+  contention::FitOptions options;
+  options.lucid_dir = kLucidDir;
+  options.gpumemnet_dir = GPUEST_DATA_DIR;
+  auto result = contention::FitContention(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->table.size(), 5u);
+  const auto& model = result->table[0];
+  const auto& sum_rule = result->table[1];
+  const auto& lucid_rule = result->table[2];
+  EXPECT_LT(model.speed_mae, sum_rule.speed_mae);
+  EXPECT_LT(model.speed_mae, lucid_rule.speed_mae);
+  EXPECT_GT(model.pair_accuracy, sum_rule.pair_accuracy);
+  // Thresholding the interval's lower end finds more bad pairs than the point does.
+  EXPECT_GT(result->table[4].bad_recall, model.bad_recall);
+  // The shipped file is this fit: refit it with gpuest-fit-contention when data changes.
+  auto shipped = ContentionModel::Load(kContentionFile);
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  ASSERT_EQ(shipped->coefficients.size(), result->model.coefficients.size());
+  for (size_t i = 0; i < shipped->coefficients.size(); ++i)
+    EXPECT_NEAR(shipped->coefficients[i], result->model.coefficients[i], 1e-9) << i;
+  EXPECT_NEAR(shipped->residual_low, result->model.residual_low, 1e-9);
+  EXPECT_NEAR(shipped->residual_high, result->model.residual_high, 1e-9);
+}
+
+class ShippedContentionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = ContentionModel::Load(kContentionFile);
+    ASSERT_TRUE(m.ok()) << m.status();
+    model_ = *m;
+  }
+  static UtilizationRange Exact(double u) { return {u, u, u}; }
+  ContentionModel model_;
+};
+
+TEST_F(ShippedContentionTest, LightPairsRunNearFullSpeedHeavyPairsDoNot) {
+  const SpeedPrediction light = model_.Predict(Exact(0.1), {Exact(0.1)});
+  EXPECT_GE(light.speed, model_.bad_threshold);
+  const SpeedPrediction heavy = model_.Predict(Exact(1.0), {Exact(1.0)});
+  EXPECT_LT(heavy.speed, model_.bad_threshold);
+  for (const SpeedPrediction& p : {light, heavy}) {
+    EXPECT_LE(p.low, p.speed);
+    EXPECT_GE(p.high, p.speed);
+    EXPECT_FALSE(p.extrapolated);
+  }
+  // Alone: its own speed, exactly.
+  const SpeedPrediction alone = model_.Predict(Exact(0.9), {});
+  EXPECT_EQ(alone.speed, 1.0);
+  EXPECT_EQ(alone.low, 1.0);
+}
+
+TEST_F(ShippedContentionTest, AnUncertainUtilizationWidensTheInterval) {
+  const SpeedPrediction exact = model_.Predict(Exact(0.6), {Exact(0.6)});
+  const SpeedPrediction ranged = model_.Predict(Exact(0.6), {{0.6, 0.3, 0.9}});
+  EXPECT_DOUBLE_EQ(exact.speed, ranged.speed);
+  EXPECT_GT(ranged.high - ranged.low, exact.high - exact.low);
+}
+
+TEST_F(ShippedContentionTest, MoreThanOneOtherJobIsAnExtrapolatedSummedLoad) {
+  const SpeedPrediction three = model_.Predict(Exact(0.5), {Exact(0.3), Exact(0.4)});
+  EXPECT_TRUE(three.extrapolated);
+  EXPECT_DOUBLE_EQ(three.speed, model_.Predict(Exact(0.5), {Exact(0.7)}).speed);
+}
+
+TEST_F(ShippedContentionTest, RoundTripsAndRefusesAFileOfOtherFeatures) {
+  auto again = ContentionModel::FromJson(model_.ToJson(), "round trip");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->coefficients, model_.coefficients);
+  nlohmann::ordered_json bad = model_.ToJson();
+  bad["features"] = {"bias"};
+  auto refused = ContentionModel::FromJson(bad, "x.json");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "features"));
+}
+
+TEST(UtilizationFromEstimateTest, GractClassesGiveARangeAndOtherMetricsAreRefused) {
+  v1::UtilizationEstimate u;
+  u.set_metric(v1::UTILIZATION_METRIC_GRACT);
+  for (double e : {0.0, 0.3, 0.9, 1.0}) u.add_bin_edges(e);
+  for (double p : {0.0, 1.0, 0.0}) u.add_probabilities(p);
+  auto r = UtilizationFromEstimate(u, "job");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->value, 0.6);
+  EXPECT_DOUBLE_EQ(r->low, 0.3);
+  EXPECT_DOUBLE_EQ(r->high, 0.9);
+  u.set_metric(v1::UTILIZATION_METRIC_SMACT);
+  auto refused = UtilizationFromEstimate(u, "job");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(refused.status().message(), "job.metric"));
+}
+
+class PlacementEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    RegistryOptions options{GPUEST_MODELS_DIR, "cpu"};
+    options.factories = DefaultEstimatorFactories();
+    auto registry = EstimatorRegistry::Load(options);
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    engine_ = new Engine(std::move(*registry), ValidationLimits{});
+    auto contention = ContentionModel::Load(kContentionFile);
+    ASSERT_TRUE(contention.ok()) << contention.status();
+    placement_ = new PlacementEngine(*engine_, *contention);
+  }
+  static void TearDownTestSuite() {
+    delete placement_;
+    delete engine_;
+  }
+  static Engine* engine_;
+  static PlacementEngine* placement_;
+};
+Engine* PlacementEngineTest::engine_ = nullptr;
+PlacementEngine* PlacementEngineTest::placement_ = nullptr;
+
+TEST_F(PlacementEngineTest, ChecksMemoryAndContentionOnAMigSliceByItsNvidiaSmiName) {
+  v1::CheckPlacementRequest request;
+  request.mutable_gpu()->set_catalog_id("NVIDIA A100-SXM4-40GB MIG 3g.20gb");
+  *request.add_existing() = testing::MeasuredJob("busy", 12 * kGiB, 95);
+  *request.mutable_candidate() = testing::MeasuredJob("new", 6 * kGiB, 90);
+  auto r = placement_->CheckPlacement(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->gpu(), "a100-40gb-mig-3g.20gb");
+  EXPECT_EQ(r->capacity_bytes(), 20091 * kMiB);
+  EXPECT_TRUE(r->fits());
+  EXPECT_EQ(r->headroom_bytes(), static_cast<int64_t>(20091 * kMiB - 18 * kGiB));
+  ASSERT_EQ(r->jobs_size(), 2);
+  EXPECT_FALSE(r->jobs(0).candidate());
+  EXPECT_TRUE(r->jobs(1).candidate());
+  // Two jobs near saturation: Lucid's bad pairing.
+  EXPECT_EQ(r->verdict(), v1::CONTENTION_VERDICT_BAD);
+  EXPECT_LT(r->worst_predicted_speed(), 0.85);
+  EXPECT_GT(r->jobs(1).confidence(), 0);
+  EXPECT_FALSE(r->reasons().empty());
+}
+
+TEST_F(PlacementEngineTest, ADescribedCandidateUsesGpuestsOwnUtilizationEstimate) {
+  v1::CheckPlacementRequest request;
+  request.mutable_gpu()->set_catalog_id("a100-80gb");
+  *request.add_existing() = testing::MeasuredJob("light", 4 * kGiB, 10);
+  *request.mutable_candidate()->mutable_description() =
+      testing::ExampleRequest("cnn.json");
+  auto r = placement_->CheckPlacement(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::JobOutcome& c = r->jobs(1);
+  EXPECT_EQ(c.utilization_source(), v1::UTILIZATION_SOURCE_ESTIMATE);
+  EXPECT_LE(c.gpu_util_low(), c.gpu_util());
+  EXPECT_GE(c.gpu_util_high(), c.gpu_util());
+  // Lower than the measured neighbour's judgement would be with both measured.
+  EXPECT_LT(c.confidence(), placement_->contention().interval_coverage);
+  EXPECT_EQ(r->candidate_bytes(), c.memory_bytes());
+  EXPECT_GT(c.memory_bytes(), 0u);
+}
+
+TEST_F(PlacementEngineTest, NodeReportedMemoryIsNotCountedTwice) {
+  v1::CheckPlacementRequest request;
+  request.mutable_gpu()->mutable_node_reported()->set_total_bytes(24 * kGiB);
+  request.mutable_gpu()->mutable_node_reported()->set_free_bytes(14 * kGiB);
+  *request.add_existing() = testing::MeasuredJob("running", 10 * kGiB, 40);
+  *request.mutable_candidate() = testing::MeasuredJob("next", 15 * kGiB, 40);
+  auto r = placement_->CheckPlacement(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->gpu(), "node-reported");
+  EXPECT_EQ(r->used_bytes(), 10 * kGiB);
+  EXPECT_FALSE(r->fits());
+  EXPECT_EQ(r->headroom_bytes(), -static_cast<int64_t>(kGiB));
+}
+
+TEST_F(PlacementEngineTest, BadInputNamesTheField) {
+  const std::vector<
+      std::pair<std::function<void(v1::CheckPlacementRequest&)>, std::string>>
+      cases = {
+          {[](v1::CheckPlacementRequest& r) { r.mutable_gpu()->set_catalog_id("b200"); },
+           "gpu.catalog_id"},
+          {[](v1::CheckPlacementRequest& r) {
+             r.mutable_existing(0)->mutable_measured()->set_gpu_util(140);
+           },
+           "existing[0].measured.gpu_util"},
+          {[](v1::CheckPlacementRequest& r) {
+             r.mutable_candidate()->mutable_measured()->set_source(
+                 v1::UTILIZATION_SOURCE_ESTIMATE);
+           },
+           "candidate.measured.source"},
+          {[](v1::CheckPlacementRequest& r) { r.clear_candidate(); }, "candidate"},
+          {[](v1::CheckPlacementRequest& r) {
+             r.mutable_gpu()->mutable_node_reported()->set_total_bytes(kGiB);
+             r.mutable_gpu()->mutable_node_reported()->set_free_bytes(2 * kGiB);
+           },
+           "gpu.node_reported.free_bytes"},
+      };
+  for (const auto& [mutate, field] : cases) {
+    v1::CheckPlacementRequest request;
+    request.mutable_gpu()->set_catalog_id("a100-40gb");
+    *request.add_existing() = testing::MeasuredJob("a", kGiB, 50);
+    *request.mutable_candidate() = testing::MeasuredJob("b", kGiB, 50);
+    mutate(request);
+    auto r = placement_->CheckPlacement(request);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), field))
+        << field << ": " << r.status().message();
+  }
+}
+
+TEST_F(PlacementEngineTest, RanksEveryCatalogGpuAndMigProfile) {
+  v1::RankGpusRequest request;
+  *request.mutable_job() = testing::MeasuredJob("job", 15 * kGiB, 50);
+  auto r = placement_->RankGpus(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(static_cast<size_t>(r->gpus_size()),
+            engine_->registry()->gpus().All().size());
+  int mig = 0;
+  bool seen_not_fitting = false;
+  for (const v1::GpuRanking& g : r->gpus()) {
+    mig += g.mig();
+    EXPECT_EQ(g.fits(), g.headroom_bytes() >= 0) << g.gpu();
+    // Fitting GPUs first, tightest first.
+    if (!g.fits()) seen_not_fitting = true;
+    EXPECT_FALSE(seen_not_fitting && g.fits()) << g.gpu();
+  }
+  EXPECT_GE(mig, 14);                 // A100 40GB, A100 80GB and H100 profiles.
+  EXPECT_EQ(r->gpus(0).gpu(), "t4");  // 15 GiB: the 15 GiB T4 is the tightest fit.
+  EXPECT_TRUE(r->gpus(0).fits());
+}
+
+}  // namespace
+}  // namespace gpuest

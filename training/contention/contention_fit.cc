@@ -1,0 +1,401 @@
+#include "training/contention/contention_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/quantile.h"
+#include "estimators/status_macros.h"
+#include "estimators/text_file.h"
+#include "training/data/measured_rows.h"
+#include "training/data/sha256.h"
+
+namespace gpuest::contention {
+namespace {
+
+using Table = std::vector<std::map<std::string, std::string>>;
+
+absl::StatusOr<Table> ReadCsv(const std::string& path) {
+  GPUEST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  Table rows;
+  std::vector<std::string> header;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    std::vector<std::string> fields = data::SplitCsvRecord(line);
+    if (header.empty()) {
+      header = std::move(fields);
+      continue;
+    }
+    if (fields.size() != header.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", line_no, ": ", fields.size(),
+                       " fields, header has ", header.size()));
+    }
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < header.size(); ++i) row[header[i]] = fields[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+absl::StatusOr<double> Number(const std::map<std::string, std::string>& row,
+                              const std::string& key, const std::string& where) {
+  auto it = row.find(key);
+  double v = 0;
+  if (it == row.end() || !absl::SimpleAtod(it->second, &v) || !std::isfinite(v)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": column '", key, "' is missing or not a number"));
+  }
+  return v;
+}
+
+std::string Key(const std::map<std::string, std::string>& row,
+                const std::string& suffix) {
+  auto get = [&](const std::string& k) {
+    auto it = row.find(k + suffix);
+    return it == row.end() ? std::string() : it->second;
+  };
+  return absl::StrCat(get("model"), "|", get("dataset"), "|", get("batchsize"), "|",
+                      get("amp"));
+}
+
+struct Verdicts {
+  std::vector<double> speed;  // Per sample.
+  std::vector<bool> bad;      // Per sample: this job below the threshold.
+};
+
+// Scores per-sample predictions against the measurements.
+RuleScores Score(const std::string& rule, const LucidData& data, const Verdicts& v,
+                 double threshold) {
+  RuleScores s;
+  s.rule = rule;
+  double abs_sum = 0;
+  int job_right = 0;
+  std::map<int, std::pair<bool, bool>> pairs;  // pair -> (truly bad, called bad)
+  for (size_t i = 0; i < data.samples.size(); ++i) {
+    const PairSample& x = data.samples[i];
+    abs_sum += std::abs(v.speed[i] - x.speed);
+    const bool truly_bad = x.speed < threshold;
+    job_right += truly_bad == v.bad[i];
+    auto& p = pairs[x.pair];
+    p.first = p.first || truly_bad;
+    p.second = p.second || v.bad[i];
+  }
+  int pair_right = 0, bad = 0, called = 0, hit = 0;
+  for (const auto& [id, p] : pairs) {
+    pair_right += p.first == p.second;
+    bad += p.first;
+    called += p.second;
+    hit += p.first && p.second;
+  }
+  const double n = static_cast<double>(data.samples.size());
+  s.speed_mae = abs_sum / n;
+  s.job_accuracy = job_right / n;
+  s.pair_accuracy = pair_right / static_cast<double>(pairs.size());
+  s.bad_recall = bad > 0 ? static_cast<double>(hit) / bad : 0;
+  s.bad_precision = called > 0 ? static_cast<double>(hit) / called : 0;
+  return s;
+}
+
+absl::StatusOr<std::vector<double>> FitOn(const LucidData& data,
+                                          const std::vector<size_t>& rows, double ridge) {
+  std::vector<std::vector<double>> x;
+  std::vector<double> y;
+  for (size_t i : rows) {
+    x.push_back(
+        ContentionFeatures(data.samples[i].self_util, data.samples[i].other_util));
+    y.push_back(data.samples[i].speed);
+  }
+  return LeastSquares(x, y, ridge);
+}
+
+// The SMACT -> utilization.gpu line over GPUMemNet's MLP and CNN rows.
+absl::Status FitSmactMap(const std::string& dir, FitResult& result,
+                         nlohmann::ordered_json& datasets) {
+  std::vector<std::vector<double>> x;
+  std::vector<double> y;
+  for (const auto& [file, family] :
+       {std::pair<std::string, v1::ModelFamily>{"mlp.csv", v1::MODEL_FAMILY_MLP},
+        {"cnn.csv", v1::MODEL_FAMILY_CNN}}) {
+    GPUEST_ASSIGN_OR_RETURN(const data::MeasuredFile measured,
+                            data::ReadGpuMemNetCsv(dir + "/" + file, family));
+    int used = 0;
+    for (const data::MeasuredRow& row : measured.rows) {
+      auto smact = row.utilization.find("SMACT");
+      auto gputl = row.utilization.find("GPUTL");
+      if (smact == row.utilization.end() || gputl == row.utilization.end() ||
+          gputl->second <= 0) {
+        continue;
+      }
+      x.push_back({1.0, smact->second});
+      y.push_back(gputl->second / 100.0);
+      ++used;
+    }
+    datasets.push_back({{"file", "gpumemnet/" + file},
+                        {"sha256", measured.sha256},
+                        {"role", "SMACT -> utilization.gpu map"},
+                        {"rows_used", used}});
+  }
+  GPUEST_ASSIGN_OR_RETURN(const std::vector<double> w, LeastSquares(x, y, 0));
+  result.model.smact_intercept = w[0];
+  result.model.smact_slope = w[1];
+  double err = 0;
+  for (size_t i = 0; i < x.size(); ++i) err += std::abs(w[0] + w[1] * x[i][1] - y[i]);
+  result.smact_rows = static_cast<int>(x.size());
+  result.smact_mae = err / static_cast<double>(x.size());
+  result.model.smact_mae = result.smact_mae;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LucidData> ReadLucid(const std::string& dir) {
+  const std::string single_path = dir + "/single.csv";
+  const std::string pair_path = dir + "/colocation.csv";
+  GPUEST_ASSIGN_OR_RETURN(const Table single, ReadCsv(single_path));
+  GPUEST_ASSIGN_OR_RETURN(const Table pairs, ReadCsv(pair_path));
+  LucidData data;
+  GPUEST_ASSIGN_OR_RETURN(data.single_sha256, data::Sha256OfFile(single_path));
+  GPUEST_ASSIGN_OR_RETURN(data.colocation_sha256, data::Sha256OfFile(pair_path));
+  data.single_rows = static_cast<int>(single.size());
+  std::map<std::string, double> util;
+  for (size_t i = 0; i < single.size(); ++i) {
+    GPUEST_ASSIGN_OR_RETURN(
+        const double u,
+        Number(single[i], "gpu_util", absl::StrCat(single_path, " row ", i + 1)));
+    util[Key(single[i], "")] = u / 100.0;
+  }
+  std::set<std::string> models;
+  data.pairs = static_cast<int>(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const std::string where = absl::StrCat(pair_path, " row ", i + 1);
+    auto a = util.find(Key(pairs[i], "1"));
+    auto b = util.find(Key(pairs[i], "2"));
+    if (a == util.end() || b == util.end()) continue;
+    GPUEST_ASSIGN_OR_RETURN(const double s1, Number(pairs[i], "speed1", where));
+    GPUEST_ASSIGN_OR_RETURN(const double s2, Number(pairs[i], "speed2", where));
+    const std::string m1 = pairs[i].at("model1"), m2 = pairs[i].at("model2");
+    const int id = data.joined++;
+    data.samples.push_back({m1, m2, a->second, b->second, s1, id});
+    data.samples.push_back({m2, m1, b->second, a->second, s2, id});
+    models.insert(m1);
+    models.insert(m2);
+  }
+  data.models.assign(models.begin(), models.end());
+  if (data.joined == 0)
+    return absl::InvalidArgumentError(pair_path + ": no pair joins single.csv");
+  return data;
+}
+
+absl::StatusOr<std::vector<double>> LeastSquares(
+    const std::vector<std::vector<double>>& x, const std::vector<double>& y,
+    double ridge) {
+  if (x.empty()) return absl::FailedPreconditionError("least squares on no rows");
+  const size_t k = x[0].size();
+  // [X'X + ridge I | X'y], k x (k + 1).
+  std::vector<std::vector<double>> a(k, std::vector<double>(k + 1, 0.0));
+  for (size_t r = 0; r < x.size(); ++r) {
+    for (size_t i = 0; i < k; ++i) {
+      for (size_t j = 0; j < k; ++j) a[i][j] += x[r][i] * x[r][j];
+      a[i][k] += x[r][i] * y[r];
+    }
+  }
+  for (size_t i = 1; i < k; ++i) a[i][i] += ridge * static_cast<double>(x.size());
+  for (size_t c = 0; c < k; ++c) {
+    size_t pivot = c;
+    for (size_t r = c + 1; r < k; ++r)
+      if (std::abs(a[r][c]) > std::abs(a[pivot][c])) pivot = r;
+    if (std::abs(a[pivot][c]) < 1e-12)
+      return absl::FailedPreconditionError("least squares: singular normal equations");
+    std::swap(a[c], a[pivot]);
+    for (size_t r = 0; r < k; ++r) {
+      if (r == c) continue;
+      const double f = a[r][c] / a[c][c];
+      for (size_t j = c; j <= k; ++j) a[r][j] -= f * a[c][j];
+    }
+  }
+  std::vector<double> w(k);
+  for (size_t i = 0; i < k; ++i) w[i] = a[i][k] / a[i][i];
+  return w;
+}
+
+absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
+  GPUEST_ASSIGN_OR_RETURN(const LucidData data, ReadLucid(options.lucid_dir));
+  const double t = options.bad_threshold;
+  const size_t n = data.samples.size();
+  FitResult result;
+
+  // Leave-model-out: a sample is predicted by the fold of its own job's model, fitted
+  // without any pair that involves that model.
+  Verdicts model_v{std::vector<double>(n), std::vector<bool>(n)};
+  Verdicts sum_v = model_v, stump_v = model_v, mean_v = model_v;
+  std::vector<double> residual(n);
+  std::map<std::string, std::vector<size_t>> fold_rows;
+  for (const std::string& held : data.models) {
+    std::vector<size_t> train, test;
+    for (size_t i = 0; i < n; ++i) {
+      const PairSample& s = data.samples[i];
+      if (s.self_model == held || s.other_model == held) {
+        if (s.self_model == held) test.push_back(i);
+      } else {
+        train.push_back(i);
+      }
+    }
+    fold_rows[held] = test;
+    GPUEST_ASSIGN_OR_RETURN(const std::vector<double> w,
+                            FitOn(data, train, options.ridge));
+    ContentionModel fold;
+    fold.coefficients = w;
+    // Baselines on the same training rows: the mean speed, and a threshold on the sum
+    // of utilization fitted to Lucid's labels (pair bad when a job runs below 0.85).
+    double mean = 0;
+    for (size_t i : train) mean += data.samples[i].speed;
+    mean /= static_cast<double>(train.size());
+    double best_cut = 1.0, best_acc = -1;
+    for (double cut = 0.2; cut <= 2.0001; cut += 0.01) {
+      int right = 0;
+      for (size_t i : train) {
+        const PairSample& s = data.samples[i];
+        right += ((s.self_util + s.other_util) >= cut) == (s.speed < t);
+      }
+      if (right > best_acc) {
+        best_acc = right;
+        best_cut = cut;
+      }
+    }
+    double above = 0, below = 0;
+    int n_above = 0, n_below = 0;
+    for (size_t i : train) {
+      const PairSample& s = data.samples[i];
+      if (s.self_util + s.other_util >= best_cut) {
+        above += s.speed;
+        ++n_above;
+      } else {
+        below += s.speed;
+        ++n_below;
+      }
+    }
+    above = n_above ? above / n_above : mean;
+    below = n_below ? below / n_below : mean;
+    for (size_t i : test) {
+      const PairSample& s = data.samples[i];
+      const double sum = s.self_util + s.other_util;
+      model_v.speed[i] = fold.PointSpeed(s.self_util, s.other_util);
+      model_v.bad[i] = model_v.speed[i] < t;
+      residual[i] = s.speed - model_v.speed[i];
+      sum_v.speed[i] = sum > 1.0 ? 1.0 / sum : 1.0;
+      sum_v.bad[i] = sum >= 1.0;
+      stump_v.bad[i] = sum >= best_cut;
+      stump_v.speed[i] = stump_v.bad[i] ? above : below;
+      mean_v.speed[i] = mean;
+      mean_v.bad[i] = mean < t;
+    }
+  }
+  result.table.push_back(
+      Score("gpuest contention model (least squares, 5 features)", data, model_v, t));
+  result.table.push_back(
+      Score("sum of utilization below 100 % (speed 1 / sum above it)", data, sum_v, t));
+  result.table.push_back(Score(
+      "Lucid's labels: utilization-sum threshold fitted to them (speed: side's mean)",
+      data, stump_v, t));
+  result.table.push_back(Score("mean speed of the training pairs", data, mean_v, t));
+
+  // The interval: residual quantiles over every held-out job.
+  const double tail = (1.0 - options.interval_coverage) / 2.0;
+  result.model.residual_low = Quantile(residual, tail);
+  result.model.residual_high = Quantile(residual, 1.0 - tail);
+  result.model.interval_coverage = options.interval_coverage;
+  // Its coverage cross-fitted: each fold's jobs against quantiles of the other folds'.
+  // The same quantiles give the cautious verdict: bad when the interval's lower end
+  // (speed_low at serving) is below the threshold.
+  Verdicts cautious_v = model_v;
+  int covered = 0;
+  for (const auto& [held, rows] : fold_rows) {
+    std::vector<double> others;
+    for (const auto& [m, r] : fold_rows)
+      if (m != held)
+        for (size_t i : r) others.push_back(residual[i]);
+    const double lo = Quantile(others, tail), hi = Quantile(others, 1.0 - tail);
+    for (size_t i : rows) {
+      covered += residual[i] >= lo && residual[i] <= hi;
+      cautious_v.bad[i] = model_v.speed[i] + lo < t;
+    }
+  }
+  result.interval_coverage_cross_fitted = covered / static_cast<double>(n);
+  result.table.push_back(
+      Score("gpuest contention model, cautious verdict (interval's lower end below 0.85)",
+            data, cautious_v, t));
+
+  std::vector<size_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = i;
+  GPUEST_ASSIGN_OR_RETURN(result.model.coefficients, FitOn(data, all, options.ridge));
+  result.model.bad_threshold = t;
+
+  nlohmann::ordered_json datasets = nlohmann::ordered_json::array();
+  datasets.push_back({{"file", "lucid/single.csv"},
+                      {"sha256", data.single_sha256},
+                      {"role", "each job alone: utilization.gpu"},
+                      {"rows", data.single_rows}});
+  datasets.push_back({{"file", "lucid/colocation.csv"},
+                      {"sha256", data.colocation_sha256},
+                      {"role", "pairs: each job's speed beside the other"},
+                      {"rows", data.pairs},
+                      {"rows_joined", data.joined}});
+  GPUEST_RETURN_IF_ERROR(FitSmactMap(options.gpumemnet_dir, result, datasets));
+  result.model.version = "lucid-lsq-" + data.colocation_sha256.substr(0, 12);
+
+  nlohmann::ordered_json validation;
+  validation["method"] =
+      "leave-model-out: for each of the models, every pair involving it is held out; "
+      "each job is predicted by the fit of the fold of its own model";
+  validation["models"] = data.models;
+  validation["interval_coverage_cross_fitted"] = result.interval_coverage_cross_fitted;
+  nlohmann::ordered_json rules = nlohmann::ordered_json::array();
+  for (const RuleScores& s : result.table) {
+    rules.push_back({{"rule", s.rule},
+                     {"speed_mae", s.speed_mae},
+                     {"job_verdict_accuracy", s.job_accuracy},
+                     {"pair_verdict_accuracy", s.pair_accuracy},
+                     {"bad_pair_recall", s.bad_recall},
+                     {"bad_pair_precision", s.bad_precision}});
+  }
+  validation["rules"] = rules;
+  validation["smact_map_mae"] = result.smact_mae;
+  validation["smact_map_rows"] = result.smact_rows;
+  result.model.extra["validation"] = validation;
+  result.model.extra["manifest"] = {
+      {"made_by", "gpuest-fit-contention"},
+      {"command", options.command},
+      {"seed", nullptr},
+      {"seed_note",
+       "none needed: least squares and the leave-model-out folds are "
+       "deterministic (no random split)"},
+      {"ridge", options.ridge},
+      {"datasets", datasets},
+      {"mem_util",
+       "not a feature: adding utilization.memory made the leave-model-out "
+       "error worse; it is accepted and echoed, not used"}};
+  return result;
+}
+
+std::string RenderTable(const FitResult& result) {
+  std::string out =
+      "| rule | speed MAE | job verdict accuracy | pair verdict accuracy | bad-pair "
+      "recall | bad-pair precision |\n|---|---|---|---|---|---|\n";
+  for (const RuleScores& s : result.table) {
+    absl::StrAppendFormat(&out, "| %s | %.4f | %.3f | %.3f | %.3f | %.3f |\n", s.rule,
+                          s.speed_mae, s.job_accuracy, s.pair_accuracy, s.bad_recall,
+                          s.bad_precision);
+  }
+  return out;
+}
+
+}  // namespace gpuest::contention
