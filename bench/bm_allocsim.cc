@@ -112,7 +112,7 @@ void BM_ServedSimulation(benchmark::State& state, const std::string& id) {
   const std::string models = GPUEST_MODELS_DIR;
   auto gpus = GpuProfiles::LoadFile(models + "/gpu_profiles.json");
   auto estimator = CreateSimulationEstimator(
-      {id, models + "/" + id, ReadText(models + "/" + id + "/manifest.json")}, {});
+      {id, models + "/" + id, ReadText(models + "/" + id + "/manifest.json"), {}}, {});
   v1::EstimateRequest request;
   if (!gpus.ok() || !estimator.ok() || !ReadEncoder(*request.mutable_model())) {
     state.SkipWithError("cannot read the shipped models or the encoder's description");

@@ -10,23 +10,37 @@
 
 namespace gpuest {
 
+std::shared_ptr<const EstimatorRegistry> Engine::registry() const {
+  absl::MutexLock lock(&mu_);
+  return registry_;
+}
+
+std::shared_ptr<const EstimatorRegistry> Engine::ReplaceRegistry(
+    std::shared_ptr<const EstimatorRegistry> registry) {
+  absl::MutexLock lock(&mu_);
+  registry_.swap(registry);
+  return registry;
+}
+
 absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
     const v1::EstimateRequest& request, const WorkDeadline& deadline) const {
   GPUEST_RETURN_IF_ERROR(ValidateRequest(request, limits_));
+  // One registry for the whole call, even if a reload replaces it meanwhile.
+  const std::shared_ptr<const EstimatorRegistry> registry = this->registry();
 
-  const GpuProfile* gpu = &registry_->gpus().Default();
+  const GpuProfile* gpu = &registry->gpus().Default();
   if (!request.gpu().empty()) {
-    gpu = registry_->gpus().Find(request.gpu());
+    gpu = registry->gpus().Find(request.gpu());
     if (gpu == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("gpu: unknown GPU '", request.gpu(),
-                       "'; known: ", registry_->gpus().KnownIds()));
+                       "'; known: ", registry->gpus().KnownIds()));
     }
   }
 
   std::vector<const Estimator*> chosen;
   for (int i = 0; i < request.estimators_size(); ++i) {
-    const Estimator* e = registry_->Find(request.estimators(i));
+    const Estimator* e = registry->Find(request.estimators(i));
     if (e == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "estimators[", i, "]: unknown estimator '", request.estimators(i), "'"));
@@ -35,14 +49,14 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
   }
   const bool explicit_choice = !chosen.empty();
   if (!explicit_choice) {
-    for (const auto& e : registry_->estimators()) chosen.push_back(e.get());
+    for (const auto& e : registry->estimators()) chosen.push_back(e.get());
   }
 
   const v1::FeatureVector features = FeaturesOf(request);
   const EstimationInput input{request, features, *gpu, deadline};
   v1::EstimateResponse response;
   response.set_family(features.family());
-  response.set_models_version(registry_->models_version());
+  response.set_models_version(registry->models_version());
   std::vector<v1::Warning> warnings;
 
   if (const auto unknown = UnknownLayerTypes(features); !unknown.empty()) {
@@ -97,9 +111,10 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
 }
 
 v1::ListEstimatorsResponse Engine::ListEstimators() const {
+  const std::shared_ptr<const EstimatorRegistry> registry = this->registry();
   v1::ListEstimatorsResponse response;
-  for (const auto& e : registry_->estimators()) *response.add_estimators() = e->Info();
-  response.set_models_version(registry_->models_version());
+  for (const auto& e : registry->estimators()) *response.add_estimators() = e->Info();
+  response.set_models_version(registry->models_version());
   return response;
 }
 

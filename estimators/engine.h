@@ -3,11 +3,16 @@
 // Answers one EstimateRequest with every applicable estimator of a registry:
 // validation, feature extraction, estimator choice, warnings and the recommendation.
 // The gRPC service is a thin shell around it; tests and benchmarks call it directly.
+//
+// The registry can be replaced while calls run (the server's model reload): each call
+// answers with the registry it started with, which lives until the last such call ends.
 #pragma once
 
 #include <memory>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "estimators/registry.h"
 #include "estimators/validation.h"
 #include "estimators/work_deadline.h"
@@ -31,11 +36,18 @@ class Engine {
 
   v1::ListEstimatorsResponse ListEstimators() const;
 
-  const EstimatorRegistry& registry() const { return *registry_; }
+  // The registry that calls starting now answer with.
+  std::shared_ptr<const EstimatorRegistry> registry() const;
+
+  // Calls that start from now on answer with this registry; calls in flight finish on
+  // the one they started with. Returns the registry it replaces.
+  std::shared_ptr<const EstimatorRegistry> ReplaceRegistry(
+      std::shared_ptr<const EstimatorRegistry> registry);
 
  private:
-  std::shared_ptr<const EstimatorRegistry> registry_;
-  ValidationLimits limits_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const EstimatorRegistry> registry_ ABSL_GUARDED_BY(mu_);
+  const ValidationLimits limits_;
 };
 
 }  // namespace gpuest

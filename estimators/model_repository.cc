@@ -22,6 +22,36 @@ uint64_t Fnv1a(absl::string_view data, uint64_t hash) {
   return hash;
 }
 
+// One field of the digest: its length first, so that no two sequences of fields run
+// together into the same bytes.
+uint64_t Field(absl::string_view data, uint64_t hash) {
+  return Fnv1a(data, Fnv1a(absl::StrCat(data.size(), ":"), hash));
+}
+
+// Every file of a model directory but its manifest, by name. A directory entry that
+// is not a regular file is skipped, unless it is a link to nothing (a file meant to be
+// there): that is an error, as is a file that cannot be read.
+absl::StatusOr<std::map<std::string, std::string>> ReadModelFiles(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "manifest.json") continue;
+    std::error_code type_ec;
+    if (!entry.is_regular_file(type_ec) &&
+        !(entry.is_symlink(type_ec) && !entry.exists(type_ec))) {
+      continue;
+    }
+    absl::StatusOr<std::string> bytes = ReadTextFile(entry.path().string());
+    if (!bytes.ok()) return bytes.status();
+    files.emplace(name, std::move(*bytes));
+  }
+  if (ec)
+    return absl::InternalError(
+        absl::StrCat("listing ", dir.string(), ": ", ec.message()));
+  return files;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& dir) {
@@ -35,7 +65,7 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
   uint64_t digest = 14695981039346656037ULL;
   auto profiles = ReadTextFile(contents.gpu_profiles_path);
   if (!profiles.ok()) return profiles.status();
-  digest = Fnv1a(*profiles, digest);
+  digest = Field(*profiles, digest);
 
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     if (!entry.is_directory()) continue;
@@ -46,15 +76,21 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
     if (!fs::exists(fs::symlink_status(manifest, missing))) continue;
     auto text = ReadTextFile(manifest.string());
     if (!text.ok()) return text.status();
-    contents.models.push_back(
-        {entry.path().filename().string(), entry.path().string(), std::move(*text)});
+    auto files = ReadModelFiles(entry.path());
+    if (!files.ok()) return files.status();
+    contents.models.push_back({entry.path().filename().string(), entry.path().string(),
+                               std::move(*text), std::move(*files)});
   }
   if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
   std::sort(contents.models.begin(), contents.models.end(),
             [](const auto& a, const auto& b) { return a.id < b.id; });
   for (const ModelArtifact& m : contents.models) {
-    digest = Fnv1a(m.id, digest);
-    digest = Fnv1a(m.manifest_text, digest);
+    digest = Field(m.id, digest);
+    digest = Field(m.manifest_text, digest);
+    for (const auto& [name, bytes] : m.files) {
+      digest = Field(name, digest);
+      digest = Field(bytes, digest);
+    }
   }
   contents.version = absl::StrFormat("%d-%016x", contents.models.size(), digest);
   return contents;

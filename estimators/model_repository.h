@@ -3,8 +3,12 @@
 // Finds and reads what a model directory holds, in the manner of Triton's model
 // repository: gpu_profiles.json at the top and one sub-directory per estimator with a
 // manifest.json. Loading the estimators is the registry's job, not this file's.
+//
+// Every file of a model's directory is read once, here: the loaders verify and load
+// the same bytes that the repository's version is computed from.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,19 +20,23 @@ struct ModelArtifact {
   std::string id;             // The directory's name.
   std::string directory;      // Its path.
   std::string manifest_text;  // manifest.json, unparsed.
+  // The directory's other regular files (a model's weights), name -> bytes. A model
+  // directory holds its model's files and nothing else: all of them are read.
+  std::map<std::string, std::string> files;
 };
 
 struct ModelRepositoryContents {
   std::string gpu_profiles_path;
   std::vector<ModelArtifact> models;  // Sorted by id.
-  // "<models>-<digest>": changes whenever a manifest, a model's id or the GPU profiles
-  // change; other files (weights, reports) do not count.
+  // "<models>-<digest>": changes whenever a byte of any model's files (manifest,
+  // weights), a model's id, a file's name or the GPU profiles change.
   std::string version;
 };
 
-// NotFound when dir is not a directory, or when gpu_profiles.json or a model's
-// manifest.json (present, even as a dangling link) cannot be read; Internal when dir
-// cannot be listed. Sub-directories without a manifest.json are not models.
+// NotFound when dir is not a directory, or when gpu_profiles.json, a model's
+// manifest.json (present, even as a dangling link) or another of its files cannot be
+// read; Internal when a directory cannot be listed. Sub-directories without a
+// manifest.json are not models.
 absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& dir);
 
 }  // namespace gpuest

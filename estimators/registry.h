@@ -2,8 +2,9 @@
 //
 // Owns the loaded estimators and GPU profiles. Built once, at server start, from a
 // model repository: the built-in analytical estimators plus one estimator per
-// manifest. Immutable once built, so it is shared freely across threads. There is no
-// reload: new or changed models take a restart.
+// manifest. Immutable once built, so it is shared freely across threads. A reload
+// builds a new registry and swaps it into the Engine (engine.h); a registry that
+// cannot be built whole is never served.
 #pragma once
 
 #include <functional>

@@ -1,6 +1,7 @@
 #include "placement/placement_engine.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -112,8 +113,10 @@ void AddWarnings(const std::vector<v1::Warning>& warnings,
 
 absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     const v1::CheckPlacementRequest& request) const {
+  // The GPU profiles of one registry for the whole call, even if a reload replaces it.
+  const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
   GPUEST_ASSIGN_OR_RETURN(const Target target,
-                          ResolveGpu(request.gpu(), engine_.registry().gpus()));
+                          ResolveGpu(request.gpu(), registry->gpus()));
   if (!request.has_candidate()) return absl::InvalidArgumentError("candidate: missing");
 
   std::vector<ResolvedJob> jobs;
@@ -237,7 +240,8 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
   if (!request.has_job()) return absl::InvalidArgumentError("job: missing");
   v1::RankGpusResponse response;
   std::set<std::string> seen;
-  for (const GpuProfile& gpu : engine_.registry().gpus().All()) {
+  const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
+  for (const GpuProfile& gpu : registry->gpus().All()) {
     GPUEST_ASSIGN_OR_RETURN(const ResolvedJob job,
                             ResolveJob(request.job(), "job", gpu, engine_, contention_));
     AddWarnings(job.warnings, response.mutable_warnings(), seen);

@@ -41,6 +41,10 @@ ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or of
 ABSL_FLAG(std::string, log_format, "text", "text, or json for one JSON object a line");
 ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(10),
           "on SIGTERM/SIGINT, how long in-flight calls may take to finish");
+ABSL_FLAG(std::string, admin_listen, "",
+          "address for the gpuest.v1.Admin service (ReloadModels), on a gRPC server of "
+          "its own; empty (the default) serves no Admin. It has no authentication: give "
+          "a loopback address, 127.0.0.1:PORT");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain of the gRPC port; with --tls-key, serves TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
@@ -60,8 +64,8 @@ ABSL_FLAG(std::string, extender_nodes_file, "",
           "it changes, for kube-scheduler's nodeCacheCapable requests (node names only)");
 ABSL_FLAG(std::string, ready_file, "",
           "once serving, write "
-          "{\"grpc_port\",\"metrics_port\",\"extender_port\",\"pid\"} as JSON "
-          "here (extender_port 0 when the extender is off)");
+          "{\"grpc_port\",\"metrics_port\",\"admin_port\",\"extender_port\",\"pid\"} "
+          "as JSON here (a port not served is 0)");
 
 namespace {
 
@@ -74,6 +78,7 @@ gpuest::ServerOptions OptionsFromFlags() {
   o.grpc.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   o.grpc.tls.plaintext_non_loopback = absl::GetFlag(FLAGS_plaintext_non_loopback);
   o.metrics_listen_address = absl::GetFlag(FLAGS_metrics_listen);
+  o.admin_listen_address = absl::GetFlag(FLAGS_admin_listen);
   o.models.directory = absl::GetFlag(FLAGS_models).empty()
                            ? gpuest::DefaultModelsDirectory()
                            : absl::GetFlag(FLAGS_models);
@@ -100,7 +105,11 @@ int main(int argc, char** argv) {
        "Serves gpuest.v1.Estimator over gRPC (with grpc.health.v1 and server "
        "reflection)\n"
        "and Prometheus metrics over HTTP. Loads every estimator of the model repository\n"
-       "once at start; SIGTERM or SIGINT drain in-flight calls and exit 0.",
+       "at start, verifying each model's files (sha256 against its manifest, finite\n"
+       "outputs); a damaged file stops the start, named. SIGHUP (or Admin.ReloadModels,\n"
+       "served only with --admin-listen) loads and verifies the whole repository again\n"
+       "and swaps it in; on any failure the old models keep serving. SIGTERM or SIGINT\n"
+       "drain in-flight calls and exit 0.",
        "Exit codes: 0 after a clean shutdown, 1 if the server cannot start, 2 on bad "
        "flags.",
        __FILE__});
@@ -125,26 +134,29 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Block the stop signals in every thread, then wait for them here: no handler runs
-  // on an arbitrary thread and shutdown happens in one known place.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Block the signals in every thread (each one started later inherits the mask), then
+  // wait for them on this one: no handler runs on an arbitrary thread, shutdown and
+  // reload happen in one known place, and a SIGHUP that comes while the models load
+  // waits for the server instead of killing it.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   spdlog::info(
-      "gpuest-server {} starting: listen={} metrics-listen={} models={} device={} "
-      "workers={} max-queued={} max-bytes-in-flight={} max-message-size={} max-layers={} "
-      "max-trace-events={} grace-period={} extender-listen={} "
+      "gpuest-server {} starting: listen={} metrics-listen={} admin-listen={} models={} "
+      "device={} workers={} max-queued={} max-bytes-in-flight={} max-message-size={} "
+      "max-layers={} max-trace-events={} grace-period={} extender-listen={} "
       "extender-descriptions-dir={} extender-nodes-file={}",
       GPUEST_VERSION, options.grpc.listen_address, options.metrics_listen_address,
-      options.models.directory, options.models.device, options.work.worker_threads,
-      options.work.max_queued, options.work.max_bytes_in_flight,
-      options.grpc.max_message_bytes, options.work.limits.max_layers,
-      options.work.limits.max_trace_events, absl::FormatDuration(options.grace_period),
-      options.extender.listen_address, options.extender.descriptions_dir,
-      options.extender.nodes_file);
+      options.admin_listen_address, options.models.directory, options.models.device,
+      options.work.worker_threads, options.work.max_queued,
+      options.work.max_bytes_in_flight, options.grpc.max_message_bytes,
+      options.work.limits.max_layers, options.work.limits.max_trace_events,
+      absl::FormatDuration(options.grace_period), options.extender.listen_address,
+      options.extender.descriptions_dir, options.extender.nodes_file);
   // The worker pool is the parallelism: one libtorch thread per estimator call.
   gpuest::UseOneIntraOpThread();
   auto server = gpuest::GpuestServer::Create(options);
@@ -153,7 +165,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    // The outcome is logged and counted by the reload itself.
+    spdlog::info("received SIGHUP: reloading the models");
+    (*server)->ReloadModels();
+  }
   spdlog::info("received {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown();
   return 0;

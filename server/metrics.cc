@@ -157,6 +157,13 @@ struct Metrics::State {
           .Name("gpuest_models_info")
           .Help("Loaded model repository version and estimator count; always 1.")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& model_reloads_total =
+      prometheus::BuildCounter()
+          .Name("gpuest_model_reloads_total")
+          .Help(
+              "Model reloads (SIGHUP, Admin.ReloadModels) by outcome: success, or "
+              "failure (the old models kept serving).")
+          .Register(*registry);
 
   // Series cached on first use: prometheus-cpp's Add() is a slow, locked lookup.
   struct Series {
@@ -170,8 +177,13 @@ struct Metrics::State {
   prometheus::Gauge* bytes_in_flight_series = nullptr;
   prometheus::Gauge* queued_series = nullptr;
   absl::Mutex add_mu;
-  // Written once by SetModels before serving, then only read.
-  absl::flat_hash_map<std::string, prometheus::Histogram*> estimator_series;
+  // Grown by SetModels at start and at each reload; read by every call.
+  absl::Mutex estimators_mu;
+  absl::flat_hash_map<std::string, prometheus::Histogram*> estimator_series
+      ABSL_GUARDED_BY(estimators_mu);
+  prometheus::Gauge* models_info_series ABSL_GUARDED_BY(estimators_mu) = nullptr;
+  prometheus::Counter* reload_success = nullptr;
+  prometheus::Counter* reload_failure = nullptr;
 
   Series& SeriesFor(RpcMethod method, absl::StatusCode code) {
     const int c = static_cast<int>(code);
@@ -206,6 +218,9 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
   }
   state->bytes_in_flight_series = &state->bytes_in_flight.Add({});
   state->queued_series = &state->queued.Add({});
+  // Both outcomes from the start: an alert on failures sees 0 before the first one.
+  state->reload_success = &state->model_reloads_total.Add({{"outcome", "success"}});
+  state->reload_failure = &state->model_reloads_total.Add({{"outcome", "failure"}});
   if (!listen_address.empty()) {
     try {
       state->exposer =
@@ -232,14 +247,22 @@ void Metrics::SetBuildInfo(const std::string& version, const std::string& grpc_v
 
 void Metrics::SetModels(const std::string& models_version,
                         const std::vector<std::string>& ids) {
-  state_->models_info
-      .Add({{"models_version", models_version},
-            {"estimators", std::to_string(ids.size())}})
-      .Set(1);
+  absl::MutexLock lock(&state_->estimators_mu);
+  if (state_->models_info_series != nullptr) {
+    state_->models_info.Remove(state_->models_info_series);
+  }
+  state_->models_info_series = &state_->models_info.Add(
+      {{"models_version", models_version}, {"estimators", std::to_string(ids.size())}});
+  state_->models_info_series->Set(1);
   for (const std::string& id : ids) {
+    if (state_->estimator_series.contains(id)) continue;
     state_->estimator_series[id] =
         &state_->estimator_duration.Add({{"estimator", id}}, LatencyBuckets());
   }
+}
+
+void Metrics::ModelsReloaded(bool succeeded) {
+  (succeeded ? state_->reload_success : state_->reload_failure)->Increment();
 }
 
 void Metrics::RequestStarted(RpcMethod method) {
@@ -264,6 +287,7 @@ void Metrics::BytesInFlightChanged(int64_t delta) {
 void Metrics::QueuedChanged(int delta) { state_->queued_series->Increment(delta); }
 
 void Metrics::EstimatorObserved(const std::string& estimator_id, double seconds) {
+  absl::ReaderMutexLock lock(&state_->estimators_mu);
   auto it = state_->estimator_series.find(estimator_id);
   if (it != state_->estimator_series.end()) it->second->Observe(seconds);
 }

@@ -35,8 +35,12 @@ class Metrics {
   int port() const;
 
   void SetBuildInfo(const std::string& version, const std::string& grpc_version);
-  // The estimators whose latency is tracked; call once, before serving.
+  // The models served from now on: their version in gpuest_models_info (the previous
+  // version's series goes) and their estimators' latency series. At start and after
+  // each reload.
   void SetModels(const std::string& models_version, const std::vector<std::string>& ids);
+  // One model reload (SIGHUP or the Admin RPC) and whether the new set was taken.
+  void ModelsReloaded(bool succeeded);
 
   void RequestStarted(RpcMethod method);
   void RequestFinished(RpcMethod method, absl::StatusCode code, double seconds);

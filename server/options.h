@@ -53,6 +53,8 @@ struct ExtenderOptions {
 struct ServerOptions {
   GrpcOptions grpc;
   std::string metrics_listen_address = "127.0.0.1:9464";  // Empty: no /metrics.
+  // gpuest.v1.Admin (model reload) on a server of its own; empty: not served.
+  std::string admin_listen_address;
   ModelOptions models;
   WorkOptions work;
   absl::Duration grace_period = absl::Seconds(10);

@@ -5,19 +5,15 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "common/model_family.h"
-#include "estimators/default_factories.h"
-#include "estimators/engine.h"
-#include "estimators/registry.h"
 #include "estimators/status_macros.h"
-#include "estimators/torch_device.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
 #include "placement/placement_engine.h"
+#include "server/admin_service.h"
 #include "server/admission.h"
 #include "server/credentials.h"
 #include "server/extender_http.h"
@@ -35,12 +31,13 @@ constexpr char kPlacementServiceName[] = "gpuest.v1.Placement";
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
 absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
-                            int extender_port) {
+                            int admin_port, int extender_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     out << nlohmann::json{{"grpc_port", grpc_port},
                           {"metrics_port", metrics_port},
+                          {"admin_port", admin_port},
                           {"extender_port", extender_port},
                           {"pid", static_cast<int>(getpid())}}
                .dump()
@@ -52,6 +49,13 @@ absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_
   if (ec)
     return absl::InternalError(absl::StrCat("cannot write ", path, ": ", ec.message()));
   return absl::OkStatus();
+}
+
+// The admin address without a loopback host: said in the log, since Admin has no
+// authentication of its own.
+bool IsLoopback(const std::string& address) {
+  return absl::StartsWith(address, "127.") || absl::StartsWith(address, "[::1]:") ||
+         absl::StartsWith(address, "localhost:");
 }
 
 }  // namespace
@@ -73,27 +77,12 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
       ServerCredentialsFor(options.grpc.listen_address, options.grpc.tls));
   spdlog::info("gRPC transport: {}", TransportSecurityName(options.grpc.tls));
 
-  GPUEST_ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.models.device));
-  RegistryOptions registry_options{options.models.directory, device};
-  registry_options.factories = DefaultEstimatorFactories();
-  GPUEST_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorRegistry> registry,
-                          EstimatorRegistry::Load(registry_options));
-  std::vector<std::string> ids;
-  for (const auto& e : registry->estimators()) {
-    const v1::EstimatorInfo& info = e->Info();
-    ids.push_back(info.id());
-    spdlog::info("loaded estimator {} (version {}, family {}) on {}", info.id(),
-                 info.version(), FamilyName(info.family()), device);
-  }
-  spdlog::info("model repository {}: version {}, {} estimators, {} GPU profiles",
-               options.models.directory, registry->models_version(), ids.size(),
-               registry->gpus().All().size());
-
   GPUEST_ASSIGN_OR_RETURN(s->metrics_, Metrics::Create(options.metrics_listen_address));
   s->metrics_->SetBuildInfo(GPUEST_VERSION, grpc::Version());
-  s->metrics_->SetModels(registry->models_version(), ids);
+  GPUEST_ASSIGN_OR_RETURN(
+      s->models_,
+      ModelLifecycle::Create(options.models, options.work.limits, *s->metrics_));
 
-  s->engine_ = std::make_unique<Engine>(registry, options.work.limits);
   const int threads = options.work.worker_threads > 0
                           ? options.work.worker_threads
                           : std::max(1u, std::thread::hardware_concurrency());
@@ -101,14 +90,14 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   s->admission_ = std::make_unique<Admission>(options.work.max_bytes_in_flight, threads);
   s->dispatcher_ = std::make_unique<CallDispatcher>(
       *s->metrics_, *s->pool_, *s->admission_, options.grpc.max_message_bytes);
-  s->service_ = std::make_unique<EstimatorService>(*s->engine_, *s->dispatcher_);
+  s->service_ = std::make_unique<EstimatorService>(s->models_->engine(), *s->dispatcher_);
   // The contention model the placement answers with: models/contention/contention.json.
   const std::string contention_path = ContentionModelPath(options.models.directory);
   GPUEST_ASSIGN_OR_RETURN(ContentionModel contention,
                           ContentionModel::Load(contention_path));
   spdlog::info("contention model {} from {}", contention.version, contention_path);
   s->placement_engine_ =
-      std::make_unique<PlacementEngine>(*s->engine_, std::move(contention));
+      std::make_unique<PlacementEngine>(s->models_->engine(), std::move(contention));
   s->placement_service_ =
       std::make_unique<PlacementService>(*s->placement_engine_, *s->dispatcher_);
 
@@ -128,19 +117,40 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.grpc.listen_address));
   }
+  if (!options.admin_listen_address.empty()) {
+    s->admin_pool_ = std::make_unique<WorkerPool>(1, 4);
+    s->admin_service_ = std::make_unique<AdminService>(*s->models_, *s->admin_pool_);
+    grpc::ServerBuilder admin;
+    admin.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    admin.AddListeningPort(options.admin_listen_address,
+                           grpc::InsecureServerCredentials(), &s->admin_port_);
+    admin.RegisterService(s->admin_service_.get());
+    s->admin_server_ = admin.BuildAndStart();
+    if (!s->admin_server_ || s->admin_port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", options.admin_listen_address, " (admin)"));
+    }
+    if (!IsLoopback(options.admin_listen_address)) {
+      spdlog::warn(
+          "gpuest.v1.Admin is served on {}, not on loopback: anyone who reaches "
+          "it can reload the models",
+          options.admin_listen_address);
+    }
+  }
   grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(kPlacementServiceName, true);
   health->SetServingStatus(true);
 
-  spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}", s->grpc_port_,
-               threads,
-               s->metrics_port() ? absl::StrCat("port ", s->metrics_port()) : "nothing");
+  spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}, Admin on {}",
+               s->grpc_port_, threads,
+               s->metrics_port() ? absl::StrCat("port ", s->metrics_port()) : "nothing",
+               s->admin_port_ ? absl::StrCat("port ", s->admin_port_) : "nothing");
   if (!options.extender.listen_address.empty()) {
     // The extender answers from the same engines as the gRPC services, on threads of
     // its own.
-    s->extender_ = std::make_unique<KubeExtender>(*s->engine_, *s->placement_engine_,
-                                                  options.extender);
+    s->extender_ = std::make_unique<KubeExtender>(
+        s->models_->engine(), *s->placement_engine_, options.extender);
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,
         ExtenderHttpServer::Start(*s->extender_, options.extender.listen_address,
@@ -148,10 +158,13 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   }
   if (!options.ready_file.empty()) {
     GPUEST_RETURN_IF_ERROR(WriteReadyFile(options.ready_file, s->grpc_port_,
-                                          s->metrics_port(), s->extender_port()));
+                                          s->metrics_port(), s->admin_port_,
+                                          s->extender_port()));
   }
   return s;
 }
+
+ReloadOutcome GpuestServer::ReloadModels() { return models_->Reload(); }
 
 void GpuestServer::Shutdown() {
   if (shut_down_) return;
@@ -163,6 +176,11 @@ void GpuestServer::Shutdown() {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grace_period));
   }
   if (extender_http_) extender_http_->Stop();
+  // A reload under way finishes (or is cancelled at the deadline); none starts after.
+  if (admin_server_) {
+    admin_server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grace_period));
+  }
+  if (admin_pool_) admin_pool_->Stop();
   if (pool_) pool_->Stop();
   if (!options_.ready_file.empty()) {
     std::error_code ec;

@@ -1,13 +1,15 @@
 // File: server.h
 //
-// gpuest-server's lifecycle: load the models, start gRPC (with health and reflection)
-// and /metrics, and shut down gracefully: health NOT_SERVING first, then in-flight
-// calls drain within the grace period.
+// gpuest-server's lifecycle: load the models, start gRPC (with health and reflection),
+// /metrics and, when asked for, the Admin service on its own address; reload the
+// models on request; and shut down gracefully: health NOT_SERVING first, then
+// in-flight calls drain within the grace period.
 #pragma once
 
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "server/model_lifecycle.h"
 #include "server/options.h"
 
 namespace grpc {
@@ -17,8 +19,8 @@ class Server;
 namespace gpuest {
 
 class Admission;
+class AdminService;
 class CallDispatcher;
-class Engine;
 class EstimatorService;
 class ExtenderHttpServer;
 class KubeExtender;
@@ -35,7 +37,12 @@ class GpuestServer {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const;
-  int extender_port() const;  // 0 when the extender is off.
+  int extender_port() const;                      // 0 when the extender is off.
+  int admin_port() const { return admin_port_; }  // 0 when Admin is not served.
+
+  // Loads and verifies the whole model set again and swaps it in; on any failure the
+  // old set keeps serving (ModelLifecycle::Reload). SIGHUP and Admin.ReloadModels.
+  ReloadOutcome ReloadModels();
 
   // Turns health NOT_SERVING, stops taking calls, lets in-flight ones finish within
   // the grace period (then cancels them) and stops the workers. Idempotent.
@@ -46,7 +53,7 @@ class GpuestServer {
 
   ServerOptions options_;
   std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ModelLifecycle> models_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<CallDispatcher> dispatcher_;
@@ -58,6 +65,11 @@ class GpuestServer {
   std::unique_ptr<KubeExtender> extender_;
   std::unique_ptr<ExtenderHttpServer> extender_http_;
   int grpc_port_ = 0;
+  // Admin: one thread, so that a reload never takes an estimator worker.
+  std::unique_ptr<WorkerPool> admin_pool_;
+  std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<grpc::Server> admin_server_;
+  int admin_port_ = 0;
   bool shut_down_ = false;
 };
 

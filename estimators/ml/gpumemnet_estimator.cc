@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,6 +20,7 @@
 #include "estimators/ml/plain_export.h"
 #include "estimators/ml/plain_forward.h"
 #include "estimators/ml/targets.h"
+#include "estimators/sha256.h"
 #include "estimators/status_macros.h"
 
 namespace gpuest::ml {
@@ -30,6 +32,47 @@ constexpr char kTrainedGpu[] = "a100-40gb";
 constexpr double kWarningPenalty = 0.5;
 
 std::string GiBText(uint64_t bytes) { return absl::StrFormat("%g GiB", InGiB(bytes)); }
+
+// One member's weights from the bytes the repository read, after checking them: the
+// sha256 the manifest records (a damaged or swapped file is refused, not loaded), and
+// finite logits on the probe input (weights that are NaN or overflow would put NaN in
+// every answer and pick a wrong bin without a word). Errors name the file.
+absl::StatusOr<GpuMemNet> LoadVerifiedMember(const ModelArtifact& artifact,
+                                             const MemberRecord& member,
+                                             const std::string& manifest_path) {
+  const std::string path = absl::StrCat(artifact.directory, "/", member.file);
+  const auto bytes = artifact.files.find(member.file);
+  if (bytes == artifact.files.end()) {
+    return absl::NotFoundError(absl::StrCat(path, ": missing; ", manifest_path,
+                                            " lists it as a member's weights"));
+  }
+  const std::string digest = Sha256Hex(bytes->second);
+  if (digest != member.sha256) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": damaged or not the trained member: its sha256 is ", digest,
+                     ", ", manifest_path, " records ", member.sha256));
+  }
+  try {
+    GpuMemNet net(member.network);
+    std::istringstream in(bytes->second);
+    torch::load(net, in);
+    net->eval();
+    const std::vector<float> logits = ProbeLogits(net, MakeProbeInput(member.network));
+    for (size_t k = 0; k < logits.size(); ++k) {
+      if (!std::isfinite(logits[k])) {
+        return absl::DataLossError(absl::StrCat(
+            path, ": the weights give a non-finite output (logit ", k, " is ", logits[k],
+            ") on the probe input; refusing to serve them"));
+      }
+    }
+    return net;
+  } catch (const c10::Error& ex) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": libtorch: ", ex.what_without_backtrace()));
+  } catch (const std::exception& ex) {
+    return absl::DataLossError(absl::StrCat(path, ": ", ex.what()));
+  }
+}
 
 class GpuMemNetEstimator final : public Estimator {
  public:
@@ -107,10 +150,8 @@ absl::StatusOr<std::unique_ptr<Estimator>> GpuMemNetEstimator::Load(
            config->vocabulary != static_cast<int>(e->spec_.sequence.vocabulary.size()))) {
         return bad("a member's network does not match the heads and the encoding");
       }
-      GpuMemNet net(*config);
-      torch::load(net, absl::StrCat(artifact.directory, "/", member.file));
+      GPUEST_ASSIGN_OR_RETURN(GpuMemNet net, LoadVerifiedMember(artifact, member, where));
       net->to(e->device_);
-      net->eval();
       e->members_.push_back(std::move(net));
     }
     if (e->members_.empty()) return bad("no members");

@@ -15,6 +15,9 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
+#include "estimators/ml/feature_encoding.h"
 #include "estimators/ml/network_config.h"
 
 namespace gpuest::ml {
@@ -46,5 +49,18 @@ class GpuMemNetImpl : public torch::nn::Module {
   torch::nn::Linear heads_{nullptr};
 };
 TORCH_MODULE(GpuMemNet);
+
+// A fixed input that reaches every part of a network of this config (every token type,
+// enough tokens for the plain attention loops' blocks of 8 and their remainder), for
+// checking a member at load: its logits must be finite, and the plain forward must
+// give the same ones.
+struct ProbeInput {
+  std::vector<float> global;
+  EncodedSequence sequence;  // Empty for the MLP-based kind.
+};
+ProbeInput MakeProbeInput(const NetworkConfig& config);
+
+// The module's logits for the probe, on the CPU: total_classes floats.
+std::vector<float> ProbeLogits(GpuMemNet net, const ProbeInput& probe);
 
 }  // namespace gpuest::ml

@@ -87,33 +87,14 @@ absl::StatusOr<PlainNet> ToPlain(const GpuMemNet& net) {
 absl::StatusOr<PlainNet> ExportPlainNet(GpuMemNet net) {
   GPUEST_ASSIGN_OR_RETURN(PlainNet plain, ToPlain(net));
   // The plain forward must agree with the module: checked on a probe input.
-  c10::InferenceMode inference;
-  const NetworkConfig& config = net->config();
-  const bool transformer = config.kind == "transformer";
-  std::vector<float> probe(config.global_features);
-  for (size_t i = 0; i < probe.size(); ++i) probe[i] = 0.5f - 0.25f * (i % 5);
-  EncodedSequence seq;
-  const int64_t n = 19;  // Covers the attention loops in blocks of 8 and the rest.
-  for (int64_t t = 0; t < n; ++t) {
-    seq.types.push_back(transformer ? t % config.vocabulary : 0);
-    seq.numbers.push_back(0.3f * static_cast<float>(t) - 1.0f);
-    seq.numbers.push_back(0.8f - 0.2f * static_cast<float>(t));
-  }
-  const std::vector<float> fast = PlainForward(plain, probe, seq);
-  const torch::Tensor g = torch::from_blob(
-      probe.data(), {1, static_cast<int64_t>(probe.size())}, torch::kFloat32);
-  const torch::Tensor slow =
-      (transformer ? net->forward(
-                         g, torch::from_blob(seq.types.data(), {1, n}, torch::kInt64),
-                         torch::from_blob(seq.numbers.data(), {1, n, 2}, torch::kFloat32),
-                         torch::zeros({1, n}, torch::kBool))
-                   : net->forward(g))
-          .contiguous();
-  if (static_cast<int64_t>(fast.size()) != slow.numel()) {
+  const ProbeInput probe = MakeProbeInput(net->config());
+  const std::vector<float> fast = PlainForward(plain, probe.global, probe.sequence);
+  const std::vector<float> slow = ProbeLogits(net, probe);
+  if (fast.size() != slow.size()) {
     return absl::InvalidArgumentError("plain forward: wrong number of logits");
   }
   for (size_t k = 0; k < fast.size(); ++k) {
-    const float want = slow.data_ptr<float>()[k];
+    const float want = slow[k];
     if (std::abs(fast[k] - want) > 1e-3f * (1.0f + std::abs(want))) {
       return absl::InvalidArgumentError(
           absl::StrCat("plain forward disagrees with the module: logit ", k, " is ",

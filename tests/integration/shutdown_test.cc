@@ -15,15 +15,7 @@
 namespace gpuest {
 namespace {
 
-// Polls cond until it holds or timeout passes; whether it holds.
-bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!cond()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
+using testing::WaitFor;
 
 void ShutDownUnderLoad(int signal_number) {
   auto server = testing::ServerProcess::Start({"--grace-period=5s"});

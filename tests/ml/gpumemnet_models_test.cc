@@ -67,7 +67,7 @@ TEST_F(ShippedModels, EveryFamilyHasBothKindsWithTheirTargets) {
   for (v1::ModelFamily family : kFamilies) {
     for (const char* kind : {"mlp", "transformer"}) {
       const std::string id = "gpumemnet-" + FamilyName(family) + "-" + kind;
-      const Estimator* e = engine_->registry().Find(id);
+      const Estimator* e = engine_->registry()->Find(id);
       ASSERT_NE(e, nullptr) << id;
       const v1::EstimatorInfo& info = e->Info();
       EXPECT_EQ(info.family(), family);

@@ -16,24 +16,11 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/examples.h"
 #include "tests/support/server_process.h"
-#include "training/data/sha256.h"
 #include "training/trainer/metrics.h"
 #include "training/trainer/split.h"
 
 namespace gpuest::train {
 namespace {
-
-TEST(Sha256, KnownDigests) {
-  EXPECT_EQ(data::Sha256Hex(""),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(data::Sha256Hex("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  // Two blocks.
-  EXPECT_EQ(data::Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
-            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  EXPECT_EQ(data::Sha256Hex(std::string(1000000, 'a')),
-            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-}
 
 TEST(Split, StratifiedAndDeterministic) {
   std::vector<int> rows, labels;

@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   server->grpc_port_ = doc.at("grpc_port").get<int>();
   server->metrics_port_ = doc.at("metrics_port").get<int>();
   server->extender_port_ = doc.value("extender_port", 0);
+  server->admin_port_ = doc.value("admin_port", 0);
   return server;
 }
 
@@ -134,7 +135,23 @@ absl::StatusOr<int> ServerProcess::WaitForExit(absl::Duration timeout) {
   return code;
 }
 
+bool ServerProcess::Running() {
+  if (exited_) return false;
+  if (Reap(pid_, absl::ZeroDuration()).ok()) exited_ = true;
+  return !exited_;
+}
+
 std::string ServerProcess::Log() const { return ReadFileOrDie(dir_ + "/stderr"); }
+
+bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
+             absl::Duration every) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!cond()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(every);
+  }
+  return true;
+}
 
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::string& stdin_text,

@@ -4,6 +4,7 @@
 // stops it afterwards. Ports come from the server's --ready-file.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@ class ServerProcess {
   int metrics_port() const { return metrics_port_; }
   // The scheduler extender's HTTP port (--extender-listen), 0 when it is off.
   int extender_port() const { return extender_port_; }
+  // 0 unless the server was started with --admin-listen.
+  int admin_port() const { return admin_port_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   int pid() const { return pid_; }
 
@@ -33,6 +36,8 @@ class ServerProcess {
   absl::StatusOr<int> WaitForExit(absl::Duration timeout);
   // What the server wrote to stderr so far.
   std::string Log() const;
+  // Whether the process is still running (not exited, not killed).
+  bool Running();
 
  private:
   ServerProcess() = default;
@@ -41,8 +46,13 @@ class ServerProcess {
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   int extender_port_ = 0;
+  int admin_port_ = 0;
   std::string dir_;
 };
+
+// Polls cond, every `every`, until it holds or timeout passes; whether it holds.
+bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
+             absl::Duration every = absl::Milliseconds(1));
 
 // Runs a program to completion with a timeout, capturing stdout and stderr.
 struct CommandResult {

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "estimators/allocsim/simulation_estimator.h"
@@ -13,19 +15,27 @@
 namespace gpuest {
 namespace {
 
+// A model repository in a directory of this process's own (ctest runs each test as a
+// process of its own, in parallel) holding these files of the shipped one.
+std::string RepositoryOf(const std::string& name, const std::vector<std::string>& files) {
+  const std::string dir =
+      ::testing::TempDir() + "/engine_test_" + name + "_" + std::to_string(getpid());
+  for (const std::string& file : files) {
+    std::filesystem::create_directories(
+        std::filesystem::path(dir + "/" + file).parent_path());
+    std::filesystem::copy_file(std::string(GPUEST_MODELS_DIR) + "/" + file,
+                               dir + "/" + file,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  return dir;
+}
+
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // The GPU profiles without the trained models: this engine has Horus only (the ML
     // estimators are tested with their factories in gpuest_ml_tests).
-    // One directory per process: ctest runs each test as a process of its own, in
-    // parallel.
-    const std::string dir =
-        ::testing::TempDir() + "/engine_test_models_" + std::to_string(getpid());
-    std::filesystem::create_directories(dir);
-    std::filesystem::copy_file(std::string(GPUEST_MODELS_DIR) + "/gpu_profiles.json",
-                               dir + "/gpu_profiles.json",
-                               std::filesystem::copy_options::overwrite_existing);
+    const std::string dir = RepositoryOf("models", {"gpu_profiles.json"});
     auto registry = EstimatorRegistry::Load({dir, "cpu"});
     ASSERT_TRUE(registry.ok()) << registry.status();
     engine_ = std::make_unique<Engine>(std::move(*registry), ValidationLimits{});
@@ -115,7 +125,34 @@ TEST_F(EngineTest, ListsTheLoadedEstimators) {
   ASSERT_GE(list.estimators_size(), 1);
   EXPECT_EQ(list.estimators(0).id(), "horus");
   EXPECT_TRUE(list.estimators(0).estimates_memory());
-  EXPECT_EQ(list.models_version(), engine_->registry().models_version());
+  EXPECT_EQ(list.models_version(), engine_->registry()->models_version());
+}
+
+// A replaced registry answers the calls that start afterwards; whoever still holds
+// the old one (a call in flight) keeps it whole.
+TEST_F(EngineTest, ReplacingTheRegistryAnswersNewCallsWithTheNewOne) {
+  const std::shared_ptr<const EstimatorRegistry> old_registry = engine_->registry();
+  // The same profiles and one more estimator: another version.
+  const std::string dir =
+      RepositoryOf("replaced", {"gpu_profiles.json", "allocsim/manifest.json"});
+  auto registry = EstimatorRegistry::Load(
+      {dir, "cpu", {{"allocsim", allocsim::CreateSimulationEstimator}}});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  std::shared_ptr<const EstimatorRegistry> new_registry = std::move(*registry);
+  ASSERT_NE(new_registry->models_version(), old_registry->models_version());
+
+  EXPECT_EQ(engine_->ReplaceRegistry(new_registry), old_registry);
+  EXPECT_EQ(engine_->registry(), new_registry);
+  const v1::ListEstimatorsResponse list = engine_->ListEstimators();
+  EXPECT_EQ(list.models_version(), new_registry->models_version());
+  EXPECT_EQ(list.estimators_size(), 2);
+  auto response = engine_->Estimate(Request());
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->models_version(), new_registry->models_version());
+  // The old registry, held here as a call in flight holds it, is intact.
+  EXPECT_EQ(old_registry->estimators().size(), 1u);
+  EXPECT_NE(old_registry->Find("horus"), nullptr);
+  std::filesystem::remove_all(dir);
 }
 
 // A model of no known family (an LSTM language model, traced by the describer) still
@@ -123,13 +160,7 @@ TEST_F(EngineTest, ListsTheLoadedEstimators) {
 // recommendation rests on it, not on the formula's larger figure.
 TEST(EngineOtherFamily, TheRecommendationRestsOnTheUncalibratedSimulator) {
   const std::string dir =
-      ::testing::TempDir() + "/engine_test_other_family_" + std::to_string(getpid());
-  std::filesystem::create_directories(dir + "/allocsim");
-  for (const char* file : {"gpu_profiles.json", "allocsim/manifest.json"}) {
-    std::filesystem::copy_file(std::string(GPUEST_MODELS_DIR) + "/" + file,
-                               dir + "/" + file,
-                               std::filesystem::copy_options::overwrite_existing);
-  }
+      RepositoryOf("other_family", {"gpu_profiles.json", "allocsim/manifest.json"});
   RegistryOptions options{dir, "cpu"};
   options.factories["allocsim"] = allocsim::CreateSimulationEstimator;
   auto registry = EstimatorRegistry::Load(options);

@@ -4,9 +4,9 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "estimators/sha256.h"
 #include "estimators/text_file.h"
 #include "gtest/gtest.h"
-#include "training/data/sha256.h"
 
 namespace gpuest::data {
 namespace {

@@ -86,6 +86,35 @@ TEST(MetricsTable, EstimatorsAndInfoGauges) {
             1);
 }
 
+// After a reload: one models_info series, the new version's; the estimators of both
+// sets keep their latency series; each outcome counted apart, both shown from 0.
+TEST(MetricsTable, AReloadReplacesTheModelsInfoAndCountsItsOutcome) {
+  auto metrics = Metrics::Create("127.0.0.1:0");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  (*metrics)->SetModels("2-00000000000000ff", {"horus", "allocsim"});
+  std::vector<testing::Sample> s = Scrape(**metrics);
+  EXPECT_EQ(SumSamples(s, "gpuest_model_reloads_total", {{"outcome", "success"}}), 0);
+  EXPECT_EQ(SumSamples(s, "gpuest_model_reloads_total", {{"outcome", "failure"}}), 0);
+
+  (*metrics)->ModelsReloaded(false);
+  (*metrics)->SetModels("3-0000000000000abc", {"horus", "allocsim", "analytic"});
+  (*metrics)->ModelsReloaded(true);
+  (*metrics)->ModelsReloaded(false);
+  (*metrics)->EstimatorObserved("analytic", 0.01);
+  (*metrics)->EstimatorObserved("horus", 0.01);
+
+  s = Scrape(**metrics);
+  EXPECT_EQ(SumSamples(s, "gpuest_models_info"), 1) << "one series: the new version";
+  EXPECT_EQ(SumSamples(s, "gpuest_models_info",
+                       {{"models_version", "3-0000000000000abc"}, {"estimators", "3"}}),
+            1);
+  EXPECT_EQ(SumSamples(s, "gpuest_model_reloads_total", {{"outcome", "success"}}), 1);
+  EXPECT_EQ(SumSamples(s, "gpuest_model_reloads_total", {{"outcome", "failure"}}), 2);
+  const std::string count = "gpuest_estimator_duration_seconds_count";
+  EXPECT_EQ(SumSamples(s, count, {{"estimator", "analytic"}}), 1);
+  EXPECT_EQ(SumSamples(s, count, {{"estimator", "horus"}}), 1);
+}
+
 TEST(MetricsTable, AnEmptyAddressServesNothing) {
   auto metrics = Metrics::Create("");
   ASSERT_TRUE(metrics.ok()) << metrics.status();

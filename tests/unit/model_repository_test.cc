@@ -80,12 +80,9 @@ TEST_F(ModelRepositoryTest, SkipsWhatIsNotAModelDirectory) {
   EXPECT_TRUE(absl::StartsWith(contents.version, "2-")) << contents.version;
 }
 
-TEST_F(ModelRepositoryTest, VersionFollowsTheManifestsAndTheProfiles) {
+TEST_F(ModelRepositoryTest, VersionFollowsEveryFileOfTheModelsAndTheProfiles) {
   const std::string first = Scan().version;
   EXPECT_EQ(Scan().version, first) << "a second scan of the same files";
-  // Files beside the manifests (weights, reports) do not count.
-  Write(dir_ / "alpha" / "weights.bin", "0123");
-  EXPECT_EQ(Scan().version, first);
 
   Write(dir_ / "alpha" / "manifest.json", R"({"id": "alpha", "v": 2})");
   const std::string manifest_changed = Scan().version;
@@ -100,6 +97,45 @@ TEST_F(ModelRepositoryTest, VersionFollowsTheManifestsAndTheProfiles) {
 
   Write(dir_ / "beta" / "manifest.json", "{}");
   EXPECT_TRUE(absl::StartsWith(Scan().version, "3-")) << Scan().version;
+}
+
+// A damaged weight file under the same manifest is another model: the version says so.
+TEST_F(ModelRepositoryTest, VersionCoversTheWeightsBytesNotOnlyTheManifests) {
+  Write(dir_ / "alpha" / "member-0.pt", "weights");
+  const std::string first = Scan().version;
+  EXPECT_EQ(Scan().version, first);
+
+  Write(dir_ / "alpha" / "member-0.pt", "weighTs");  // One byte, same size.
+  const std::string byte_changed = Scan().version;
+  EXPECT_NE(byte_changed, first);
+
+  Write(dir_ / "alpha" / "member-1.pt", "");  // A new, empty file.
+  const std::string file_added = Scan().version;
+  EXPECT_NE(file_added, byte_changed);
+
+  fs::rename(dir_ / "alpha" / "member-1.pt", dir_ / "alpha" / "member-2.pt");
+  EXPECT_NE(Scan().version, file_added) << "a renamed file";
+}
+
+TEST_F(ModelRepositoryTest, EachModelCarriesTheBytesOfItsFiles) {
+  Write(dir_ / "alpha" / "member-0.pt", std::string("\0\x01\xff", 3));
+  Write(dir_ / "alpha" / "report.md", "# alpha");
+  fs::create_directories(dir_ / "alpha" / "notes");  // Not a file: not read.
+  const ModelRepositoryContents contents = Scan();
+  ASSERT_EQ(contents.models.size(), 2u);
+  const auto& files = contents.models[0].files;
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files.at("member-0.pt"), std::string("\0\x01\xff", 3));
+  EXPECT_EQ(files.at("report.md"), "# alpha");
+  EXPECT_TRUE(contents.models[1].files.empty());
+
+  // A link to nothing is a file meant to be there: named, not skipped.
+  fs::create_symlink(dir_ / "nowhere.pt", dir_ / "alpha" / "member-1.pt");
+  auto broken = ScanModelRepository(dir_.string());
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(broken.status().message(),
+                                (dir_ / "alpha" / "member-1.pt").string()))
+      << broken.status();
 }
 
 TEST_F(ModelRepositoryTest, MissingProfilesAreNamed) {

@@ -310,7 +310,8 @@ TEST_F(PlacementEngineTest, RanksEveryCatalogGpuAndMigProfile) {
   *request.mutable_job() = testing::MeasuredJob("job", 15 * kGiB, 50);
   auto r = placement_->RankGpus(request);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(static_cast<size_t>(r->gpus_size()), engine_->registry().gpus().All().size());
+  EXPECT_EQ(static_cast<size_t>(r->gpus_size()),
+            engine_->registry()->gpus().All().size());
   int mig = 0;
   bool seen_not_fitting = false;
   for (const v1::GpuRanking& g : r->gpus()) {

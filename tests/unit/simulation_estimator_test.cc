@@ -41,7 +41,7 @@ std::string Manifest(const std::string& source, const std::string& mlp_terms =
 }
 
 absl::StatusOr<std::unique_ptr<Estimator>> Create(const std::string& manifest) {
-  return CreateSimulationEstimator({"sim", "/models/sim", manifest}, {});
+  return CreateSimulationEstimator({"sim", "/models/sim", manifest, {}}, {});
 }
 
 // An MLP of three 1024-wide layers at batch 64, with a trace built from its layers.

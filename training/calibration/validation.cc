@@ -598,7 +598,7 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
   GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<EstimatorRegistry> registry,
                           EstimatorRegistry::Load(registry_options));
   const Engine engine(std::move(registry), ValidationLimits{});
-  const GpuProfile* calibrated_gpu = engine.registry().gpus().Find(kCalibratedGpu);
+  const GpuProfile* calibrated_gpu = engine.registry()->gpus().Find(kCalibratedGpu);
   if (calibrated_gpu == nullptr) {
     return absl::NotFoundError(
         absl::StrCat(kCalibratedGpu, " is not in ", o.models_dir, "/gpu_profiles.json"));
@@ -640,8 +640,10 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
   for (const SimulationModel& s : Simulations()) {
     GPUEST_ASSIGN_OR_RETURN(served[s.id],
                             allocsim::CreateSimulationEstimator(
-                                {s.id, o.models_dir + "/" + s.id,
-                                 ManifestOf(s, context, calibration.at(s.id), {}).Text()},
+                                {s.id,
+                                 o.models_dir + "/" + s.id,
+                                 ManifestOf(s, context, calibration.at(s.id), {}).Text(),
+                                 {}},
                                 {}));
   }
 

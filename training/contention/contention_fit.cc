@@ -11,10 +11,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/quantile.h"
+#include "estimators/sha256.h"
 #include "estimators/status_macros.h"
 #include "estimators/text_file.h"
 #include "training/data/measured_rows.h"
-#include "training/data/sha256.h"
 
 namespace gpuest::contention {
 namespace {
@@ -163,8 +163,8 @@ absl::StatusOr<LucidData> ReadLucid(const std::string& dir) {
   GPUEST_ASSIGN_OR_RETURN(const Table single, ReadCsv(single_path));
   GPUEST_ASSIGN_OR_RETURN(const Table pairs, ReadCsv(pair_path));
   LucidData data;
-  GPUEST_ASSIGN_OR_RETURN(data.single_sha256, data::Sha256OfFile(single_path));
-  GPUEST_ASSIGN_OR_RETURN(data.colocation_sha256, data::Sha256OfFile(pair_path));
+  GPUEST_ASSIGN_OR_RETURN(data.single_sha256, Sha256OfFile(single_path));
+  GPUEST_ASSIGN_OR_RETURN(data.colocation_sha256, Sha256OfFile(pair_path));
   data.single_rows = static_cast<int>(single.size());
   std::map<std::string, double> util;
   for (size_t i = 0; i < single.size(); ++i) {

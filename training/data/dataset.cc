@@ -4,9 +4,9 @@
 
 #include "common/units.h"
 #include "estimators/features.h"
+#include "estimators/sha256.h"
 #include "estimators/status_macros.h"
 #include "estimators/validation.h"
-#include "training/data/sha256.h"
 
 namespace gpuest::train {
 namespace {
@@ -85,7 +85,7 @@ absl::StatusOr<Dataset> LoadExportedDataset(const std::string& jsonl_path,
                                             const std::string& source_csv_path) {
   Dataset d;
   d.family = v1::MODEL_FAMILY_TRANSFORMER;
-  GPUEST_ASSIGN_OR_RETURN(const std::string csv_sha, data::Sha256OfFile(source_csv_path));
+  GPUEST_ASSIGN_OR_RETURN(const std::string csv_sha, Sha256OfFile(source_csv_path));
   GPUEST_ASSIGN_OR_RETURN(data::MeasuredFile file, data::ReadExportedRows(jsonl_path));
   d.files.push_back({std::filesystem::path(source_csv_path).filename().string(), csv_sha,
                      "measurements"});

@@ -5,12 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "estimators/sha256.h"
 #include "estimators/status_macros.h"
 #include "estimators/text_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "training/data/measured_rows.h"
-#include "training/data/sha256.h"
 
 namespace gpuest::data {
 

@@ -5,10 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "estimators/sha256.h"
 #include "estimators/status_macros.h"
 #include "estimators/text_file.h"
 #include "training/data/measured_rows.h"
-#include "training/data/sha256.h"
 
 namespace gpuest::data {
 namespace {

@@ -17,9 +17,9 @@
 #include "estimators/ml/gpumemnet_manifest.h"
 #include "estimators/ml/network_config.h"
 #include "estimators/ml/targets.h"
+#include "estimators/sha256.h"
 #include "estimators/status_macros.h"
 #include "estimators/text_file.h"
-#include "training/data/sha256.h"
 #include "training/trainer/metrics.h"
 #include "training/trainer/split.h"
 #include "training/trainer/train.h"
@@ -362,7 +362,7 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
       record.file = absl::StrCat("member-", m, ".pt");
       const std::string path = absl::StrCat(dir, "/", record.file);
       GPUEST_RETURN_IF_ERROR(SaveMember(final.members[m], path));
-      GPUEST_ASSIGN_OR_RETURN(record.sha256, data::Sha256OfFile(path));
+      GPUEST_ASSIGN_OR_RETURN(record.sha256, Sha256OfFile(path));
       weights_digest += record.sha256;
       const MemberSpec& s = final.specs[m];
       record.seed = s.seed;
@@ -408,7 +408,7 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
     const std::string title = FamilyTitle(data.family);
     const std::string kind_title = kind == "mlp" ? "MLP" : "Transformer";
     manifest.id = id;
-    manifest.version = data::Sha256Hex(weights_digest).substr(0, 12);
+    manifest.version = Sha256Hex(weights_digest).substr(0, 12);
     manifest.kind = kind;
     manifest.family = family;
     manifest.description = absl::StrCat(

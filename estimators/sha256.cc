@@ -1,4 +1,4 @@
-#include "training/data/sha256.h"
+#include "estimators/sha256.h"
 
 #include <array>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "estimators/text_file.h"
 
-namespace gpuest::data {
+namespace gpuest {
 namespace {
 
 constexpr std::array<uint32_t, 64> kRound = {
@@ -89,4 +89,4 @@ absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
   return Sha256Hex(*data);
 }
 
-}  // namespace gpuest::data
+}  // namespace gpuest

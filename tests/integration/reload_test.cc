@@ -1,0 +1,291 @@
+// Model reload on the real server (SIGHUP, Admin.ReloadModels), on a scratch copy of
+// the shipped models: a good new set is served without breaking the calls in flight;
+// a damaged one is refused, and the old set keeps serving.
+#include <signal.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "estimators/text_file.h"
+#include "gpuest/client.h"
+#include "gpuest/v1/admin.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/examples.h"
+#include "tests/support/prometheus_text.h"
+#include "tests/support/scratch_models.h"
+#include "tests/support/server_process.h"
+
+namespace gpuest {
+namespace {
+
+using testing::WaitFor;
+
+// How often a test asks the server (an RPC, a scrape) whether a reload is done.
+constexpr absl::Duration kPoll = absl::Milliseconds(50);
+
+constexpr char kModel[] = "gpumemnet-cnn-mlp";
+constexpr char kMember[] = "member-2.pt";
+
+// A good new set: the allocsim estimator's manifest says version "2".
+void BumpAllocsimVersion(const testing::ScratchModels& models) {
+  const std::string path = models.Path("allocsim", "manifest.json");
+  nlohmann::json manifest = nlohmann::json::parse(testing::ReadFileOrDie(path));
+  ASSERT_EQ(manifest.at("version"), "1");
+  manifest["version"] = "2";
+  ASSERT_TRUE(WriteTextFile(path, manifest.dump(1) + "\n").ok());
+}
+
+// gpuest_model_reloads_total{outcome}; nullopt when /metrics does not say.
+std::optional<double> Reloads(const testing::ServerProcess& server,
+                              const std::string& outcome) {
+  auto text = testing::HttpGet(server.metrics_port(), "/metrics");
+  if (!text.ok()) return std::nullopt;
+  auto samples = testing::ParsePrometheusText(*text);
+  if (!samples.ok()) return std::nullopt;
+  return testing::SumSamples(*samples, "gpuest_model_reloads_total",
+                             {{"outcome", outcome}});
+}
+
+// The models_version label of gpuest_models_info, when exactly one series has it.
+std::string MetricsModelsVersion(const testing::ServerProcess& server) {
+  auto text = testing::HttpGet(server.metrics_port(), "/metrics");
+  if (!text.ok()) return "";
+  auto samples = testing::ParsePrometheusText(*text);
+  if (!samples.ok()) return "";
+  std::vector<std::string> versions;
+  for (const auto& s : *samples) {
+    if (s.name == "gpuest_models_info") versions.push_back(s.labels.at("models_version"));
+  }
+  return versions.size() == 1 ? versions.front() : "";
+}
+
+std::unique_ptr<Client> MakeClient(const testing::ServerProcess& server) {
+  ClientOptions options;
+  options.targets = {server.target()};
+  options.default_deadline = absl::Seconds(10);
+  options.max_attempts = 1;
+  auto client = Client::Create(options);
+  if (!client.ok()) std::abort();
+  return *std::move(client);
+}
+
+std::string ServedVersion(const Client& client) {
+  auto list = client.ListEstimators();
+  return list.ok() ? list->models_version() : "";
+}
+
+std::string EstimatorVersion(const Client& client, const std::string& id) {
+  auto list = client.ListEstimators();
+  if (!list.ok()) return "";
+  for (const auto& e : list->estimators()) {
+    if (e.id() == id) return e.version();
+  }
+  return "";
+}
+
+// Estimate calls from several threads until stopped; any failure is counted.
+class Load {
+ public:
+  Load(const Client& client, int threads) {
+    const v1::EstimateRequest request = testing::ExampleRequest("cnn.json");
+    for (int t = 0; t < threads; ++t) {
+      threads_.emplace_back([this, &client, request] {
+        while (!stop_.load()) {
+          auto r = client.Estimate(request);
+          if (r.ok()) {
+            ++ok_;
+          } else if (failed_++ == 0) {
+            ADD_FAILURE() << "first failed call: " << r.status();
+          }
+        }
+      });
+    }
+  }
+  ~Load() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+  int ok() const { return ok_.load(); }
+  int failed() const { return failed_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> ok_{0}, failed_{0};
+  std::vector<std::thread> threads_;
+};
+
+// SIGHUP under load: waits until done() says the reload is over (false if it never
+// does, or the server ends), then for `more` calls answered after it, and stops the load.
+bool SighupUnderLoad(testing::ServerProcess& server, Load& load, int more,
+                     const std::function<bool()>& done) {
+  server.Signal(SIGHUP);
+  const bool over =
+      WaitFor([&] { return done() || !server.Running(); }, absl::Seconds(60), kPoll) &&
+      server.Running();
+  if (over) {
+    const int answered = load.ok();
+    EXPECT_TRUE(WaitFor([&] { return load.ok() >= answered + more; }, absl::Seconds(30)));
+  }
+  load.Stop();
+  return over;
+}
+
+// The real server on a scratch copy of the shipped models, a client, and the models
+// version it serves at first.
+class ReloadTest : public ::testing::Test {
+ protected:
+  void Start(std::vector<std::string> flags = {}) {
+    flags.push_back("--models=" + models_.dir());
+    auto server = testing::ServerProcess::Start(flags);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    client_ = MakeClient(*server_);
+    old_version_ = ServedVersion(*client_);
+    ASSERT_FALSE(old_version_.empty());
+  }
+
+  testing::ScratchModels models_;
+  std::unique_ptr<testing::ServerProcess> server_;
+  std::unique_ptr<Client> client_;
+  std::string old_version_;
+};
+
+TEST_F(ReloadTest, SighupWithAGoodSetServesTheNewVersionWithoutBreakingCalls) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_EQ(MetricsModelsVersion(*server_), old_version_);
+  EXPECT_EQ(Reloads(*server_, "success"), 0);
+
+  BumpAllocsimVersion(models_);
+  Load load(*client_, 4);
+  ASSERT_TRUE(WaitFor([&] { return load.ok() >= 20; }, absl::Seconds(30)));
+  // Calls keep coming after the swap, on the new set.
+  const bool reloaded = SighupUnderLoad(
+      *server_, load, 20, [&] { return EstimatorVersion(*client_, "allocsim") == "2"; });
+  ASSERT_TRUE(reloaded) << server_->Log();
+  EXPECT_EQ(load.failed(), 0);
+  const std::string new_version = ServedVersion(*client_);
+  EXPECT_NE(new_version, old_version_);
+  EXPECT_EQ(MetricsModelsVersion(*server_), new_version);
+  EXPECT_EQ(Reloads(*server_, "success"), 1);
+  EXPECT_EQ(Reloads(*server_, "failure"), 0);
+  EXPECT_TRUE(absl::StrContains(
+      server_->Log(), "models reloaded: version " + old_version_ + " -> " + new_version))
+      << server_->Log();
+
+  // Still stops cleanly after the reload.
+  server_->Signal(SIGTERM);
+  auto code = server_->WaitForExit(absl::Seconds(15));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0);
+}
+
+TEST_F(ReloadTest, SighupAfterDamagingAFileKeepsTheOldSetServing) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+
+  BumpAllocsimVersion(models_);               // A change that alone would load...
+  models_.WriteRandomBytes(kModel, kMember);  // ...beside a damaged member.
+  Load load(*client_, 2);
+  ASSERT_TRUE(WaitFor([&] { return load.ok() >= 10; }, absl::Seconds(30)));
+  const bool failed = SighupUnderLoad(
+      *server_, load, 10, [&] { return Reloads(*server_, "failure").value_or(0) >= 1; });
+  ASSERT_TRUE(failed) << server_->Log();
+  EXPECT_EQ(load.failed(), 0);
+  EXPECT_EQ(ServedVersion(*client_), old_version_);
+  EXPECT_EQ(EstimatorVersion(*client_, "allocsim"), "1") << "a part of the new set";
+  EXPECT_EQ(MetricsModelsVersion(*server_), old_version_);
+  EXPECT_EQ(Reloads(*server_, "failure"), 1);
+  EXPECT_EQ(Reloads(*server_, "success"), 0);
+  const std::string log = server_->Log();
+  EXPECT_TRUE(absl::StrContains(log, "still serving version " + old_version_)) << log;
+  EXPECT_TRUE(absl::StrContains(log, models_.Path(kModel, kMember))) << log;
+
+  // Repaired, the next SIGHUP takes the new set.
+  models_.Restore(kModel);
+  server_->Signal(SIGHUP);
+  EXPECT_TRUE(WaitFor([&] { return Reloads(*server_, "success").value_or(0) >= 1; },
+                      absl::Seconds(60), kPoll))
+      << server_->Log();
+  EXPECT_EQ(EstimatorVersion(*client_, "allocsim"), "2");
+}
+
+TEST_F(ReloadTest, AdminRpcReloadsAndReportsTheOutcome) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--admin-listen=127.0.0.1:0"}));
+  ASSERT_NE(server_->admin_port(), 0);
+  ASSERT_NE(server_->admin_port(), server_->grpc_port());
+  auto admin = v1::Admin::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->admin_port()),
+                          grpc::InsecureChannelCredentials()));
+  auto reload = [&](v1::ReloadModelsResponse& response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    return admin->ReloadModels(&context, v1::ReloadModelsRequest(), &response);
+  };
+
+  // A good set, under load.
+  BumpAllocsimVersion(models_);
+  Load load(*client_, 2);
+  ASSERT_TRUE(WaitFor([&] { return load.ok() >= 10; }, absl::Seconds(30)));
+  v1::ReloadModelsResponse good;
+  const grpc::Status good_status = reload(good);
+  const int ok_at_swap = load.ok();
+  EXPECT_TRUE(WaitFor([&] { return load.ok() >= ok_at_swap + 10; }, absl::Seconds(30)));
+  load.Stop();
+  ASSERT_TRUE(good_status.ok()) << good_status.error_message();
+  EXPECT_EQ(load.failed(), 0);
+  EXPECT_EQ(good.old_models_version(), old_version_);
+  const std::string new_version = ServedVersion(*client_);
+  EXPECT_NE(new_version, old_version_);
+  EXPECT_EQ(good.new_models_version(), new_version);
+  EXPECT_EQ(good.estimators(), client_->ListEstimators()->estimators_size());
+  EXPECT_EQ(EstimatorVersion(*client_, "allocsim"), "2");
+
+  // A member whose weights are NaN, with the manifest's digest made to match.
+  ASSERT_TRUE(models_.WriteNanMember(kModel, 2).ok());
+  ASSERT_TRUE(models_.RecordMemberSha256(kModel, 2).ok());
+  v1::ReloadModelsResponse bad;
+  const grpc::Status bad_status = reload(bad);
+  EXPECT_EQ(bad_status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(
+      absl::StrContains(bad_status.error_message(), models_.Path(kModel, kMember)))
+      << bad_status.error_message();
+  EXPECT_TRUE(absl::StrContains(bad_status.error_message(), "non-finite"))
+      << bad_status.error_message();
+  EXPECT_TRUE(absl::StrContains(bad_status.error_message(),
+                                "still serving version " + new_version))
+      << bad_status.error_message();
+  EXPECT_EQ(ServedVersion(*client_), new_version);
+  EXPECT_TRUE(client_->Estimate(testing::ExampleRequest("cnn.json")).ok());
+  EXPECT_EQ(Reloads(*server_, "success"), 1);
+  EXPECT_EQ(Reloads(*server_, "failure"), 1);
+  EXPECT_TRUE(server_->Running());
+}
+
+// Without --admin-listen nothing serves Admin: not the Estimator's port either.
+TEST(Reload, AdminIsNotServedUnlessAskedFor) {
+  auto server = testing::ServerProcess::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->admin_port(), 0);
+  auto admin = v1::Admin::NewStub(
+      grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ReloadModelsResponse response;
+  const grpc::Status status =
+      admin->ReloadModels(&context, v1::ReloadModelsRequest(), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+      << status.error_message();
+}
+
+}  // namespace
+}  // namespace gpuest
