@@ -392,7 +392,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", jobs.status().ToString().c_str());
     return 1;
   }
-  Replay replay(placement, engine.registry().gpus(), models, *jobs);
+  const std::shared_ptr<const EstimatorRegistry> served = engine.registry();
+  Replay replay(placement, served->gpus(), models, *jobs);
   std::vector<Outcome> outcomes;
   outcomes.push_back(replay.Run("one-per-gpu"));
   for (absl::string_view floor :

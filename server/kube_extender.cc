@@ -215,7 +215,9 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
   }
   if (gpus->empty()) return verdict;  // No GPU data: gpuest has no opinion.
 
-  const GpuProfiles& catalog = engine_.registry().gpus();
+  // One registry for the whole judgement: a reload may swap the engine's meanwhile.
+  const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
+  const GpuProfiles& catalog = registry->gpus();
   bool fits_somewhere = false, fits_empty_somewhere = false;
   std::vector<std::string> misses;
   for (const NodeGpu& gpu : *gpus) {
