@@ -24,28 +24,7 @@ std::string Example(const std::string& name) {
   return std::string(GPUEST_EXAMPLES_DIR) + "/" + name;
 }
 
-class PlacementServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto server = testing::ServerProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-    ClientOptions options;
-    options.targets = {server_->target()};
-    options.default_deadline = absl::Seconds(10);
-    auto client = Client::Create(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = client->release();
-  }
-  static void TearDownTestSuite() {
-    delete client_;
-    delete server_;
-  }
-  static testing::ServerProcess* server_;
-  static Client* client_;
-};
-testing::ServerProcess* PlacementServerTest::server_ = nullptr;
-Client* PlacementServerTest::client_ = nullptr;
+class PlacementServerTest : public testing::ClientAgainstServer {};
 
 TEST_F(PlacementServerTest, DescribedCandidateBesideAMeasuredJobOnAnNvidiaSmiName) {
   auto health = client_->Health("gpuest.v1.Placement");

@@ -11,6 +11,7 @@
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/support/cli_fixture.h"
 #include "tests/support/examples.h"
 #include "tests/support/prometheus_text.h"
 #include "tests/support/server_process.h"
@@ -21,28 +22,7 @@ namespace {
 using testing::ExampleRequest;
 using testing::ServerProcess;
 
-class ServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto server = ServerProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-    ClientOptions options;
-    options.targets = {server_->target()};
-    options.default_deadline = absl::Seconds(5);
-    auto client = Client::Create(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = client->release();
-  }
-  static void TearDownTestSuite() {
-    delete client_;
-    delete server_;
-  }
-  static ServerProcess* server_;
-  static Client* client_;
-};
-ServerProcess* ServerTest::server_ = nullptr;
-Client* ServerTest::client_ = nullptr;
+class ServerTest : public testing::ClientAgainstServer {};
 
 TEST_F(ServerTest, HealthIsServing) {
   auto whole = client_->Health();

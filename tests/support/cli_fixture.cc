@@ -21,4 +21,26 @@ CommandResult CliAgainstServer::Cli(std::vector<std::string> args,
   return RunCommand(args, stdin_text);
 }
 
+ServerProcess* ClientAgainstServer::server_ = nullptr;
+Client* ClientAgainstServer::client_ = nullptr;
+
+void ClientAgainstServer::SetUpTestSuite() {
+  auto server = ServerProcess::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  server_ = server->release();
+  ClientOptions options;
+  options.targets = {server_->target()};
+  options.default_deadline = absl::Seconds(10);
+  auto client = Client::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  client_ = client->release();
+}
+
+void ClientAgainstServer::TearDownTestSuite() {
+  delete client_;
+  client_ = nullptr;
+  delete server_;
+  server_ = nullptr;
+}
+
 }  // namespace gpuest::testing

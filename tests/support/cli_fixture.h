@@ -1,11 +1,13 @@
 // File: cli_fixture.h
 //
-// A test suite that shares one real gpuest-server and runs the gpuest CLI against it.
+// Test suites that share one real gpuest-server: one runs the gpuest CLI against it,
+// the other calls it through the client library.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "gpuest/client.h"
 #include "gtest/gtest.h"
 #include "tests/support/server_process.h"
 
@@ -20,6 +22,15 @@ class CliAgainstServer : public ::testing::Test {
                            const std::string& stdin_text = "");
 
   static ServerProcess* server_;  // Owned; one per suite.
+};
+
+class ClientAgainstServer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+
+  static ServerProcess* server_;  // Owned; one per suite.
+  static Client* client_;         // Owned; a deadline of 10 s, for a loaded machine.
 };
 
 }  // namespace gpuest::testing
