@@ -147,6 +147,19 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
     }
     case v1::PlacementJob::kDescription: {
       v1::EstimateRequest request = job.description();
+      // The job is estimated for the GPU it is placed on: a description naming another
+      // one is refused, never silently overridden.
+      if (!request.gpu().empty()) {
+        const GpuProfile* named = engine.registry()->gpus().Find(request.gpu());
+        if (named == nullptr || named->id != gpu.id) {
+          return Invalid(
+              field + ".description.gpu",
+              absl::StrCat("names '", request.gpu(), "' but the job is placed on ",
+                           gpu.id,
+                           "; leave it empty (the job is estimated for the GPU "
+                           "it is placed on)"));
+        }
+      }
       request.set_gpu(gpu.id);
       absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request);
       if (!response.ok()) {

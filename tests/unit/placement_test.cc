@@ -291,6 +291,14 @@ TEST_F(PlacementEngineTest, BadInputNamesTheField) {
              r.mutable_gpu()->mutable_node_reported()->set_free_bytes(2 * kGiB);
            },
            "gpu.node_reported.free_bytes"},
+          // Estimated for the GPU it is placed on: another GPU named is refused, not
+          // silently replaced.
+          {[](v1::CheckPlacementRequest& r) {
+             *r.mutable_candidate()->mutable_description() =
+                 testing::ExampleRequest("cnn.json");
+             r.mutable_candidate()->mutable_description()->set_gpu("h100-80gb");
+           },
+           "candidate.description.gpu"},
       };
   for (const auto& [mutate, field] : cases) {
     v1::CheckPlacementRequest request;
@@ -303,6 +311,17 @@ TEST_F(PlacementEngineTest, BadInputNamesTheField) {
     EXPECT_TRUE(absl::StartsWith(r.status().message(), field))
         << field << ": " << r.status().message();
   }
+}
+
+TEST_F(PlacementEngineTest, ADescriptionNamingTheTargetGpuIsAccepted) {
+  v1::CheckPlacementRequest request;
+  request.mutable_gpu()->set_catalog_id("a100-40gb");
+  *request.mutable_candidate()->mutable_description() =
+      testing::ExampleRequest("cnn.json");
+  request.mutable_candidate()->mutable_description()->set_gpu("NVIDIA A100-SXM4-40GB");
+  auto r = placement_->CheckPlacement(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->candidate_bytes(), 0u);
 }
 
 TEST_F(PlacementEngineTest, RanksEveryCatalogGpuAndMigProfile) {
