@@ -42,6 +42,8 @@ DEFAULT_TIMEOUT_S = 5.0
 # wait drawn from its upper half so that clients started together spread out.
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 1.0
+# What the last attempt is left at least: enough to reach a server that came back.
+LAST_ATTEMPT_S = 0.02
 # The server's default --max-message-size: a long trace fits.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
@@ -220,10 +222,12 @@ class Client:
                 code, details = e.code(), e.details() or ""
                 if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
                     raise GpuestError(method, code, details) from None
-                wait = backoff * random.uniform(0.5, 1.0)
-                if time.monotonic() + wait >= deadline:
+                # The last wait is cut short so that one more attempt still fits before
+                # the deadline: the call gives up at its deadline, not a backoff early.
+                left = deadline - time.monotonic() - LAST_ATTEMPT_S
+                if left <= 0:
                     raise GpuestError(method, grpc.StatusCode.UNAVAILABLE,
                                       f"{details} (target {self.target}; retried until the "
                                       f"deadline)") from None
-                time.sleep(wait)
+                time.sleep(min(backoff * random.uniform(0.5, 1.0), left))
                 backoff = min(backoff * 2, MAX_BACKOFF_S)

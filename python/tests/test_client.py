@@ -102,7 +102,7 @@ def test_unavailable_is_retried_until_the_deadline():
     elapsed = time.monotonic() - started
     assert e.value.code == grpc.StatusCode.UNAVAILABLE and e.value.field is None
     assert "retried until the deadline" in e.value.details
-    assert 0.5 < elapsed < 2.5  # kept trying, and gave up near the deadline
+    assert 0.9 < elapsed < 2.5  # kept trying, and gave up at the deadline
 
 
 def test_a_server_that_starts_within_the_deadline_is_reached():

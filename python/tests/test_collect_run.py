@@ -42,8 +42,9 @@ TINY_PLAN = {
             "batch_size": 4}},
         # A 4 GiB batch, beyond the children's address-space limit: out of memory.
         {"family": "mlp", "params": BIG_MLP},
-        # Killed at its timeout, before it is even built.
-        {"family": "mlp", "timeout_s": 1, "params": dict(MLP, depth=1)}],
+        # Killed at its timeout, before it is even built: no child imports torch in
+        # 50 ms, however idle the machine (1 s was not enough on an idle one).
+        {"family": "mlp", "timeout_s": 0.05, "params": dict(MLP, depth=1)}],
     "pair_seconds": 1,
 }
 
@@ -218,7 +219,7 @@ def test_oom_and_hang_are_rows_with_their_status(killed_and_resumed):
     oom, hung = [json.loads(l) for l in killed_and_resumed["rows"][3:5]]
     assert oom["status"] == "OOM" and "can't allocate memory" in oom["error"]
     assert oom["description"]["batchSize"] == 262144  # described before it failed
-    assert hung["status"] == "TIMEOUT" and "timeout of 1 s" in hung["error"]
+    assert hung["status"] == "TIMEOUT" and "timeout of 0.05 s" in hung["error"]
 
 
 def test_a_run_directory_holds_one_kind_of_run(tmp_path, capsys):
