@@ -115,6 +115,18 @@ struct Client::Impl {
     if (deadline <= absl::ZeroDuration()) deadline = options.default_deadline;
     context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   }
+
+  // One blocking call under the deadline, its gRPC status mapped by FromGrpc.
+  // rpc(context, response) makes the call on a stub.
+  template <typename Response, typename Rpc>
+  absl::StatusOr<Response> Unary(absl::Duration deadline, Rpc rpc) const {
+    grpc::ClientContext context;
+    SetDeadline(context, deadline);
+    Response response;
+    absl::Status status = FromGrpc(rpc(&context, &response), *channel);
+    if (!status.ok()) return status;
+    return response;
+  }
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -167,13 +179,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
 
 absl::StatusOr<v1::EstimateResponse> Client::Estimate(const v1::EstimateRequest& request,
                                                       absl::Duration deadline) const {
-  grpc::ClientContext context;
-  impl_->SetDeadline(context, deadline);
-  v1::EstimateResponse response;
-  absl::Status status =
-      FromGrpc(impl_->stub->Estimate(&context, request, &response), *impl_->channel);
-  if (!status.ok()) return status;
-  return response;
+  return impl_->Unary<v1::EstimateResponse>(
+      deadline, [&](grpc::ClientContext* context, v1::EstimateResponse* response) {
+        return impl_->stub->Estimate(context, request, response);
+      });
 }
 
 void Client::EstimateAsync(const v1::EstimateRequest& request,
@@ -208,49 +217,41 @@ void Client::EstimateAsync(const v1::EstimateRequest& request,
 
 absl::StatusOr<v1::ListEstimatorsResponse> Client::ListEstimators(
     absl::Duration deadline) const {
-  grpc::ClientContext context;
-  impl_->SetDeadline(context, deadline);
-  v1::ListEstimatorsResponse response;
-  absl::Status status = FromGrpc(
-      impl_->stub->ListEstimators(&context, v1::ListEstimatorsRequest(), &response),
-      *impl_->channel);
-  if (!status.ok()) return status;
-  return response;
+  return impl_->Unary<v1::ListEstimatorsResponse>(
+      deadline, [&](grpc::ClientContext* context, v1::ListEstimatorsResponse* response) {
+        return impl_->stub->ListEstimators(context, v1::ListEstimatorsRequest(),
+                                           response);
+      });
 }
 
 absl::StatusOr<v1::CheckPlacementResponse> Client::CheckPlacement(
     const v1::CheckPlacementRequest& request, absl::Duration deadline) const {
-  grpc::ClientContext context;
-  impl_->SetDeadline(context, deadline);
-  v1::CheckPlacementResponse response;
-  absl::Status status = FromGrpc(
-      impl_->placement->CheckPlacement(&context, request, &response), *impl_->channel);
-  if (!status.ok()) return status;
-  return response;
+  return impl_->Unary<v1::CheckPlacementResponse>(
+      deadline, [&](grpc::ClientContext* context, v1::CheckPlacementResponse* response) {
+        return impl_->placement->CheckPlacement(context, request, response);
+      });
 }
 
 absl::StatusOr<v1::RankGpusResponse> Client::RankGpus(const v1::RankGpusRequest& request,
                                                       absl::Duration deadline) const {
-  grpc::ClientContext context;
-  impl_->SetDeadline(context, deadline);
-  v1::RankGpusResponse response;
-  absl::Status status =
-      FromGrpc(impl_->placement->RankGpus(&context, request, &response), *impl_->channel);
-  if (!status.ok()) return status;
-  return response;
+  return impl_->Unary<v1::RankGpusResponse>(
+      deadline, [&](grpc::ClientContext* context, v1::RankGpusResponse* response) {
+        return impl_->placement->RankGpus(context, request, response);
+      });
 }
 
 absl::StatusOr<ServingState> Client::Health(const std::string& service,
                                             absl::Duration deadline) const {
-  grpc::ClientContext context;
-  impl_->SetDeadline(context, deadline);
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
-  grpc::health::v1::HealthCheckResponse response;
-  absl::Status status =
-      FromGrpc(impl_->health->Check(&context, request, &response), *impl_->channel);
-  if (!status.ok()) return status;
-  switch (response.status()) {
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse> response =
+      impl_->Unary<grpc::health::v1::HealthCheckResponse>(
+          deadline,
+          [&](grpc::ClientContext* context, grpc::health::v1::HealthCheckResponse* out) {
+            return impl_->health->Check(context, request, out);
+          });
+  if (!response.ok()) return response.status();
+  switch (response->status()) {
     case grpc::health::v1::HealthCheckResponse::SERVING:
       return ServingState::kServing;
     case grpc::health::v1::HealthCheckResponse::NOT_SERVING:
