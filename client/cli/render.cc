@@ -188,6 +188,14 @@ std::string RenderEstimate(const v1::EstimateResponse& response,
 
   for (const v1::EstimatorResult& r : response.results()) {
     if (r.memory().has_breakdown()) absl::StrAppend(&out, BreakdownText(r));
+    for (const v1::BoundValidation& v : r.memory().upper_validation()) {
+      absl::StrAppendFormat(&out,
+                            "upper bound (%s) held on %.1f %% of %d %s (%.1f %% also "
+                            "within 1.2x; fitted for %.0f %%)\n",
+                            r.estimator_id(), 100 * v.safe_share(), v.runs(),
+                            v.population(), 100 * v.safe_and_tight_share(),
+                            100 * v.target_safe_share());
+    }
   }
 
   if (response.has_recommendation()) {

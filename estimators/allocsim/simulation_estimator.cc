@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,6 +41,43 @@ bool HasConvolution(const v1::ModelDescription& model) {
                      [](const v1::Layer& layer) {
                        return ClassifyLayerType(layer.type()).kind == LayerKind::kConv;
                      });
+}
+
+// The family's scores on runs its calibration never saw, as the response carries them.
+std::vector<v1::BoundValidation> BoundValidations(const FamilyTerms& terms,
+                                                  const SimulationManifest& m) {
+  std::vector<v1::BoundValidation> out;
+  auto add = [&](const std::optional<HeldOutScores>& scores, std::string population) {
+    if (!scores) return;
+    v1::BoundValidation& v = out.emplace_back();
+    v.set_population(std::move(population));
+    v.set_runs(scores->rows);
+    v.set_safe_share(scores->safe);
+    v.set_safe_and_tight_share(scores->safe_and_tight);
+    v.set_target_safe_share(m.safe_quantile);
+  };
+  add(terms.held_out, absl::StrCat("GPUMemNet held-out ", terms.family, " runs on ",
+                                   m.gpu, " (synthetic models no fit saw)"));
+  add(terms.unseen_architectures,
+      absl::StrCat("real timm ", terms.family, "-family runs on ", m.gpu,
+                   ", each scored by a fit that never saw its architecture family"));
+  return out;
+}
+
+// A bound that held on fewer unseen runs than it is fitted for says so.
+void WarnWhereBelowTarget(const v1::MemoryEstimate& memory, const std::string& id,
+                          std::vector<v1::Warning>& warnings) {
+  for (const v1::BoundValidation& v : memory.upper_validation()) {
+    if (v.safe_share() >= v.target_safe_share()) continue;
+    warnings.push_back(MakeWarning(
+        v1::WARNING_CODE_BOUND_BELOW_TARGET,
+        absl::StrFormat("the upper bound held on %.1f %% of %d %s, short of the %.0f %% "
+                        "it is fitted for: reserve more than the bound for a job like "
+                        "these",
+                        100 * v.safe_share(), v.runs(), v.population(),
+                        100 * v.target_safe_share()),
+        id));
+  }
 }
 
 struct RetryVerdict {
@@ -89,6 +129,7 @@ class SimulationEstimator final : public Estimator {
     const v1::ModelFamily family = input.features.family();
     FamilyCalibration calibration = fallback_;
     double confidence = fallback_confidence_;
+    const std::vector<v1::BoundValidation>* validations = nullptr;
     std::string calibration_name = "most conservative";
     const auto calibrated = families_.find(family);
     // Without measurements of the family the calibration is a guess (the most
@@ -97,6 +138,7 @@ class SimulationEstimator final : public Estimator {
     if (calibrated != families_.end()) {
       calibration = calibrated->second.calibration;
       confidence = calibrated->second.confidence;
+      validations = &calibrated->second.validations;
       calibration_name = FamilyName(family);
     } else {
       warnings.push_back(MakeWarning(
@@ -128,6 +170,10 @@ class SimulationEstimator final : public Estimator {
         JudgeAllocatorRetry(trace, gpu, config, calibration, conv_output_mib, steps_,
                             memory, input.deadline));
     memory.set_allocator_retry(retry.verdict);
+    if (validations != nullptr) {
+      memory.mutable_upper_validation()->Assign(validations->begin(), validations->end());
+      WarnWhereBelowTarget(memory, id, warnings);
+    }
     std::string fit_note;
     if (retry.verdict == v1::ALLOCATOR_RETRY_SAVES_IT) {
       warnings.push_back(MakeWarning(
@@ -183,6 +229,7 @@ class SimulationEstimator final : public Estimator {
   struct Family {
     FamilyCalibration calibration;
     double confidence = 0.5;
+    std::vector<v1::BoundValidation> validations;  // Where the upper bound was scored.
   };
 
   v1::EstimatorInfo info_;
@@ -220,6 +267,7 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
     const FamilyCalibration& t = f.calibration = terms.calibration;
     // Held-out safe-and-tight rate: how often the upper bound is both safe and close.
     f.confidence = terms.held_out ? terms.held_out->safe_and_tight : 0.5;
+    f.validations = BoundValidations(terms, m);
     FamilyCalibration& worst = e->fallback_;
     worst.intercept_mib = std::max(worst.intercept_mib, t.intercept_mib);
     worst.point_intercept_mib =
@@ -227,12 +275,15 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
     worst.point_factor = std::max(worst.point_factor, t.point_factor);
     worst.safe_factor = std::max(worst.safe_factor, t.safe_factor);
     worst.conv_output_factor = std::max(worst.conv_output_factor, t.conv_output_factor);
-    if (terms.held_out) {
-      auto& metrics = *info.mutable_training_metrics();
-      metrics[absl::StrCat(terms.family, "_held_out_mape")] = terms.held_out->mape;
-      metrics[absl::StrCat(terms.family, "_held_out_safe")] = terms.held_out->safe;
-      metrics[absl::StrCat(terms.family, "_held_out_safe_and_tight")] =
-          terms.held_out->safe_and_tight;
+    auto& metrics = *info.mutable_training_metrics();
+    for (const auto& [name, scores] :
+         {std::pair{"held_out", &terms.held_out},
+          std::pair{"unseen_architecture", &terms.unseen_architectures}}) {
+      if (!*scores) continue;
+      metrics[absl::StrCat(terms.family, "_", name, "_mape")] = (*scores)->mape;
+      metrics[absl::StrCat(terms.family, "_", name, "_safe")] = (*scores)->safe;
+      metrics[absl::StrCat(terms.family, "_", name, "_safe_and_tight")] =
+          (*scores)->safe_and_tight;
     }
   }
   return std::unique_ptr<Estimator>(std::move(e));

@@ -1,5 +1,7 @@
 #include "estimators/allocsim/simulation_manifest.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "estimators/status_macros.h"
 
@@ -11,6 +13,36 @@ using Fields = manifest::Fields<Json>;
 
 constexpr char kRequest[] = "request";
 constexpr char kLayers[] = "layers";
+constexpr char kHeldOut[] = "held_out";
+constexpr char kUnseenArchitectures[] = "unseen_architecture";
+
+// A family's scores on one population: "<prefix>_rows", "_mape", "_safe",
+// "_safe_and_tight", all there or all absent.
+absl::Status ScoresFromJson(Fields& f, const std::string& prefix,
+                            std::optional<HeldOutScores>& scores) {
+  const std::string rows = prefix + "_rows";
+  if (!f.Has(rows)) return absl::OkStatus();
+  HeldOutScores& h = scores.emplace();
+  GPUEST_RETURN_IF_ERROR(f.Get(rows, h.rows));
+  GPUEST_RETURN_IF_ERROR(f.Get(prefix + "_mape", h.mape));
+  GPUEST_RETURN_IF_ERROR(f.Get(prefix + "_safe", h.safe));
+  GPUEST_RETURN_IF_ERROR(f.Get(prefix + "_safe_and_tight", h.safe_and_tight));
+  if (h.rows < 1) return f.Error(rows, "must be at least 1");
+  for (const auto& [key, share] :
+       {std::pair{"_safe", h.safe}, {"_safe_and_tight", h.safe_and_tight}}) {
+    if (!(share >= 0 && share <= 1)) return f.Error(prefix + key, "must be in [0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+void ScoresToJson(const std::optional<HeldOutScores>& scores, const std::string& prefix,
+                  Json& j) {
+  if (!scores) return;
+  j[prefix + "_rows"] = scores->rows;
+  j[prefix + "_mape"] = scores->mape;
+  j[prefix + "_safe"] = scores->safe;
+  j[prefix + "_safe_and_tight"] = scores->safe_and_tight;
+}
 
 absl::StatusOr<FamilyTerms> FamilyFromJson(Fields& f, const std::string& name) {
   FamilyTerms t;
@@ -30,13 +62,8 @@ absl::StatusOr<FamilyTerms> FamilyFromJson(Fields& f, const std::string& name) {
   if (c.conv_output_factor < 0) {
     return f.Error("conv_output_factor", "must be at least 0");
   }
-  if (f.Has("held_out_rows")) {
-    HeldOutScores& h = t.held_out.emplace();
-    GPUEST_RETURN_IF_ERROR(f.Get("held_out_rows", h.rows));
-    GPUEST_RETURN_IF_ERROR(f.Get("held_out_mape", h.mape));
-    GPUEST_RETURN_IF_ERROR(f.Get("held_out_safe", h.safe));
-    GPUEST_RETURN_IF_ERROR(f.Get("held_out_safe_and_tight", h.safe_and_tight));
-  }
+  GPUEST_RETURN_IF_ERROR(ScoresFromJson(f, kHeldOut, t.held_out));
+  GPUEST_RETURN_IF_ERROR(ScoresFromJson(f, kUnseenArchitectures, t.unseen_architectures));
   GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> datasets, f.Objects("datasets"));
   for (Fields& d : datasets) {
     GPUEST_ASSIGN_OR_RETURN(manifest::DatasetDigest digest,
@@ -70,12 +97,8 @@ Json SimulationManifest::ToJson() const {
     j["point_intercept_mib"] = t.calibration.point_intercept_mib;
     j["point_factor"] = t.calibration.point_factor;
     j["conv_output_factor"] = t.calibration.conv_output_factor;
-    if (t.held_out) {
-      j["held_out_rows"] = t.held_out->rows;
-      j["held_out_mape"] = t.held_out->mape;
-      j["held_out_safe"] = t.held_out->safe;
-      j["held_out_safe_and_tight"] = t.held_out->safe_and_tight;
-    }
+    ScoresToJson(t.held_out, kHeldOut, j);
+    ScoresToJson(t.unseen_architectures, kUnseenArchitectures, j);
     j["datasets"] = Json::array();
     for (const manifest::DatasetDigest& d : t.datasets) {
       j["datasets"].push_back(d.ToJson<Json>());

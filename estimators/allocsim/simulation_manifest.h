@@ -4,11 +4,12 @@
 // type: gpuest-validate-memory writes it, the server's CreateSimulationEstimator reads
 // it. Every key of the file is read and written here, nowhere else.
 //
-// Required: every key gpuest-validate-memory writes, except a family's held-out
-// metrics ("held_out_rows", "held_out_mape", "held_out_safe",
-// "held_out_safe_and_tight"), which are all there or all absent (a calibration not yet
-// scored). Values are checked too: trace_source, steps >= 1, intercepts >= 0,
-// safe_factor >= 1, point_factor > 0, at least one family.
+// Required: every key gpuest-validate-memory writes, except a family's scores on runs
+// it was not fitted on: GPUMemNet's held-out split ("held_out_rows", "held_out_mape",
+// "held_out_safe", "held_out_safe_and_tight") and real models of architecture families
+// left out of the fit ("unseen_architecture_rows", ... the same four), each all there
+// or all absent (a calibration not yet scored). Values are checked too: trace_source,
+// steps >= 1, intercepts >= 0, safe_factor >= 1, point_factor > 0, at least one family.
 #pragma once
 
 #include <optional>
@@ -26,6 +27,7 @@ namespace gpuest::allocsim {
 // from the layer sequence (analytic).
 enum class TraceSource { kRequest, kLayers };
 
+// How the family's upper bound fared on runs it was not fitted on.
 struct HeldOutScores {
   int rows = 0;
   double mape = 0;  // Percent.
@@ -36,7 +38,10 @@ struct HeldOutScores {
 struct FamilyTerms {
   std::string family;  // "mlp", "cnn", "transformer": names of estimators/layer_types.h.
   FamilyCalibration calibration;
-  std::optional<HeldOutScores> held_out;
+  std::optional<HeldOutScores> held_out;  // GPUMemNet's held-out split.
+  // Real models (timm on the A100), each scored by a fit that never saw its
+  // architecture family.
+  std::optional<HeldOutScores> unseen_architectures;
   std::vector<manifest::DatasetDigest> datasets;  // What it was calibrated on.
 };
 

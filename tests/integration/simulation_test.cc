@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "estimators/allocsim/simulation_manifest.h"
 #include "google/protobuf/util/json_util.h"
 #include "gpuest/client.h"
 #include "gtest/gtest.h"
@@ -254,6 +255,55 @@ TEST_F(SimulationTest, ListsTheSimulationsWithHeldOutMetrics) {
     }
   }
   EXPECT_EQ(found, 2);
+}
+
+// The bundled calibration's scores on runs it never saw travel with every answer, and
+// a family whose bound held on fewer real unseen architectures than it is fitted for
+// is warned of (what the shipped manifest says decides which, not this test).
+TEST_F(SimulationTest, TheBoundsValidationTravelsWithTheAnswer) {
+  const std::string manifest_file =
+      std::string(GPUEST_MODELS_DIR) + "/allocsim/manifest.json";
+  auto manifest = allocsim::SimulationManifest::Parse(
+      testing::ReadFileOrDie(manifest_file), manifest_file);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  const allocsim::FamilyTerms* transformer = nullptr;
+  for (const auto& f : manifest->families) {
+    if (f.family == "transformer") transformer = &f;
+  }
+  ASSERT_NE(transformer, nullptr);
+  ASSERT_TRUE(transformer->held_out.has_value());
+  ASSERT_TRUE(transformer->unseen_architectures.has_value())
+      << "the bundled calibration was scored on the timm rows";
+
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  v1::EstimateRequest request = testing::RequestFromFile(kTracedModel);
+  request.set_gpu("a100-40gb");
+  auto response = client->Estimate(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::EstimatorResult* r = ResultOf(*response, "allocsim");
+  ASSERT_NE(r, nullptr);
+  const auto& v = r->memory().upper_validation();
+  ASSERT_EQ(v.size(), 2);
+  EXPECT_EQ(v[0].runs(), transformer->held_out->rows);
+  EXPECT_DOUBLE_EQ(v[0].safe_share(), transformer->held_out->safe);
+  EXPECT_EQ(v[1].runs(), transformer->unseen_architectures->rows);
+  EXPECT_DOUBLE_EQ(v[1].safe_share(), transformer->unseen_architectures->safe);
+  EXPECT_DOUBLE_EQ(v[1].target_safe_share(), manifest->safe_quantile);
+  const bool below = transformer->unseen_architectures->safe < manifest->safe_quantile ||
+                     transformer->held_out->safe < manifest->safe_quantile;
+  EXPECT_EQ(Warned(*response, v1::WARNING_CODE_BOUND_BELOW_TARGET, "allocsim"), below);
+
+  // The JSON form keeps every share, zero or not, and the text form says it in words.
+  const testing::CommandResult json =
+      Cli({"estimate", kTracedModel, "--gpu", "a100-40gb", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"upperValidation\"")) << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"safeAndTightShare\"")) << json.out;
+  const testing::CommandResult text =
+      Cli({"estimate", kTracedModel, "--gpu", "a100-40gb"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(absl::StrContains(text.out, "upper bound (allocsim) held on")) << text.out;
 }
 
 TEST_F(SimulationTest, TheCliShowsTheBreakdown) {

@@ -353,6 +353,59 @@ TEST(SimulationEstimator, HonoursTheJobsAllocatorSettings) {
             defaults.result.memory().breakdown().fragmentation_bytes());
 }
 
+// The response carries how the bound fared on runs its calibration never saw, and a
+// bound that held on fewer of them than it is fitted for (safe_quantile) says so.
+TEST(SimulationEstimator, SaysHowOftenItsBoundHeldOnUnseenRuns) {
+  const std::string terms = R"("intercept_mib": 100,
+  "safe_factor": 1.5, "point_intercept_mib": 100, "point_factor": 1.1,
+  "held_out_rows": 10, "held_out_mape": 5.0, "held_out_safe": 1.0,
+  "held_out_safe_and_tight": 0.9, "unseen_architecture_rows": 200,
+  "unseen_architecture_mape": 30.0, "unseen_architecture_safe": )";
+  auto below = Create(
+      Manifest("request", terms + R"(0.9, "unseen_architecture_safe_and_tight": 0.2)"));
+  ASSERT_TRUE(below.ok()) << below.status();
+  EXPECT_DOUBLE_EQ((*below)->Info().training_metrics().at("mlp_unseen_architecture_safe"),
+                   0.9);
+  const Outcome run = EstimateWith(**below, MlpRequest(true), Card(40960));
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  const auto& validations = run.result.memory().upper_validation();
+  ASSERT_EQ(validations.size(), 2);
+  EXPECT_EQ(validations[0].runs(), 10);
+  EXPECT_DOUBLE_EQ(validations[0].safe_share(), 1.0);
+  EXPECT_TRUE(absl::StrContains(validations[0].population(), "held-out"));
+  EXPECT_EQ(validations[1].runs(), 200);
+  EXPECT_DOUBLE_EQ(validations[1].safe_share(), 0.9);
+  EXPECT_DOUBLE_EQ(validations[1].safe_and_tight_share(), 0.2);
+  EXPECT_DOUBLE_EQ(validations[1].target_safe_share(), 0.95);
+  EXPECT_TRUE(absl::StrContains(validations[1].population(), "architecture family"));
+  int below_target = 0;
+  for (const v1::Warning& w : run.warnings) {
+    if (w.code() != v1::WARNING_CODE_BOUND_BELOW_TARGET) continue;
+    ++below_target;
+    EXPECT_TRUE(absl::StrContains(w.message(), "90.0 % of 200")) << w.message();
+    EXPECT_EQ(w.estimator_id(), "sim");
+  }
+  EXPECT_EQ(below_target, 1);  // The held-out split's 100 % is no reason to warn.
+
+  auto at_target = Create(
+      Manifest("request", terms + R"(0.95, "unseen_architecture_safe_and_tight": 0.6)"));
+  ASSERT_TRUE(at_target.ok()) << at_target.status();
+  const Outcome fine = EstimateWith(**at_target, MlpRequest(true), Card(40960));
+  EXPECT_FALSE(HasWarning(fine, v1::WARNING_CODE_BOUND_BELOW_TARGET));
+  EXPECT_EQ(fine.result.memory().upper_validation_size(), 2);
+
+  // Scores are all there or all absent, and shares are shares.
+  auto partial = Create(Manifest("request", terms + "0.9"));
+  EXPECT_TRUE(
+      absl::StrContains(partial.status().message(), "unseen_architecture_safe_and_tight"))
+      << partial.status();
+  auto share = Create(
+      Manifest("request", terms + R"(1.5, "unseen_architecture_safe_and_tight": 0.2)"));
+  EXPECT_TRUE(absl::StrContains(share.status().message(), "unseen_architecture_safe"))
+      << share.status();
+  EXPECT_FALSE(share.ok());
+}
+
 TEST(SimulationEstimator, RejectsABadManifestByName) {
   auto source = Create(Manifest("guess"));
   EXPECT_TRUE(absl::StrContains(source.status().message(), "trace_source"))

@@ -378,9 +378,12 @@ struct ManifestContext {
 };
 
 // As served: factors to 4 decimals, held-out scores to the report's precision.
+// held_out: GPUMemNet's held-out split by family; unseen_architectures: the real
+// models by family, each scored by fits that never saw its architecture family.
 SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& context,
                               const std::map<std::string, FamilyCalibration>& calibration,
-                              const std::map<std::string, Scores>& held_out) {
+                              const std::map<std::string, Scores>& held_out,
+                              const std::map<std::string, Scores>& unseen_architectures) {
   SimulationManifest m;
   m.id = s.id;
   m.version = "1";
@@ -400,9 +403,16 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
     t.calibration = calibration.at(f.name);
     t.calibration.safe_factor = Round(t.calibration.safe_factor, 4);
     t.calibration.point_factor = Round(t.calibration.point_factor, 4);
-    if (auto it = held_out.find(f.name); it != held_out.end()) {
-      const Scores& h = it->second;
-      t.held_out = {h.n, Round(h.mape, 1), Round(h.safe, 3), Round(h.safe_and_tight, 3)};
+    auto rounded = [](const Scores& h) {
+      return allocsim::HeldOutScores{h.n, Round(h.mape, 1), Round(h.safe, 3),
+                                     Round(h.safe_and_tight, 3)};
+    };
+    if (auto it = held_out.find(f.name); it != held_out.end() && it->second.n > 0) {
+      t.held_out = rounded(it->second);
+    }
+    if (auto it = unseen_architectures.find(f.name);
+        it != unseen_architectures.end() && it->second.n > 0) {
+      t.unseen_architectures = rounded(it->second);
     }
     for (const train::DatasetFile& file : (*context.traced)[f.name].files) {
       t.datasets.push_back({file.name, file.sha256, ""});
@@ -638,20 +648,27 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
       real.get()};
   std::map<std::string, std::unique_ptr<Estimator>> served;
   for (const SimulationModel& s : Simulations()) {
-    GPUEST_ASSIGN_OR_RETURN(served[s.id],
-                            allocsim::CreateSimulationEstimator(
-                                {s.id,
-                                 o.models_dir + "/" + s.id,
-                                 ManifestOf(s, context, calibration.at(s.id), {}).Text(),
-                                 {}},
-                                {}));
+    GPUEST_ASSIGN_OR_RETURN(
+        served[s.id], allocsim::CreateSimulationEstimator(
+                          {s.id,
+                           o.models_dir + "/" + s.id,
+                           ManifestOf(s, context, calibration.at(s.id), {}, {}).Text(),
+                           {}},
+                          {}));
   }
 
   std::string real_section;
+  // Id -> family -> the served upper bound's scores on the real models.
+  std::map<std::string, std::map<std::string, Scores>> unseen_architectures;
   if (real != nullptr) {
     GPUEST_ASSIGN_OR_RETURN(const RealModelsReport report,
                             ScoreRealRows(*real, gpu, served, o));
     real_section = RenderRealModelsSection(report);
+    for (const RealModelsFamily& f : report.families) {
+      for (const EstimatorScores& e : f.estimators) {
+        if (calibration.count(e.id)) unseen_architectures[e.id][f.family] = e.upper;
+      }
+    }
   }
 
   SimulationReport section{context.split,           context_mib, o.steps, o.safe_quantile,
@@ -681,8 +698,9 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
       const std::string dir = o.models_dir + "/" + s.id;
       std::filesystem::create_directories(dir);
       GPUEST_RETURN_IF_ERROR(WriteTextFile(
-          dir + "/manifest.json",
-          ManifestOf(s, context, calibration.at(s.id), held_out[s.id]).Text()));
+          dir + "/manifest.json", ManifestOf(s, context, calibration.at(s.id),
+                                             held_out[s.id], unseen_architectures[s.id])
+                                      .Text()));
       std::fprintf(stderr, "wrote %s/manifest.json\n", dir.c_str());
     }
   }
