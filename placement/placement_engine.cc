@@ -112,7 +112,7 @@ void AddWarnings(const std::vector<v1::Warning>& warnings,
 }  // namespace
 
 absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
-    const v1::CheckPlacementRequest& request) const {
+    const v1::CheckPlacementRequest& request, const WorkDeadline& deadline) const {
   // The GPU profiles of one registry for the whole call, even if a reload replaces it.
   const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
   GPUEST_ASSIGN_OR_RETURN(const Target target,
@@ -121,15 +121,17 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
 
   std::vector<ResolvedJob> jobs;
   for (int i = 0; i < request.existing_size(); ++i) {
+    GPUEST_RETURN_IF_ERROR(deadline.Check());
     GPUEST_ASSIGN_OR_RETURN(
         ResolvedJob job,
         ResolveJob(request.existing(i), absl::StrCat("existing[", i, "]"),
-                   *target.profile, engine_, contention_));
+                   *target.profile, engine_, contention_, deadline));
     jobs.push_back(std::move(job));
   }
+  GPUEST_RETURN_IF_ERROR(deadline.Check());
   GPUEST_ASSIGN_OR_RETURN(ResolvedJob candidate,
                           ResolveJob(request.candidate(), "candidate", *target.profile,
-                                     engine_, contention_));
+                                     engine_, contention_, deadline));
   jobs.push_back(std::move(candidate));
 
   v1::CheckPlacementResponse response;
@@ -236,14 +238,17 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
 }
 
 absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
-    const v1::RankGpusRequest& request) const {
+    const v1::RankGpusRequest& request, const WorkDeadline& deadline) const {
   if (!request.has_job()) return absl::InvalidArgumentError("job: missing");
   v1::RankGpusResponse response;
   std::set<std::string> seen;
   const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
   for (const GpuProfile& gpu : registry->gpus().All()) {
-    GPUEST_ASSIGN_OR_RETURN(const ResolvedJob job,
-                            ResolveJob(request.job(), "job", gpu, engine_, contention_));
+    // Each GPU is one more estimate: none starts past the deadline.
+    GPUEST_RETURN_IF_ERROR(deadline.Check());
+    GPUEST_ASSIGN_OR_RETURN(
+        const ResolvedJob job,
+        ResolveJob(request.job(), "job", gpu, engine_, contention_, deadline));
     AddWarnings(job.warnings, response.mutable_warnings(), seen);
     v1::GpuRanking& r = *response.add_gpus();
     r.set_gpu(gpu.id);

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "estimators/engine.h"
+#include "estimators/work_deadline.h"
 #include "gpuest/v1/placement.pb.h"
 #include "placement/contention_model.h"
 
@@ -25,10 +26,14 @@ class PlacementEngine {
 
   // InvalidArgument names the offending field ("candidate.measured.gpu_util",
   // "existing[1].description.model.batch_size", "gpu.catalog_id"). server_latency_us
-  // is left for the caller.
+  // is left for the caller. Work past the deadline (a description's estimate, the next
+  // job or GPU) stops: DeadlineExceeded or Cancelled, never a late answer.
   absl::StatusOr<v1::CheckPlacementResponse> CheckPlacement(
-      const v1::CheckPlacementRequest& request) const;
-  absl::StatusOr<v1::RankGpusResponse> RankGpus(const v1::RankGpusRequest& request) const;
+      const v1::CheckPlacementRequest& request,
+      const WorkDeadline& deadline = WorkDeadline::Never()) const;
+  absl::StatusOr<v1::RankGpusResponse> RankGpus(
+      const v1::RankGpusRequest& request,
+      const WorkDeadline& deadline = WorkDeadline::Never()) const;
 
   const ContentionModel& contention() const { return contention_; }
 

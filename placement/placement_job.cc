@@ -108,7 +108,8 @@ absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const std::string& field, const GpuProfile& gpu,
                                        const Engine& engine,
-                                       const ContentionModel& contention) {
+                                       const ContentionModel& contention,
+                                       const WorkDeadline& deadline) {
   ResolvedJob out;
   out.name = job.name().empty() ? field : job.name();
   switch (job.job_case()) {
@@ -161,7 +162,9 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
         }
       }
       request.set_gpu(gpu.id);
-      absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request);
+      absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request, deadline);
+      // Stopped by the deadline or the caller: the call's outcome, not this field's.
+      if (!response.ok() && StoppedByCaller(response.status())) return response.status();
       if (!response.ok()) {
         return absl::Status(
             response.status().code(),

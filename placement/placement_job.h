@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "estimators/engine.h"
 #include "estimators/gpu_profiles.h"
+#include "estimators/work_deadline.h"
 #include "gpuest/v1/placement.pb.h"
 #include "placement/contention_model.h"
 
@@ -29,11 +30,13 @@ struct ResolvedJob {
 };
 
 // field names the job in errors ("candidate", "existing[2]"). gpu is the target; its
-// context is added to an estimate that leaves it out.
+// context is added to an estimate that leaves it out. A description is estimated
+// within deadline: work it stops is DeadlineExceeded or Cancelled, the call's outcome.
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const std::string& field, const GpuProfile& gpu,
                                        const Engine& engine,
-                                       const ContentionModel& contention);
+                                       const ContentionModel& contention,
+                                       const WorkDeadline& deadline);
 
 // A utilization estimate's range on nvidia-smi's scale: the GRACT class's edges
 // (GRACT reads as utilization.gpu), the point its probability-weighted midpoint.
