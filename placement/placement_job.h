@@ -38,6 +38,14 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const ContentionModel& contention,
                                        const WorkDeadline& deadline);
 
+// A job given by description is estimated for the GPU it is placed on (target): its
+// description may name that GPU (catalog id, alias or nvidia-smi name) or none.
+// Another GPU named is InvalidArgument naming <field>.gpu, never silently replaced.
+// field names the description ("candidate.description", a pod's annotation).
+absl::Status CheckDescriptionGpu(const v1::EstimateRequest& description,
+                                 const std::string& field, const GpuProfile& target,
+                                 const GpuProfiles& catalog);
+
 // A utilization estimate's range on nvidia-smi's scale: the GRACT class's edges
 // (GRACT reads as utilization.gpu), the point its probability-weighted midpoint.
 // InvalidArgument (naming field) for a metric other than GRACT or a malformed class.
