@@ -13,6 +13,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Where a repository keeps the contention model, relative to it.
+constexpr char kContentionFile[] = "contention/contention.json";
+
 // FNV-1a: a stable fingerprint for the version string, not a security measure.
 uint64_t Fnv1a(absl::string_view data, uint64_t hash) {
   for (unsigned char c : data) {
@@ -54,6 +57,10 @@ absl::StatusOr<std::map<std::string, std::string>> ReadModelFiles(const fs::path
 
 }  // namespace
 
+std::string ContentionModelPath(const std::string& models_dir) {
+  return (fs::path(models_dir) / kContentionFile).string();
+}
+
 absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -66,6 +73,17 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
   auto profiles = ReadTextFile(contents.gpu_profiles_path);
   if (!profiles.ok()) return profiles.status();
   digest = Field(*profiles, digest);
+  // The contention model is optional here (a repository of estimators only); the
+  // server requires it. A file there that cannot be read is an error.
+  contents.contention_path = ContentionModelPath(dir);
+  std::error_code absent;
+  if (fs::exists(fs::symlink_status(contents.contention_path, absent))) {
+    auto contention = ReadTextFile(contents.contention_path);
+    if (!contention.ok()) return contention.status();
+    digest = Field(kContentionFile, digest);
+    digest = Field(*contention, digest);
+    contents.contention_text = std::move(*contention);
+  }
 
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     if (!entry.is_directory()) continue;

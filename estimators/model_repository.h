@@ -1,14 +1,17 @@
 // File: model_repository.h
 //
 // Finds and reads what a model directory holds, in the manner of Triton's model
-// repository: gpu_profiles.json at the top and one sub-directory per estimator with a
-// manifest.json. Loading the estimators is the registry's job, not this file's.
+// repository: gpu_profiles.json at the top, one sub-directory per estimator with a
+// manifest.json, and the placement's contention model (contention/contention.json).
+// Loading the estimators is the registry's job, parsing the contention model the
+// placement's (placement/contention_model.h), not this file's.
 //
 // Every file of a model's directory is read once, here: the loaders verify and load
 // the same bytes that the repository's version is computed from.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,10 +31,18 @@ struct ModelArtifact {
 struct ModelRepositoryContents {
   std::string gpu_profiles_path;
   std::vector<ModelArtifact> models;  // Sorted by id.
+  // <dir>/contention/contention.json, and its bytes when the file is there.
+  std::string contention_path;
+  std::optional<std::string> contention_text;
   // "<models>-<digest>": changes whenever a byte of any model's files (manifest,
-  // weights), a model's id, a file's name or the GPU profiles change.
+  // weights), a model's id, a file's name, the GPU profiles or the contention model
+  // change.
   std::string version;
 };
+
+// Where a model repository keeps the contention model:
+// <models_dir>/contention/contention.json.
+std::string ContentionModelPath(const std::string& models_dir);
 
 // NotFound when dir is not a directory, or when gpu_profiles.json, a model's
 // manifest.json (present, even as a dangling link) or another of its files cannot be

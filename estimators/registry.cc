@@ -9,8 +9,13 @@ namespace gpuest {
 
 absl::StatusOr<std::unique_ptr<EstimatorRegistry>> EstimatorRegistry::Load(
     const RegistryOptions& options) {
-  GPUEST_ASSIGN_OR_RETURN(ModelRepositoryContents contents,
+  GPUEST_ASSIGN_OR_RETURN(const ModelRepositoryContents contents,
                           ScanModelRepository(options.models_dir));
+  return Load(contents, options);
+}
+
+absl::StatusOr<std::unique_ptr<EstimatorRegistry>> EstimatorRegistry::Load(
+    const ModelRepositoryContents& contents, const RegistryOptions& options) {
   GPUEST_ASSIGN_OR_RETURN(GpuProfiles gpus,
                           GpuProfiles::LoadFile(contents.gpu_profiles_path));
   std::unique_ptr<EstimatorRegistry> registry(

@@ -40,8 +40,13 @@ struct RegistryOptions {
 
 class EstimatorRegistry {
  public:
+  // Scans options.models_dir (model_repository.h) and loads what it holds.
   static absl::StatusOr<std::unique_ptr<EstimatorRegistry>> Load(
       const RegistryOptions& options);
+  // From a repository already scanned (options.models_dir is not read again): the
+  // caller loads the rest of the same scan (the server: the contention model).
+  static absl::StatusOr<std::unique_ptr<EstimatorRegistry>> Load(
+      const ModelRepositoryContents& contents, const RegistryOptions& options);
 
   const std::vector<std::unique_ptr<Estimator>>& estimators() const {
     return estimators_;

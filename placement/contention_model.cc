@@ -30,10 +30,6 @@ absl::StatusOr<double> NumberAt(const nlohmann::ordered_json& json, const char* 
 
 }  // namespace
 
-std::string ContentionModelPath(const std::string& models_dir) {
-  return models_dir + "/contention/contention.json";
-}
-
 const std::vector<std::string>& ContentionFeatureNames() {
   static const std::vector<std::string> names = {
       "bias", "self_util", "other_util", "self_util_x_other_util",
@@ -144,12 +140,17 @@ absl::StatusOr<ContentionModel> ContentionModel::FromJson(
   return m;
 }
 
-absl::StatusOr<ContentionModel> ContentionModel::Load(const std::string& path) {
-  GPUEST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+absl::StatusOr<ContentionModel> ContentionModel::Parse(const std::string& text,
+                                                       const std::string& file) {
   nlohmann::ordered_json json = nlohmann::ordered_json::parse(text, nullptr, false);
   if (json.is_discarded())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
-  return FromJson(json, path);
+    return absl::InvalidArgumentError(absl::StrCat(file, ": not valid JSON"));
+  return FromJson(json, file);
+}
+
+absl::StatusOr<ContentionModel> ContentionModel::Load(const std::string& path) {
+  GPUEST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  return Parse(text, path);
 }
 
 }  // namespace gpuest

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "estimators/model_repository.h"  // ContentionModelPath: where it is kept.
 #include "nlohmann/json.hpp"
 
 namespace gpuest {
@@ -40,9 +41,6 @@ struct SpeedPrediction {
   double high = 1;
   bool extrapolated = false;  // Beside more than one other job.
 };
-
-// Where a model repository keeps it: <models_dir>/contention/contention.json.
-std::string ContentionModelPath(const std::string& models_dir);
 
 struct ContentionModel {
   std::string version;
@@ -75,6 +73,9 @@ struct ContentionModel {
   // InvalidArgument names the file and the key.
   static absl::StatusOr<ContentionModel> FromJson(const nlohmann::ordered_json& json,
                                                   const std::string& file);
+  // The file's text, as read (the model repository reads it); file names it in errors.
+  static absl::StatusOr<ContentionModel> Parse(const std::string& text,
+                                               const std::string& file);
   static absl::StatusOr<ContentionModel> Load(const std::string& path);
 };
 

@@ -111,25 +111,42 @@ void AddWarnings(const std::vector<v1::Warning>& warnings,
 
 }  // namespace
 
+std::shared_ptr<const ContentionModel> PlacementEngine::contention() const {
+  absl::MutexLock lock(&mu_);
+  return contention_;
+}
+
+std::shared_ptr<const ContentionModel> PlacementEngine::ReplaceContention(
+    std::shared_ptr<const ContentionModel> contention) {
+  absl::MutexLock lock(&mu_);
+  contention_.swap(contention);
+  return contention;
+}
+
 absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
-    const v1::CheckPlacementRequest& request) const {
-  // The GPU profiles of one registry for the whole call, even if a reload replaces it.
+    const v1::CheckPlacementRequest& request, const WorkDeadline& deadline) const {
+  // The GPU profiles of one registry and one contention model for the whole call, even
+  // if a reload replaces them.
   const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
+  const std::shared_ptr<const ContentionModel> model = contention();
+  const ContentionModel& contention = *model;
   GPUEST_ASSIGN_OR_RETURN(const Target target,
                           ResolveGpu(request.gpu(), registry->gpus()));
   if (!request.has_candidate()) return absl::InvalidArgumentError("candidate: missing");
 
   std::vector<ResolvedJob> jobs;
   for (int i = 0; i < request.existing_size(); ++i) {
+    GPUEST_RETURN_IF_ERROR(deadline.Check());
     GPUEST_ASSIGN_OR_RETURN(
         ResolvedJob job,
         ResolveJob(request.existing(i), absl::StrCat("existing[", i, "]"),
-                   *target.profile, engine_, contention_));
+                   *target.profile, engine_, contention, deadline));
     jobs.push_back(std::move(job));
   }
+  GPUEST_RETURN_IF_ERROR(deadline.Check());
   GPUEST_ASSIGN_OR_RETURN(ResolvedJob candidate,
                           ResolveJob(request.candidate(), "candidate", *target.profile,
-                                     engine_, contention_));
+                                     engine_, contention, deadline));
   jobs.push_back(std::move(candidate));
 
   v1::CheckPlacementResponse response;
@@ -147,7 +164,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
   response.set_candidate_bytes(fit.candidate_bytes);
   response.set_fits(fit.fits);
   response.set_headroom_bytes(fit.headroom_bytes);
-  response.set_contention_model_version(contention_.version);
+  response.set_contention_model_version(contention.version);
 
   const std::string gpu_words =
       target.node_reported
@@ -186,7 +203,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
       trust = std::min(trust, Trust(jobs[j].source));
       other_names.push_back("'" + jobs[j].name + "'");
     }
-    const SpeedPrediction p = contention_.Predict(job.util, others);
+    const SpeedPrediction p = contention.Predict(job.util, others);
     v1::JobOutcome& o = *response.add_jobs();
     o.set_name(job.name);
     o.set_candidate(i + 1 == jobs.size());
@@ -205,9 +222,9 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
       o.set_confidence(1.0);
       continue;
     }
-    const bool bad = p.speed < contention_.bad_threshold;
+    const bool bad = p.speed < contention.bad_threshold;
     o.set_verdict(bad ? v1::CONTENTION_VERDICT_BAD : v1::CONTENTION_VERDICT_ACCEPTABLE);
-    o.set_confidence(contention_.interval_coverage * trust *
+    o.set_confidence(contention.interval_coverage * trust *
                      (p.extrapolated ? kExtrapolatedTrust : 1.0));
     worst = std::min(worst, p.speed);
     if (bad) {
@@ -220,7 +237,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
         "(%.2f..%.2f) beside %s: %s",
         job.name, job.util.value * 100, SourceWords(job.source), p.speed, p.low, p.high,
         absl::StrJoin(other_names, ", "),
-        bad ? absl::StrFormat("BAD, below %.2f", contention_.bad_threshold)
+        bad ? absl::StrFormat("BAD, below %.2f", contention.bad_threshold)
             : "acceptable"));
   }
   if (jobs.size() > 2) {
@@ -236,14 +253,18 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
 }
 
 absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
-    const v1::RankGpusRequest& request) const {
+    const v1::RankGpusRequest& request, const WorkDeadline& deadline) const {
   if (!request.has_job()) return absl::InvalidArgumentError("job: missing");
   v1::RankGpusResponse response;
   std::set<std::string> seen;
   const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
+  const std::shared_ptr<const ContentionModel> contention = this->contention();
   for (const GpuProfile& gpu : registry->gpus().All()) {
-    GPUEST_ASSIGN_OR_RETURN(const ResolvedJob job,
-                            ResolveJob(request.job(), "job", gpu, engine_, contention_));
+    // Each GPU is one more estimate: none starts past the deadline.
+    GPUEST_RETURN_IF_ERROR(deadline.Check());
+    GPUEST_ASSIGN_OR_RETURN(
+        const ResolvedJob job,
+        ResolveJob(request.job(), "job", gpu, engine_, *contention, deadline));
     AddWarnings(job.warnings, response.mutable_warnings(), seen);
     v1::GpuRanking& r = *response.add_gpus();
     r.set_gpu(gpu.id);

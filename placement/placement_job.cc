@@ -105,10 +105,24 @@ absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
   return r;
 }
 
+absl::Status CheckDescriptionGpu(const v1::EstimateRequest& description,
+                                 const std::string& field, const GpuProfile& target,
+                                 const GpuProfiles& catalog) {
+  if (description.gpu().empty()) return absl::OkStatus();
+  const GpuProfile* named = catalog.Find(description.gpu());
+  if (named != nullptr && named->id == target.id) return absl::OkStatus();
+  return Invalid(field + ".gpu",
+                 absl::StrCat("names '", description.gpu().substr(0, 128),
+                              "' but the job is placed on ", target.id,
+                              "; leave it empty (the job is estimated for the GPU it is "
+                              "placed on)"));
+}
+
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const std::string& field, const GpuProfile& gpu,
                                        const Engine& engine,
-                                       const ContentionModel& contention) {
+                                       const ContentionModel& contention,
+                                       const WorkDeadline& deadline) {
   ResolvedJob out;
   out.name = job.name().empty() ? field : job.name();
   switch (job.job_case()) {
@@ -147,21 +161,12 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
     }
     case v1::PlacementJob::kDescription: {
       v1::EstimateRequest request = job.description();
-      // The job is estimated for the GPU it is placed on: a description naming another
-      // one is refused, never silently overridden.
-      if (!request.gpu().empty()) {
-        const GpuProfile* named = engine.registry()->gpus().Find(request.gpu());
-        if (named == nullptr || named->id != gpu.id) {
-          return Invalid(
-              field + ".description.gpu",
-              absl::StrCat("names '", request.gpu(), "' but the job is placed on ",
-                           gpu.id,
-                           "; leave it empty (the job is estimated for the GPU "
-                           "it is placed on)"));
-        }
-      }
+      GPUEST_RETURN_IF_ERROR(CheckDescriptionGpu(request, field + ".description", gpu,
+                                                 engine.registry()->gpus()));
       request.set_gpu(gpu.id);
-      absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request);
+      absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request, deadline);
+      // Stopped by the deadline or the caller: the call's outcome, not this field's.
+      if (!response.ok() && StoppedByCaller(response.status())) return response.status();
       if (!response.ok()) {
         return absl::Status(
             response.status().code(),

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "estimators/engine.h"
 #include "estimators/gpu_profiles.h"
+#include "estimators/work_deadline.h"
 #include "gpuest/v1/placement.pb.h"
 #include "placement/contention_model.h"
 
@@ -29,11 +30,21 @@ struct ResolvedJob {
 };
 
 // field names the job in errors ("candidate", "existing[2]"). gpu is the target; its
-// context is added to an estimate that leaves it out.
+// context is added to an estimate that leaves it out. A description is estimated
+// within deadline: work it stops is DeadlineExceeded or Cancelled, the call's outcome.
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const std::string& field, const GpuProfile& gpu,
                                        const Engine& engine,
-                                       const ContentionModel& contention);
+                                       const ContentionModel& contention,
+                                       const WorkDeadline& deadline);
+
+// A job given by description is estimated for the GPU it is placed on (target): its
+// description may name that GPU (catalog id, alias or nvidia-smi name) or none.
+// Another GPU named is InvalidArgument naming <field>.gpu, never silently replaced.
+// field names the description ("candidate.description", a pod's annotation).
+absl::Status CheckDescriptionGpu(const v1::EstimateRequest& description,
+                                 const std::string& field, const GpuProfile& target,
+                                 const GpuProfiles& catalog);
 
 // A utilization estimate's range on nvidia-smi's scale: the GRACT class's edges
 // (GRACT reads as utilization.gpu), the point its probability-weighted midpoint.

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "client/cli/input.h"
 #include "common/units.h"
+#include "placement/placement_job.h"
 #include "spdlog/spdlog.h"
 
 namespace gpuest {
@@ -227,6 +228,15 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
                                     "' (known: ", catalog.KnownIds(), ")"));
       continue;
     }
+    // The pod is estimated for this GPU: a description naming another is refused for
+    // it (the same rule as gpuest.v1.Placement's), never silently replaced.
+    if (absl::Status named = CheckDescriptionGpu(
+            *request.job, absl::StrCat("annotation ", kDescriptionAnnotation), *profile,
+            catalog);
+        !named.ok()) {
+      misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", named.message()));
+      continue;
+    }
     auto cached = request.estimates.find(profile->id);
     if (cached == request.estimates.end()) {
       cached = request.estimates
@@ -282,8 +292,8 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
   if (fits_somewhere) return verdict;
   verdict.passes = false;
   verdict.unresolvable = !fits_empty_somewhere;
-  verdict.reason =
-      absl::StrCat("gpuest: no GPU fits the pod's memory; ", absl::StrJoin(misses, "; "));
+  verdict.reason = absl::StrCat("gpuest: no GPU of the node takes the pod; ",
+                                absl::StrJoin(misses, "; "));
   return verdict;
 }
 

@@ -18,7 +18,8 @@
 //
 // Filter: a node passes when one of its GPUs fits the job's recommended memory beside
 // what is already there (PlacementEngine::CheckPlacement); a node whose GPUs are too
-// small even when empty is FailedAndUnresolvable (preempting cannot help).
+// small even when empty, or other than a GPU the description names, is
+// FailedAndUnresolvable (preempting cannot help), with the reason per GPU.
 // Prioritize, per node its best GPU: 5..10 for a fit with acceptable contention (the
 // fuller the GPU after placing, the higher: packing), 1..4 for a fit with a bad
 // contention verdict (by the worst predicted speed), 0 for no fit or no GPU data.

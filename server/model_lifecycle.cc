@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/model_family.h"
 #include "estimators/default_factories.h"
+#include "estimators/model_repository.h"
 #include "estimators/registry.h"
 #include "estimators/status_macros.h"
 #include "estimators/torch_device.h"
@@ -14,35 +15,47 @@
 namespace gpuest {
 
 ModelLifecycle::ModelLifecycle(const ModelOptions& options, std::string device,
-                               Metrics& metrics,
-                               std::shared_ptr<const EstimatorRegistry> registry,
+                               Metrics& metrics, const ModelSet& set,
                                const ValidationLimits& limits)
     : options_(options),
       device_(std::move(device)),
       metrics_(metrics),
-      engine_(std::move(registry), limits) {}
+      engine_(set.registry, limits),
+      placement_(engine_, set.contention) {}
 
 absl::StatusOr<std::unique_ptr<ModelLifecycle>> ModelLifecycle::Create(
     const ModelOptions& options, const ValidationLimits& limits, Metrics& metrics) {
   GPUEST_ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.device));
-  GPUEST_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorRegistry> registry,
-                          LoadSet(options, device));
+  GPUEST_ASSIGN_OR_RETURN(const ModelSet set, LoadSet(options, device));
   std::unique_ptr<ModelLifecycle> lifecycle(
-      new ModelLifecycle(options, std::move(device), metrics, registry, limits));
-  lifecycle->Announce(*registry);
+      new ModelLifecycle(options, std::move(device), metrics, set, limits));
+  lifecycle->Announce(set);
   return lifecycle;
 }
 
-absl::StatusOr<std::shared_ptr<const EstimatorRegistry>> ModelLifecycle::LoadSet(
+absl::StatusOr<ModelLifecycle::ModelSet> ModelLifecycle::LoadSet(
     const ModelOptions& options, const std::string& device) {
+  // One scan: the registry and the contention model are loaded from the bytes the
+  // version is computed from.
+  GPUEST_ASSIGN_OR_RETURN(const ModelRepositoryContents contents,
+                          ScanModelRepository(options.directory));
+  if (!contents.contention_text) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", contents.contention_path,
+                                            " (the placement's contention model)"));
+  }
+  GPUEST_ASSIGN_OR_RETURN(
+      ContentionModel contention,
+      ContentionModel::Parse(*contents.contention_text, contents.contention_path));
   RegistryOptions registry_options{options.directory, device};
   registry_options.factories = DefaultEstimatorFactories();
   GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<EstimatorRegistry> registry,
-                          EstimatorRegistry::Load(registry_options));
-  return std::shared_ptr<const EstimatorRegistry>(std::move(registry));
+                          EstimatorRegistry::Load(contents, registry_options));
+  return ModelSet{std::move(registry),
+                  std::make_shared<const ContentionModel>(std::move(contention))};
 }
 
-void ModelLifecycle::Announce(const EstimatorRegistry& registry) {
+void ModelLifecycle::Announce(const ModelSet& set) {
+  const EstimatorRegistry& registry = *set.registry;
   std::vector<std::string> ids;
   for (const auto& e : registry.estimators()) {
     const v1::EstimatorInfo& info = e->Info();
@@ -53,6 +66,8 @@ void ModelLifecycle::Announce(const EstimatorRegistry& registry) {
   spdlog::info("model repository {}: version {}, {} estimators, {} GPU profiles",
                options_.directory, registry.models_version(), ids.size(),
                registry.gpus().All().size());
+  spdlog::info("contention model {} from {}", set.contention->version,
+               ContentionModelPath(options_.directory));
   metrics_.SetModels(registry.models_version(), ids);
 }
 
@@ -63,8 +78,7 @@ ReloadOutcome ModelLifecycle::Reload() {
   outcome.old_models_version = current->models_version();
   spdlog::info("reloading models from {} (serving version {})", options_.directory,
                outcome.old_models_version);
-  absl::StatusOr<std::shared_ptr<const EstimatorRegistry>> loaded =
-      LoadSet(options_, device_);
+  absl::StatusOr<ModelSet> loaded = LoadSet(options_, device_);
   if (!loaded.ok()) {
     outcome.new_models_version = outcome.old_models_version;
     outcome.estimators = static_cast<int>(current->estimators().size());
@@ -74,14 +88,18 @@ ReloadOutcome ModelLifecycle::Reload() {
                   outcome.old_models_version, outcome.status.ToString());
     return outcome;
   }
-  outcome.new_models_version = (*loaded)->models_version();
-  outcome.estimators = static_cast<int>((*loaded)->estimators().size());
-  // The old set is freed when the last call that started on it ends.
-  engine_.ReplaceRegistry(*loaded);
-  Announce(**loaded);
+  outcome.new_models_version = loaded->registry->models_version();
+  outcome.estimators = static_cast<int>(loaded->registry->estimators().size());
+  // Each is swapped at once; the old ones are freed when the last call that started
+  // on them ends.
+  const std::shared_ptr<const ContentionModel> old_contention =
+      placement_.ReplaceContention(loaded->contention);
+  engine_.ReplaceRegistry(loaded->registry);
+  Announce(*loaded);
   metrics_.ModelsReloaded(true);
-  spdlog::info("models reloaded: version {} -> {}", outcome.old_models_version,
-               outcome.new_models_version);
+  spdlog::info("models reloaded: version {} -> {} (contention model {} -> {})",
+               outcome.old_models_version, outcome.new_models_version,
+               old_contention->version, loaded->contention->version);
   return outcome;
 }
 

@@ -1,11 +1,13 @@
 // File: model_lifecycle.h
 //
-// The model set the server answers with: loaded at start, replaced on a reload
-// (SIGHUP, the Admin RPC). Finding and reading the files is the model repository's
-// job (estimators/model_repository.h), verifying each model the estimators' loaders'
-// (sha256 against the manifest, finite outputs on a probe input); this file loads the
-// whole set, swaps it into the engine at once, and reports each reload in the log and
-// the metrics. A set that fails to load in any part is never served.
+// The model set the server answers with: the estimators and GPU profiles (the
+// engine's registry) and the contention model (the placement's), loaded at start,
+// replaced on a reload (SIGHUP, the Admin RPC). Finding and reading the files is the
+// model repository's job (estimators/model_repository.h), verifying each model its
+// loader's (sha256 against the manifest, finite outputs on a probe input; the
+// contention model's keys and values); this file loads the whole set, swaps it into
+// the engine and the placement, and reports each reload in the log and the metrics. A
+// set that fails to load in any part is never served.
 #pragma once
 
 #include <memory>
@@ -16,6 +18,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "estimators/engine.h"
+#include "placement/contention_model.h"
+#include "placement/placement_engine.h"
 #include "server/options.h"
 
 namespace gpuest {
@@ -40,8 +44,9 @@ class ModelLifecycle {
   static absl::StatusOr<std::unique_ptr<ModelLifecycle>> Create(
       const ModelOptions& options, const ValidationLimits& limits, Metrics& metrics);
 
-  // The engine every call answers with; it outlives the reloads.
+  // The engine and the placement every call answers with; they outlive the reloads.
   const Engine& engine() const { return engine_; }
+  const PlacementEngine& placement() const { return placement_; }
 
   // Loads every model of the directory again and, when the whole set loads, swaps it
   // in; calls in flight finish on the set they started with. One reload at a time: a
@@ -49,21 +54,28 @@ class ModelLifecycle {
   ReloadOutcome Reload();
 
  private:
-  ModelLifecycle(const ModelOptions& options, std::string device, Metrics& metrics,
-                 std::shared_ptr<const EstimatorRegistry> registry,
-                 const ValidationLimits& limits);
+  // One scan of the repository, loaded and verified; nothing serves it yet. Its
+  // version (the registry's) covers the contention model's bytes too.
+  struct ModelSet {
+    std::shared_ptr<const EstimatorRegistry> registry;
+    std::shared_ptr<const ContentionModel> contention;
+  };
 
-  // The whole set of options.directory, loaded and verified; nothing serves it yet.
-  static absl::StatusOr<std::shared_ptr<const EstimatorRegistry>> LoadSet(
-      const ModelOptions& options, const std::string& device);
-  // Puts the set's version and estimators into the log and the metrics.
-  void Announce(const EstimatorRegistry& registry);
+  ModelLifecycle(const ModelOptions& options, std::string device, Metrics& metrics,
+                 const ModelSet& set, const ValidationLimits& limits);
+
+  static absl::StatusOr<ModelSet> LoadSet(const ModelOptions& options,
+                                          const std::string& device);
+  // Puts the set's version, estimators and contention model into the log and the
+  // metrics.
+  void Announce(const ModelSet& set);
 
   const ModelOptions options_;
   const std::string device_;
   Metrics& metrics_;
   Engine engine_;
-  absl::Mutex reload_mu_;  // Held for a whole reload: one at a time.
+  PlacementEngine placement_;  // Refers to engine_.
+  absl::Mutex reload_mu_;      // Held for a whole reload: one at a time.
 };
 
 }  // namespace gpuest

@@ -91,15 +91,8 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   s->dispatcher_ = std::make_unique<CallDispatcher>(
       *s->metrics_, *s->pool_, *s->admission_, options.grpc.max_message_bytes);
   s->service_ = std::make_unique<EstimatorService>(s->models_->engine(), *s->dispatcher_);
-  // The contention model the placement answers with: models/contention/contention.json.
-  const std::string contention_path = ContentionModelPath(options.models.directory);
-  GPUEST_ASSIGN_OR_RETURN(ContentionModel contention,
-                          ContentionModel::Load(contention_path));
-  spdlog::info("contention model {} from {}", contention.version, contention_path);
-  s->placement_engine_ =
-      std::make_unique<PlacementEngine>(s->models_->engine(), std::move(contention));
   s->placement_service_ =
-      std::make_unique<PlacementService>(*s->placement_engine_, *s->dispatcher_);
+      std::make_unique<PlacementService>(s->models_->placement(), *s->dispatcher_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -150,7 +143,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     // The extender answers from the same engines as the gRPC services, on threads of
     // its own.
     s->extender_ = std::make_unique<KubeExtender>(
-        s->models_->engine(), *s->placement_engine_, options.extender);
+        s->models_->engine(), s->models_->placement(), options.extender);
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,
         ExtenderHttpServer::Start(*s->extender_, options.extender.listen_address,

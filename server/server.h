@@ -58,10 +58,9 @@ class GpuestServer {
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<CallDispatcher> dispatcher_;
   std::unique_ptr<EstimatorService> service_;
-  std::unique_ptr<PlacementEngine> placement_engine_;
   std::unique_ptr<PlacementService> placement_service_;
   std::unique_ptr<grpc::Server> server_;
-  // The Kubernetes scheduler extender over placement_engine_ (--extender-listen).
+  // The Kubernetes scheduler extender over the models' placement (--extender-listen).
   std::unique_ptr<KubeExtender> extender_;
   std::unique_ptr<ExtenderHttpServer> extender_http_;
   int grpc_port_ = 0;

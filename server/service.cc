@@ -153,9 +153,10 @@ grpc::ServerUnaryReactor* PlacementService::CheckPlacement(
     v1::CheckPlacementResponse* response) {
   return dispatcher_.Dispatch(
       RpcMethod::kCheckPlacement, context, *request, response,
-      [this, request, response](absl::Time start, const WorkDeadline&) {
-        return PlacementAnswer("CheckPlacement", start, response,
-                               [&] { return engine_.CheckPlacement(*request); });
+      [this, request, response](absl::Time start, const WorkDeadline& deadline) {
+        return PlacementAnswer("CheckPlacement", start, response, [&] {
+          return engine_.CheckPlacement(*request, deadline);
+        });
       });
 }
 
@@ -164,9 +165,9 @@ grpc::ServerUnaryReactor* PlacementService::RankGpus(grpc::CallbackServerContext
                                                      v1::RankGpusResponse* response) {
   return dispatcher_.Dispatch(
       RpcMethod::kRankGpus, context, *request, response,
-      [this, request, response](absl::Time start, const WorkDeadline&) {
+      [this, request, response](absl::Time start, const WorkDeadline& deadline) {
         return PlacementAnswer("RankGpus", start, response,
-                               [&] { return engine_.RankGpus(*request); });
+                               [&] { return engine_.RankGpus(*request, deadline); });
       });
 }
 

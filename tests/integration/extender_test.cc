@@ -269,6 +269,51 @@ TEST_F(ExtenderTest, AConfigMapReferenceReadsTheMountedConfigMap) {
       << escape["Error"];
 }
 
+// The pod is estimated for each node's GPU: a description naming another GPU is
+// refused on that node with the reason (as gpuest.v1.Placement refuses it), never
+// silently estimated for the node's; naming the node's own GPU is accepted.
+TEST_F(ExtenderTest, ADescriptionNamingAnotherGpuIsRefusedOnThatNodeWithTheReason) {
+  auto pod_for = [](const std::string& gpu) {
+    const json request = {{"model", json::parse(ExampleText("cnn.json"))}, {"gpu", gpu}};
+    return Pod("resnet", {{"gpuest.io/description", request.dump()}});
+  };
+  auto [status, result] = Post("filter", Args(pod_for("h100-80gb")).dump());
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(result["Error"], "");
+  // Only the node without GPU data passes (gpuest has no opinion there).
+  EXPECT_EQ(NamesOf(result["Nodes"]), (std::vector<std::string>{"cpu-only"}));
+  // Not a matter of free memory: preempting cannot help.
+  const json& refused = result["FailedAndUnresolvableNodes"];
+  for (const char* node : {"roomy", "tight", "full", "gfd"}) {
+    ASSERT_TRUE(refused.contains(node)) << node << ": " << result.dump(2);
+    EXPECT_NE(refused[node].get<std::string>().find(
+                  "annotation gpuest.io/description.gpu: names 'h100-80gb' but the job "
+                  "is placed on a100-"),
+              std::string::npos)
+        << refused[node];
+  }
+  auto [pstatus, list] = Post("prioritize", Args(pod_for("h100-80gb")).dump());
+  ASSERT_EQ(pstatus, 200);
+  for (const json& host : list) EXPECT_EQ(host["Score"], 0) << host;
+
+  // The node's own GPU, by catalog id or nvidia-smi name: judged as without a name;
+  // the 80 GB node is another GPU.
+  for (const char* gpu : {"a100-40gb", "NVIDIA A100-SXM4-40GB"}) {
+    auto [named_status, named] = Post("filter", Args(pod_for(gpu)).dump());
+    ASSERT_EQ(named_status, 200);
+    EXPECT_EQ(named["Error"], "") << gpu;
+    EXPECT_EQ(NamesOf(named["Nodes"]),
+              (std::vector<std::string>{"roomy", "tight", "cpu-only"}))
+        << gpu;
+    EXPECT_TRUE(named["FailedNodes"].contains("full")) << gpu;
+    ASSERT_TRUE(named["FailedAndUnresolvableNodes"].contains("gfd")) << gpu;
+    EXPECT_NE(named["FailedAndUnresolvableNodes"]["gfd"].get<std::string>().find(
+                  "but the job is placed on a100-80gb"),
+              std::string::npos)
+        << named["FailedAndUnresolvableNodes"]["gfd"];
+  }
+}
+
 TEST_F(ExtenderTest, NodeNamesOnlyIsAnsweredFromTheNodeCacheFile) {
   std::ofstream(*dir_ + "/nodes.json") << NodeList().dump();
   const json pod = Pod("resnet", {{"gpuest.io/description", ExampleText("cnn.json")}});

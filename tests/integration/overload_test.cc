@@ -216,6 +216,47 @@ TEST(Deadlines, WorkPastItsDeadlineStopsAndIsCountedDeadlineExceeded) {
   EXPECT_LT(stopped_after, absl::ToDoubleSeconds(whole) * 0.75);
 }
 
+// Placement estimates the jobs given by description within the call's deadline: the
+// replay stops there, RankGpus starts no GPU after it, and both are counted so.
+TEST(Deadlines, PlacementPastItsDeadlineStopsAndIsCountedDeadlineExceeded) {
+  auto server = ServerProcess::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = ClientOf(**server);
+  ASSERT_TRUE(client);
+  v1::CheckPlacementRequest check;
+  check.mutable_gpu()->set_catalog_id("a100-80gb");
+  *check.mutable_candidate()->mutable_description() = testing::LongTracedStep(kLongTrace);
+  const absl::Time before = absl::Now();
+  ASSERT_TRUE(client->CheckPlacement(check).ok());
+  const absl::Duration whole = absl::Now() - before;  // One replay.
+
+  const auto late = client->CheckPlacement(check, whole / 4);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+  // Every GPU of the catalog is a replay of its own: two fit in the deadline, not all.
+  v1::RankGpusRequest rank;
+  *rank.mutable_job()->mutable_description() = check.candidate().description();
+  const auto late_rank = client->RankGpus(rank, whole * 2);
+  EXPECT_EQ(late_rank.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << late_rank.status();
+
+  const auto s = ScrapeWhenIdle(**server);
+  auto calls = [&](const std::string& method, const std::string& code) {
+    return Count(s, "gpuest_requests_total", {{"method", method}, {"code", code}});
+  };
+  auto seconds = [&](const std::string& method) {
+    return Count(s, "gpuest_request_duration_seconds_sum",
+                 {{"method", method}, {"code", "DEADLINE_EXCEEDED"}});
+  };
+  EXPECT_EQ(calls("CheckPlacement", "OK"), 1);
+  EXPECT_EQ(calls("CheckPlacement", "DEADLINE_EXCEEDED"), 1);
+  EXPECT_EQ(calls("RankGpus", "OK"), 0);
+  EXPECT_EQ(calls("RankGpus", "DEADLINE_EXCEEDED"), 1);
+  EXPECT_EQ(Count(s, "gpuest_requests_shed_total", {}), 0);
+  // Stopped near the deadline, well before the work would have ended.
+  EXPECT_LT(seconds("CheckPlacement"), absl::ToDoubleSeconds(whole) * 0.75);
+  EXPECT_LT(seconds("RankGpus"), absl::ToDoubleSeconds(whole) * 2.75);
+}
+
 TEST(Memory, RequestBytesInFlightAreBounded) {
   const v1::EstimateRequest large = testing::LongTracedStep(kLongTrace / 2);
   // What one such request holds in memory once parsed, as the server measures it.

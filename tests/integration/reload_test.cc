@@ -155,8 +155,21 @@ class ReloadTest : public ::testing::Test {
     ASSERT_FALSE(old_version_.empty());
   }
 
+  // Admin.ReloadModels on the server's admin port (started with --admin-listen).
+  grpc::Status AdminReload(v1::ReloadModelsResponse& response) {
+    if (!admin_) {
+      admin_ = v1::Admin::NewStub(
+          grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->admin_port()),
+                              grpc::InsecureChannelCredentials()));
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    return admin_->ReloadModels(&context, v1::ReloadModelsRequest(), &response);
+  }
+
   testing::ScratchModels models_;
   std::unique_ptr<testing::ServerProcess> server_;
+  std::unique_ptr<v1::Admin::Stub> admin_;
   std::unique_ptr<Client> client_;
   std::string old_version_;
 };
@@ -223,21 +236,13 @@ TEST_F(ReloadTest, AdminRpcReloadsAndReportsTheOutcome) {
   ASSERT_NO_FATAL_FAILURE(Start({"--admin-listen=127.0.0.1:0"}));
   ASSERT_NE(server_->admin_port(), 0);
   ASSERT_NE(server_->admin_port(), server_->grpc_port());
-  auto admin = v1::Admin::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->admin_port()),
-                          grpc::InsecureChannelCredentials()));
-  auto reload = [&](v1::ReloadModelsResponse& response) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    return admin->ReloadModels(&context, v1::ReloadModelsRequest(), &response);
-  };
 
   // A good set, under load.
   BumpAllocsimVersion(models_);
   Load load(*client_, 2);
   ASSERT_TRUE(WaitFor([&] { return load.ok() >= 10; }, absl::Seconds(30)));
   v1::ReloadModelsResponse good;
-  const grpc::Status good_status = reload(good);
+  const grpc::Status good_status = AdminReload(good);
   const int ok_at_swap = load.ok();
   EXPECT_TRUE(WaitFor([&] { return load.ok() >= ok_at_swap + 10; }, absl::Seconds(30)));
   load.Stop();
@@ -254,7 +259,7 @@ TEST_F(ReloadTest, AdminRpcReloadsAndReportsTheOutcome) {
   ASSERT_TRUE(models_.WriteNanMember(kModel, 2).ok());
   ASSERT_TRUE(models_.RecordMemberSha256(kModel, 2).ok());
   v1::ReloadModelsResponse bad;
-  const grpc::Status bad_status = reload(bad);
+  const grpc::Status bad_status = AdminReload(bad);
   EXPECT_EQ(bad_status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(
       absl::StrContains(bad_status.error_message(), models_.Path(kModel, kMember)))
@@ -269,6 +274,66 @@ TEST_F(ReloadTest, AdminRpcReloadsAndReportsTheOutcome) {
   EXPECT_EQ(Reloads(*server_, "success"), 1);
   EXPECT_EQ(Reloads(*server_, "failure"), 1);
   EXPECT_TRUE(server_->Running());
+}
+
+// Two measured jobs on one GPU: the answer is the contention model's alone.
+v1::CheckPlacementRequest MeasuredPair() {
+  v1::CheckPlacementRequest request;
+  request.mutable_gpu()->set_catalog_id("a100-40gb");
+  *request.add_existing() = testing::MeasuredJob("running", 4ull << 30, 60);
+  *request.mutable_candidate() = testing::MeasuredJob("candidate", 4ull << 30, 50);
+  return request;
+}
+
+// The contention model is part of the set: a refit one is served after the reload and
+// changes the models version; a damaged one is refused with the rest of its set.
+TEST_F(ReloadTest, AdminRpcReloadsTheContentionModelWithTheRestOrNothing) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--admin-listen=127.0.0.1:0"}));
+  auto shipped = client_->CheckPlacement(MeasuredPair());
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  ASSERT_EQ(shipped->jobs_size(), 2);
+  const double shipped_speed = shipped->jobs(1).predicted_speed();
+  ASSERT_GT(shipped_speed, 0.2);  // Room to see the refit's lower bias unclipped.
+
+  // A refit: another version, its bias 0.1 lower.
+  const std::string path = models_.Path("contention", "contention.json");
+  nlohmann::ordered_json refit =
+      nlohmann::ordered_json::parse(testing::ReadFileOrDie(path));
+  ASSERT_NE(refit.at("version"), "refit-for-test");
+  refit["version"] = "refit-for-test";
+  refit["coefficients"][0] = refit["coefficients"][0].get<double>() - 0.1;
+  ASSERT_TRUE(WriteTextFile(path, refit.dump(2) + "\n").ok());
+  v1::ReloadModelsResponse good;
+  const grpc::Status good_status = AdminReload(good);
+  ASSERT_TRUE(good_status.ok()) << good_status.error_message();
+  const std::string new_version = ServedVersion(*client_);
+  EXPECT_NE(good.new_models_version(), old_version_);
+  EXPECT_EQ(good.new_models_version(), new_version);
+  auto refitted = client_->CheckPlacement(MeasuredPair());
+  ASSERT_TRUE(refitted.ok()) << refitted.status();
+  EXPECT_EQ(refitted->contention_model_version(), "refit-for-test");
+  EXPECT_NEAR(refitted->jobs(1).predicted_speed(), shipped_speed - 0.1, 1e-9);
+
+  // Damaged (cut short), beside a change that alone would load: all refused.
+  BumpAllocsimVersion(models_);
+  const std::string text = refit.dump(2);
+  ASSERT_TRUE(WriteTextFile(path, text.substr(0, text.size() / 2)).ok());
+  v1::ReloadModelsResponse bad;
+  const grpc::Status bad_status = AdminReload(bad);
+  EXPECT_EQ(bad_status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(bad_status.error_message(), path + ": not valid JSON"))
+      << bad_status.error_message();
+  EXPECT_TRUE(absl::StrContains(bad_status.error_message(),
+                                "still serving version " + new_version))
+      << bad_status.error_message();
+  auto kept = client_->CheckPlacement(MeasuredPair());
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->contention_model_version(), "refit-for-test");
+  EXPECT_DOUBLE_EQ(kept->jobs(1).predicted_speed(), refitted->jobs(1).predicted_speed());
+  EXPECT_EQ(ServedVersion(*client_), new_version);
+  EXPECT_EQ(EstimatorVersion(*client_, "allocsim"), "1");
+  EXPECT_EQ(Reloads(*server_, "success"), 1);
+  EXPECT_EQ(Reloads(*server_, "failure"), 1);
 }
 
 // Without --admin-listen nothing serves Admin: not the Estimator's port either.

@@ -70,6 +70,21 @@ TEST_F(ModelRepositoryTest, ReadsEachModelSortedById) {
                                                    "q3", "t6", "x9", "zeta"}));
 }
 
+// The placement's contention model is read with the rest (the server loads it from
+// these bytes), and a change to it is a new version.
+TEST_F(ModelRepositoryTest, ReadsTheContentionModelWhoseBytesChangeTheVersion) {
+  const ModelRepositoryContents without = Scan();
+  EXPECT_EQ(without.contention_path, (dir_ / "contention" / "contention.json").string());
+  EXPECT_FALSE(without.contention_text.has_value());
+  Write(dir_ / "contention" / "contention.json", R"({"version": "a"})");
+  const ModelRepositoryContents with = Scan();
+  ASSERT_TRUE(with.contention_text.has_value());
+  EXPECT_EQ(*with.contention_text, R"({"version": "a"})");
+  EXPECT_EQ(Ids(with), Ids(without));  // No manifest: not an estimator.
+  EXPECT_NE(with.version, without.version);
+  Write(dir_ / "contention" / "contention.json", R"({"version": "b"})");
+  EXPECT_NE(Scan().version, with.version);
+}
 TEST_F(ModelRepositoryTest, SkipsWhatIsNotAModelDirectory) {
   fs::create_directories(dir_ / "empty");
   Write(dir_ / "notes" / "README.md", "not a model");

@@ -251,7 +251,7 @@ TEST_F(PlacementEngineTest, ADescribedCandidateUsesGpuestsOwnUtilizationEstimate
   EXPECT_LE(c.gpu_util_low(), c.gpu_util());
   EXPECT_GE(c.gpu_util_high(), c.gpu_util());
   // Lower than the measured neighbour's judgement would be with both measured.
-  EXPECT_LT(c.confidence(), placement_->contention().interval_coverage);
+  EXPECT_LT(c.confidence(), placement_->contention()->interval_coverage);
   EXPECT_EQ(r->candidate_bytes(), c.memory_bytes());
   EXPECT_GT(c.memory_bytes(), 0u);
 }
