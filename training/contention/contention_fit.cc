@@ -195,38 +195,6 @@ absl::StatusOr<LucidData> ReadLucid(const std::string& dir) {
   return data;
 }
 
-absl::StatusOr<std::vector<double>> LeastSquares(
-    const std::vector<std::vector<double>>& x, const std::vector<double>& y,
-    double ridge) {
-  if (x.empty()) return absl::FailedPreconditionError("least squares on no rows");
-  const size_t k = x[0].size();
-  // [X'X + ridge I | X'y], k x (k + 1).
-  std::vector<std::vector<double>> a(k, std::vector<double>(k + 1, 0.0));
-  for (size_t r = 0; r < x.size(); ++r) {
-    for (size_t i = 0; i < k; ++i) {
-      for (size_t j = 0; j < k; ++j) a[i][j] += x[r][i] * x[r][j];
-      a[i][k] += x[r][i] * y[r];
-    }
-  }
-  for (size_t i = 1; i < k; ++i) a[i][i] += ridge * static_cast<double>(x.size());
-  for (size_t c = 0; c < k; ++c) {
-    size_t pivot = c;
-    for (size_t r = c + 1; r < k; ++r)
-      if (std::abs(a[r][c]) > std::abs(a[pivot][c])) pivot = r;
-    if (std::abs(a[pivot][c]) < 1e-12)
-      return absl::FailedPreconditionError("least squares: singular normal equations");
-    std::swap(a[c], a[pivot]);
-    for (size_t r = 0; r < k; ++r) {
-      if (r == c) continue;
-      const double f = a[r][c] / a[c][c];
-      for (size_t j = c; j <= k; ++j) a[r][j] -= f * a[c][j];
-    }
-  }
-  std::vector<double> w(k);
-  for (size_t i = 0; i < k; ++i) w[i] = a[i][k] / a[i][i];
-  return w;
-}
-
 absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
   GPUEST_ASSIGN_OR_RETURN(const LucidData data, ReadLucid(options.lucid_dir));
   const double t = options.bad_threshold;

@@ -39,8 +39,8 @@ struct LucidData {
 absl::StatusOr<LucidData> ReadLucid(const std::string& dir);
 
 // Least squares of y on the rows of x, with a ridge of `ridge` on every weight but the
-// first (the bias): the normal equations, solved by Gaussian elimination with partial
-// pivoting. FailedPrecondition for a singular system.
+// first (the bias): the normal equations, solved by LAPACK through libtorch
+// (least_squares.cc). FailedPrecondition for a singular system.
 absl::StatusOr<std::vector<double>> LeastSquares(
     const std::vector<std::vector<double>>& x, const std::vector<double>& y,
     double ridge);
