@@ -226,9 +226,14 @@ TEST(Deadlines, PlacementPastItsDeadlineStopsAndIsCountedDeadlineExceeded) {
   v1::CheckPlacementRequest check;
   check.mutable_gpu()->set_catalog_id("a100-80gb");
   *check.mutable_candidate()->mutable_description() = testing::LongTracedStep(kLongTrace);
-  const absl::Time before = absl::Now();
-  ASSERT_TRUE(client->CheckPlacement(check).ok());
-  const absl::Duration whole = absl::Now() - before;  // One replay.
+  // One replay: the faster of two, so a first call slowed by a busy machine (or a
+  // cold start) cannot make the deadlines below long enough to finish in.
+  absl::Duration whole = absl::InfiniteDuration();
+  for (int i = 0; i < 2; ++i) {
+    const absl::Time before = absl::Now();
+    ASSERT_TRUE(client->CheckPlacement(check).ok());
+    whole = std::min(whole, absl::Now() - before);
+  }
 
   const auto late = client->CheckPlacement(check, whole / 4);
   EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
@@ -247,7 +252,7 @@ TEST(Deadlines, PlacementPastItsDeadlineStopsAndIsCountedDeadlineExceeded) {
     return Count(s, "gpuest_request_duration_seconds_sum",
                  {{"method", method}, {"code", "DEADLINE_EXCEEDED"}});
   };
-  EXPECT_EQ(calls("CheckPlacement", "OK"), 1);
+  EXPECT_EQ(calls("CheckPlacement", "OK"), 2);
   EXPECT_EQ(calls("CheckPlacement", "DEADLINE_EXCEEDED"), 1);
   EXPECT_EQ(calls("RankGpus", "OK"), 0);
   EXPECT_EQ(calls("RankGpus", "DEADLINE_EXCEEDED"), 1);
