@@ -71,10 +71,10 @@ GPUEST_INLINE void Dense(const DenseLayer& layer, const float* x, int rows, floa
   }
 }
 
-// p[0..8) = exp(p[i] - top) for top >= every p[i] (softmax's shifted scores), added
+// p[0..8) = exp(p[i] - top[i]) for top[i] >= p[i] (softmax's shifted scores), added
 // to total too: Cephes' expf (range reduction by ln 2, degree-6 polynomial, about
 // 1 ulp); exp(x) < 1.7e-38 below -87 is 0.
-GPUEST_INLINE void Exp8(float* p, float top, V8& total) {
+GPUEST_INLINE void Exp8(float* p, const V8& top, V8& total) {
   V8 x;
   GPUEST_LOAD8(x, p);
   x -= top;
@@ -104,12 +104,6 @@ GPUEST_INLINE void Exp8(float* p, float top, V8& total) {
   total += y;
 }
 
-GPUEST_INLINE float Sum8(const V8& v) {
-  float s = 0;
-  for (int u = 0; u < kLanes; ++u) s += v[u];
-  return s;
-}
-
 // x = LayerNorm(x + add) per row, eps 1e-5 (libtorch's default).
 GPUEST_INLINE void AddNorm(float* x, const float* add, int rows, int d, const float* w,
                            const float* b) {
@@ -133,61 +127,61 @@ GPUEST_INLINE void AddNorm(float* x, const float* add, int rows, int d, const fl
 // A thread's buffers, reused by every call on it (grown, never shrunk): a call
 // allocates only its result.
 struct Workspace {
-  std::vector<float> x, qkv, keys_t, attended, projected, hidden, scores, a, b;
+  std::vector<float> x, qkv, queries_t, attended, projected, hidden, scores, a, b;
 };
 
-// One encoder layer's self-attention: attended[n][d] from qkv[n][3d]. Keys and values
-// are transposed per channel and padded to whole vectors with zeros, so the loops
-// over positions are whole vectors.
+// One encoder layer's self-attention: attended[n][d] from qkv[n][3d], eight queries
+// at a time, one per vector lane: every step (scores, max, exp, sum, weighted values)
+// is a whole vector, with no sums across lanes. The queries are transposed per
+// channel, scaled, and padded with zeros to whole vectors (the padding's answers are
+// dropped).
 GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace& w) {
   const int np = Padded(n), hd = d / layer.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  w.keys_t.assign(static_cast<size_t>(2 * d) * np, 0.0f);
-  for (int s = 0; s < n; ++s) {
-    const float* kv = w.qkv.data() + static_cast<size_t>(s) * 3 * d + d;
-    for (int c = 0; c < 2 * d; ++c) w.keys_t[static_cast<size_t>(c) * np + s] = kv[c];
+  w.queries_t.assign(static_cast<size_t>(d) * np, 0.0f);
+  for (int t = 0; t < n; ++t) {
+    const float* q = w.qkv.data() + static_cast<size_t>(t) * 3 * d;
+    for (int c = 0; c < d; ++c)
+      w.queries_t[static_cast<size_t>(c) * np + t] = q[c] * scale;
   }
-  w.scores.resize(np);
+  w.scores.resize(static_cast<size_t>(n) * kLanes);
   float* scores = w.scores.data();
   for (int h = 0; h < layer.heads; ++h) {
-    const float* keys = w.keys_t.data() + static_cast<size_t>(h * hd) * np;
-    const float* values = w.keys_t.data() + static_cast<size_t>(d + h * hd) * np;
-    for (int t = 0; t < n; ++t) {
-      const float* q = w.qkv.data() + static_cast<size_t>(t) * 3 * d + h * hd;
-      for (int s = 0; s < np; s += kLanes) {
+    const float* keys = w.qkv.data() + d + h * hd;        // keys[s * 3d + j]
+    const float* values = w.qkv.data() + 2 * d + h * hd;  // values[s * 3d + j]
+    for (int t0 = 0; t0 < n; t0 += kLanes) {
+      V8 top = V8{} - 3e38f;
+      for (int s = 0; s < n; ++s) {
+        const float* k = keys + static_cast<size_t>(s) * 3 * d;
         V8 acc = {};
         for (int j = 0; j < hd; ++j) {
-          V8 k;
-          GPUEST_LOAD8(k, keys + static_cast<size_t>(j) * np + s);
-          acc += (q[j] * scale) * k;
+          V8 q;
+          GPUEST_LOAD8(q, w.queries_t.data() + static_cast<size_t>(h * hd + j) * np + t0);
+          acc += q * k[j];
         }
-        GPUEST_STORE8(scores + s, acc);
+        top = acc > top ? acc : top;
+        GPUEST_STORE8(scores + static_cast<size_t>(s) * kLanes, acc);
       }
-      // The padding attends to nothing: its scores are far below any real one.
-      std::fill(scores + n, scores + np, -3e38f);
-      V8 tops;
-      GPUEST_LOAD8(tops, scores);
-      for (int s = kLanes; s < np; s += kLanes) {
-        V8 v;
-        GPUEST_LOAD8(v, scores + s);
-        tops = v > tops ? v : tops;
-      }
-      float top = tops[0];
-      for (int u = 1; u < kLanes; ++u) top = std::max(top, tops[u]);
       V8 total = {};
-      for (int s = 0; s < np; s += kLanes) Exp8(scores + s, top, total);
-      const float inv_sum = 1.0f / Sum8(total);
-      float* out = w.attended.data() + static_cast<size_t>(t) * d + h * hd;
-      for (int j = 0; j < hd; ++j) {
-        const float* v = values + static_cast<size_t>(j) * np;
-        V8 acc = {};
-        for (int s = 0; s < np; s += kLanes) {
-          V8 p, x;
-          GPUEST_LOAD8(p, scores + s);
-          GPUEST_LOAD8(x, v + s);
-          acc += p * x;
+      for (int s = 0; s < n; ++s)
+        Exp8(scores + static_cast<size_t>(s) * kLanes, top, total);
+      const V8 inv_total = 1.0f / total;
+      const int lanes = std::min(kLanes, n - t0);
+      for (int j0 = 0; j0 < hd; j0 += kLanes) {  // Up to eight value channels at once.
+        const int channels = std::min(kLanes, hd - j0);
+        V8 acc[kLanes] = {};
+        for (int s = 0; s < n; ++s) {
+          V8 p;
+          GPUEST_LOAD8(p, scores + static_cast<size_t>(s) * kLanes);
+          const float* v = values + static_cast<size_t>(s) * 3 * d + j0;
+          for (int j = 0; j < channels; ++j) acc[j] += p * v[j];
         }
-        out[j] = Sum8(acc) * inv_sum;
+        for (int j = 0; j < channels; ++j) {
+          const V8 out = acc[j] * inv_total;
+          for (int u = 0; u < lanes; ++u) {
+            w.attended[static_cast<size_t>(t0 + u) * d + h * hd + j0 + j] = out[u];
+          }
+        }
       }
     }
   }
