@@ -43,9 +43,17 @@ struct PlainNet {
   DenseNet trunk;  // Trunk and heads, on [pooled tokens, global features].
 };
 
+// The code the forward runs: AVX2 with FMA where the CPU has both (checked at run
+// time; the build assumes only x86-64), else the portable build of the same source.
+// The two agree to float rounding.
+enum class ForwardKernels { kPortable, kAvx2Fma };
+ForwardKernels BestForwardKernels();
+
 // Every head's logits, one after another. seq is read only by Transformer-based nets;
-// one request has no padding. seq.types must index the embedding.
+// one request has no padding. seq.types must index the embedding. kAvx2Fma on a CPU
+// without them runs the portable kernels. Scratch buffers are kept per thread.
 std::vector<float> PlainForward(const PlainNet& net, const std::vector<float>& global,
-                                const EncodedSequence& seq);
+                                const EncodedSequence& seq,
+                                ForwardKernels kernels = BestForwardKernels());
 
 }  // namespace gpuest::ml

@@ -1,0 +1,142 @@
+// The plain forward (plain_forward.h), in every kernel build this CPU can run, against
+// libtorch's forward of the same shipped member files, on real rows of the measured
+// datasets and the examples: the same probabilities to float rounding and the same
+// class for every head.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "estimators/features.h"
+#include "estimators/ml/feature_encoding.h"
+#include "estimators/ml/gpumemnet_manifest.h"
+#include "estimators/ml/networks.h"
+#include "estimators/ml/plain_export.h"
+#include "estimators/ml/plain_forward.h"
+#include "gtest/gtest.h"
+#include "tests/support/examples.h"
+#include "training/data/measured_rows.h"
+
+namespace gpuest::ml {
+namespace {
+
+// Softmax per head, in double.
+std::vector<double> Probabilities(const std::vector<float>& logits,
+                                  const std::vector<int>& head_classes) {
+  std::vector<double> p(logits.size());
+  size_t begin = 0;
+  for (int classes : head_classes) {
+    const size_t end = begin + classes;
+    const float top = *std::max_element(logits.begin() + begin, logits.begin() + end);
+    double sum = 0;
+    for (size_t k = begin; k < end; ++k) sum += p[k] = std::exp(double{logits[k]} - top);
+    for (size_t k = begin; k < end; ++k) p[k] /= sum;
+    begin = end;
+  }
+  return p;
+}
+
+std::vector<float> TorchLogits(GpuMemNet& net, std::vector<float> global,
+                               EncodedSequence seq) {
+  torch::InferenceMode inference;
+  const int64_t g = static_cast<int64_t>(global.size());
+  const torch::Tensor global_t = torch::from_blob(global.data(), {1, g}, torch::kFloat32);
+  torch::Tensor logits;
+  if (net->config().kind == "transformer") {
+    const int64_t n = static_cast<int64_t>(seq.types.size());
+    logits =
+        net->forward(global_t, torch::from_blob(seq.types.data(), {1, n}, torch::kInt64),
+                     torch::from_blob(seq.numbers.data(), {1, n, 2}, torch::kFloat32),
+                     torch::zeros({1, n}, torch::kBool));
+  } else {
+    logits = net->forward(global_t);
+  }
+  logits = logits.contiguous();
+  return std::vector<float>(logits.data_ptr<float>(),
+                            logits.data_ptr<float>() + logits.numel());
+}
+
+// The requests of a family: every few rows of its measured dataset (where it has one
+// with layer lists) and its example.
+std::vector<v1::ModelDescription> RealModels(const std::string& family) {
+  std::vector<v1::ModelDescription> models;
+  models.push_back(testing::ExampleRequest(family + ".json").model());
+  if (family == "transformer") return models;  // Its sample has no layer lists.
+  auto read = data::ReadGpuMemNetCsv(
+      std::string(GPUEST_DATA_DIR) + "/" + family + ".csv",
+      family == "cnn" ? v1::MODEL_FAMILY_CNN : v1::MODEL_FAMILY_MLP);
+  EXPECT_TRUE(read.ok()) << read.status();
+  if (!read.ok()) return models;
+  for (size_t i = 0; i < read->rows.size(); i += 13) {
+    if (read->rows[i].model.layers_size() > 0) models.push_back(read->rows[i].model);
+  }
+  return models;
+}
+
+std::vector<ForwardKernels> KernelsThisCpuRuns() {
+  std::vector<ForwardKernels> kernels = {ForwardKernels::kPortable};
+  if (BestForwardKernels() == ForwardKernels::kAvx2Fma) {
+    kernels.push_back(ForwardKernels::kAvx2Fma);
+  }
+  return kernels;
+}
+
+TEST(PlainForwardAgainstLibtorch, ShippedMembersOnRealRows) {
+  torch::set_num_threads(1);
+  for (const std::string family : {"mlp", "cnn", "transformer"}) {
+    const std::vector<v1::ModelDescription> models = RealModels(family);
+    ASSERT_GT(models.size(), family == "transformer" ? 0u : 100u) << family;
+    for (const std::string kind : {"mlp", "transformer"}) {
+      const std::string dir =
+          std::string(GPUEST_MODELS_DIR) + "/gpumemnet-" + family + "-" + kind;
+      auto manifest = GpuMemNetManifest::Load(dir + "/manifest.json");
+      ASSERT_TRUE(manifest.ok()) << manifest.status();
+      for (const MemberRecord& member : manifest->members) {
+        const std::string where = dir + "/" + member.file;
+        GpuMemNet net(member.network);
+        torch::load(net, where);
+        net->eval();
+        auto plain = ExportPlainNet(net);
+        ASSERT_TRUE(plain.ok()) << where << ": " << plain.status();
+        double worst = 0;
+        for (const v1::ModelDescription& model : models) {
+          const std::vector<float> global =
+              EncodeGlobal(manifest->encoding, ExtractFeatures(model));
+          const EncodedSequence seq = EncodeSequence(manifest->encoding, model);
+          const std::vector<double> want =
+              Probabilities(TorchLogits(net, global, seq), member.network.head_classes);
+          for (ForwardKernels kernels : KernelsThisCpuRuns()) {
+            const std::vector<double> got = Probabilities(
+                PlainForward(*plain, global, seq, kernels), member.network.head_classes);
+            ASSERT_EQ(got.size(), want.size());
+            size_t begin = 0;
+            for (int classes : member.network.head_classes) {
+              const auto w = want.begin() + begin, g = got.begin() + begin;
+              EXPECT_EQ(std::max_element(g, g + classes) - g,
+                        std::max_element(w, w + classes) - w)
+                  << where << " on " << model.name() << ": another class";
+              begin += classes;
+            }
+            for (size_t k = 0; k < want.size(); ++k) {
+              const double error = std::abs(got[k] - want[k]);
+              worst = std::max(worst, error / std::max(want[k], 1e-30));
+              // float32 logits of magnitude ~20 summed in another order differ by
+              // ~1e-6, which moves a probability by ~1e-5 relative (the MLP-based
+              // members, one Dense kernel, do so too).
+              EXPECT_LE(error, 5e-5 * want[k] + 1e-12)
+                  << where << " on " << model.name() << ": probability " << k << " is "
+                  << got[k] << ", libtorch says " << want[k];
+            }
+          }
+        }
+        std::printf("%s: worst relative error %.3g over %zu inputs\n", where.c_str(),
+                    worst, models.size());
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuest::ml
