@@ -43,6 +43,13 @@ bool Warned(const v1::EstimateResponse& response, v1::WarningCode code,
   return false;
 }
 
+// The traced encoder, placed on the GPU the simulators were calibrated on.
+v1::EstimateRequest TracedRequestOnA100() {
+  v1::EstimateRequest request = testing::RequestFromFile(kTracedModel);
+  request.set_gpu("a100-40gb");
+  return request;
+}
+
 class SimulationTest : public testing::CliAgainstServer {
  protected:
   static std::unique_ptr<Client> Connect() {
@@ -58,8 +65,7 @@ class SimulationTest : public testing::CliAgainstServer {
 TEST_F(SimulationTest, ATracedRequestIsReplayedAndAnsweredWithABreakdown) {
   auto client = Connect();
   ASSERT_NE(client, nullptr);
-  v1::EstimateRequest request = testing::RequestFromFile(kTracedModel);
-  request.set_gpu("a100-40gb");
+  v1::EstimateRequest request = TracedRequestOnA100();
   auto response = client->Estimate(request);
   ASSERT_TRUE(response.ok()) << response.status();
   // The trace supersedes the layer rules unless they are asked for.
@@ -277,8 +283,7 @@ TEST_F(SimulationTest, TheBoundsValidationTravelsWithTheAnswer) {
 
   auto client = Connect();
   ASSERT_NE(client, nullptr);
-  v1::EstimateRequest request = testing::RequestFromFile(kTracedModel);
-  request.set_gpu("a100-40gb");
+  v1::EstimateRequest request = TracedRequestOnA100();
   auto response = client->Estimate(request);
   ASSERT_TRUE(response.ok()) << response.status();
   const v1::EstimatorResult* r = ResultOf(*response, "allocsim");
