@@ -378,7 +378,7 @@ int Main(int argc, char** argv) {
     }
   }
   auto contention =
-      ContentionModel::Load(absl::GetFlag(FLAGS_models) + "/contention/contention.json");
+      ContentionModel::Load(ContentionModelPath(absl::GetFlag(FLAGS_models)));
   if (!contention.ok()) {
     std::fprintf(stderr, "%s\n", contention.status().ToString().c_str());
     return 1;
