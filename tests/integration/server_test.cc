@@ -15,6 +15,7 @@
 #include "tests/support/examples.h"
 #include "tests/support/prometheus_text.h"
 #include "tests/support/server_process.h"
+#include "tests/support/traced_steps.h"
 
 namespace gpuest {
 namespace {
@@ -169,7 +170,11 @@ TEST_F(ServerTest, ExceededDeadlineIsReportedAndHarmless) {
   // Connected first: the client reports a deadline that passes before any connection
   // as UNAVAILABLE (no server reachable), and this test is about a slow answer.
   ASSERT_TRUE(client_->Estimate(ExampleRequest("cnn.json")).ok());
-  auto response = client_->Estimate(ExampleRequest("cnn.json"), absl::Microseconds(1));
+  // A call that takes tens of milliseconds: gRPC keeps deadlines to the millisecond,
+  // and the example alone can be answered within the millisecond a 1 us deadline is
+  // rounded up to.
+  auto response =
+      client_->Estimate(testing::LongTracedStep(20'000), absl::Microseconds(1));
   EXPECT_EQ(response.status().code(), absl::StatusCode::kDeadlineExceeded)
       << response.status();
   EXPECT_TRUE(client_->Estimate(ExampleRequest("cnn.json")).ok());
