@@ -24,63 +24,103 @@ constexpr int kLanes = 8;
 
 int Padded(int n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
-// y[R][out] = x[R][in] W^T + b for R rows at once: each weight vector loaded is used
-// R times, and the accumulators stay in registers.
-template <int R>
-GPUEST_INLINE void DenseBlock(const DenseLayer& layer, const float* x, float* y) {
+// y[R rows][C vectors of columns from o on] = x W^T + b, for as many such column blocks
+// as fit; returns the first column left. Every weight vector loaded serves R rows and
+// every input broadcast C vectors, and the R * C accumulators are independent chains,
+// so the FMA units are kept busy even on one row (a single chain waits on each FMA).
+template <int R, int C>
+GPUEST_INLINE int DenseColumns(const DenseLayer& layer, const float* x, float* y, int o) {
   const int in = layer.in, out = layer.out;
   const float* w = layer.weight_t.data();
-  const float* b = layer.bias.data();
-  int o = 0;
-  for (; o + kLanes <= out; o += kLanes) {
-    V8 acc[R];
-    V8 bias;
-    GPUEST_LOAD8(bias, b + o);
-    for (int k = 0; k < R; ++k) acc[k] = bias;
+  for (; o + C * kLanes <= out; o += C * kLanes) {
+    V8 acc[R][C];
+    for (int c = 0; c < C; ++c) {
+      V8 bias;
+      GPUEST_LOAD8(bias, layer.bias.data() + o + c * kLanes);
+      for (int k = 0; k < R; ++k) acc[k][c] = bias;
+    }
     for (int i = 0; i < in; ++i) {
-      V8 wv;
-      GPUEST_LOAD8(wv, w + static_cast<size_t>(i) * out + o);
-      for (int k = 0; k < R; ++k) acc[k] += x[static_cast<size_t>(k) * in + i] * wv;
+      const float* wi = w + static_cast<size_t>(i) * out + o;
+      float xi[R];
+      for (int k = 0; k < R; ++k) xi[k] = x[static_cast<size_t>(k) * in + i];
+      // Each weight vector used as soon as it is loaded (a loop of loads into an
+      // array of vectors becomes a copy through the stack).
+      for (int c = 0; c < C; ++c) {
+        V8 wv;
+        GPUEST_LOAD8(wv, wi + c * kLanes);
+        for (int k = 0; k < R; ++k) acc[k][c] += xi[k] * wv;
+      }
     }
     for (int k = 0; k < R; ++k) {
-      if (layer.relu) acc[k] = acc[k] > 0.0f ? acc[k] : 0.0f;
-      GPUEST_STORE8(y + static_cast<size_t>(k) * out + o, acc[k]);
+      for (int c = 0; c < C; ++c) {
+        if (layer.relu) acc[k][c] = acc[k][c] > 0.0f ? acc[k][c] : 0.0f;
+        GPUEST_STORE8(y + static_cast<size_t>(k) * out + o + c * kLanes, acc[k][c]);
+      }
     }
   }
-  for (; o < out; ++o) {  // The columns past the last full vector.
+  return o;
+}
+
+// The columns from o on, past the last whole vector, one at a time: four partial sums
+// per column, again so that the FMAs do not wait on each other.
+template <int R>
+GPUEST_INLINE void DenseTailColumns(const DenseLayer& layer, const float* x, float* y,
+                                    int o) {
+  const int in = layer.in, out = layer.out;
+  const float* w = layer.weight_t.data();
+  for (; o < out; ++o) {
     for (int k = 0; k < R; ++k) {
-      float s = b[o];
-      for (int i = 0; i < in; ++i) {
-        s += x[static_cast<size_t>(k) * in + i] * w[static_cast<size_t>(i) * out + o];
+      const float* xk = x + static_cast<size_t>(k) * in;
+      float part[4] = {};
+      int i = 0;
+      for (; i + 4 <= in; i += 4) {
+        for (int u = 0; u < 4; ++u)
+          part[u] += xk[i + u] * w[static_cast<size_t>(i + u) * out + o];
       }
+      float s = layer.bias[o] + ((part[0] + part[1]) + (part[2] + part[3]));
+      for (; i < in; ++i) s += xk[i] * w[static_cast<size_t>(i) * out + o];
       y[static_cast<size_t>(k) * out + o] = layer.relu && s < 0.0f ? 0.0f : s;
     }
   }
+}
+
+// R rows of y = x W^T + b: wide column blocks first, narrower ones for what is left.
+// Four rows hold 4 x 2 accumulators; one row, 8.
+template <int R>
+GPUEST_INLINE void DenseRows(const DenseLayer& layer, const float* x, float* y) {
+  int o = 0;
+  if constexpr (R == 1) {
+    o = DenseColumns<1, 8>(layer, x, y, o);
+    o = DenseColumns<1, 4>(layer, x, y, o);
+  }
+  o = DenseColumns<R, 2>(layer, x, y, o);
+  o = DenseColumns<R, 1>(layer, x, y, o);
+  DenseTailColumns<R>(layer, x, y, o);
 }
 
 // y[rows][layer.out] = x[rows][layer.in] W^T + b (ReLU when the layer says so).
 GPUEST_INLINE void Dense(const DenseLayer& layer, const float* x, int rows, float* y) {
   int r = 0;
   for (; r + 4 <= rows; r += 4) {
-    DenseBlock<4>(layer, x + static_cast<size_t>(r) * layer.in,
-                  y + static_cast<size_t>(r) * layer.out);
+    DenseRows<4>(layer, x + static_cast<size_t>(r) * layer.in,
+                 y + static_cast<size_t>(r) * layer.out);
   }
   for (; r < rows; ++r) {
-    DenseBlock<1>(layer, x + static_cast<size_t>(r) * layer.in,
-                  y + static_cast<size_t>(r) * layer.out);
+    DenseRows<1>(layer, x + static_cast<size_t>(r) * layer.in,
+                 y + static_cast<size_t>(r) * layer.out);
   }
 }
 
 // p[0..8) = exp(p[i] - top[i]) for top[i] >= p[i] (softmax's shifted scores), added
 // to total too: Cephes' expf (range reduction by ln 2, degree-6 polynomial, about
-// 1 ulp); exp(x) < 1.7e-38 below -87 is 0.
+// 1 ulp). Arguments below -87 are taken as -87: exp(-87) = 1.6e-38 where the exact
+// answer is smaller still, nothing beside the maximum's exp(0) = 1 in the sum.
 GPUEST_INLINE void Exp8(float* p, const V8& top, V8& total) {
   V8 x;
   GPUEST_LOAD8(x, p);
   x -= top;
   const V8 lowest = V8{} - 87.0f;
-  const auto underflow = x < lowest;
-  x = underflow ? lowest : x;
+  x = x > lowest ? x : lowest;
   // k = round(x / ln 2) with the 1.5 * 2^23 trick; its bits give k as an integer.
   const V8 shifted = x * 1.44269504088896341f + 12582912.0f;
   const V8 k = shifted - 12582912.0f;
@@ -95,32 +135,60 @@ GPUEST_INLINE void Exp8(float* p, const V8& top, V8& total) {
   poly = poly * r + 1.6666665459e-1f;
   poly = poly * r + 5.0000001201e-1f;
   V8 y = poly * r * r + r + 1.0f;
-  const V8i bits = (ki + 127) << 23;  // 2^k.
+  const V8i bits = (ki + 127) << 23;  // 2^k, k >= -126: a normal float.
   V8 two_k;
   __builtin_memcpy(&two_k, &bits, sizeof two_k);
   y *= two_k;
-  y = underflow ? V8{} : y;
   GPUEST_STORE8(p, y);
   total += y;
 }
 
-// x = LayerNorm(x + add) per row, eps 1e-5 (libtorch's default).
+GPUEST_INLINE float SumOfLanes(const V8& v) {
+  return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
+// x = LayerNorm(x + add) per row, eps 1e-5 (libtorch's default), in float as
+// libtorch's CPU kernel computes it: whole vectors, then the columns past them.
 GPUEST_INLINE void AddNorm(float* x, const float* add, int rows, int d, const float* w,
                            const float* b) {
+  const int whole = d / kLanes * kLanes;
   for (int r = 0; r < rows; ++r) {
     float* v = x + static_cast<size_t>(r) * d;
     const float* a = add + static_cast<size_t>(r) * d;
-    double mean = 0, var = 0;
-    for (int j = 0; j < d; ++j) {
-      v[j] += a[j];
-      mean += v[j];
+    V8 sum_v = {};
+    float sum = 0;
+    int j = 0;
+    for (; j < whole; j += kLanes) {
+      V8 vv, av;
+      GPUEST_LOAD8(vv, v + j);
+      GPUEST_LOAD8(av, a + j);
+      vv += av;
+      GPUEST_STORE8(v + j, vv);
+      sum_v += vv;
     }
-    mean /= d;
-    for (int j = 0; j < d; ++j) var += (v[j] - mean) * (v[j] - mean);
-    const double inv = 1.0 / std::sqrt(var / d + 1e-5);
-    for (int j = 0; j < d; ++j) {
-      v[j] = static_cast<float>((v[j] - mean) * inv) * w[j] + b[j];
+    for (; j < d; ++j) sum += v[j] += a[j];
+    const float mean = (SumOfLanes(sum_v) + sum) / static_cast<float>(d);
+    V8 squares_v = {};
+    float squares = 0;
+    for (j = 0; j < whole; j += kLanes) {
+      V8 vv;
+      GPUEST_LOAD8(vv, v + j);
+      vv -= mean;
+      squares_v += vv * vv;
     }
+    for (; j < d; ++j) squares += (v[j] - mean) * (v[j] - mean);
+    const float inv =
+        1.0f /
+        std::sqrt((SumOfLanes(squares_v) + squares) / static_cast<float>(d) + 1e-5f);
+    for (j = 0; j < whole; j += kLanes) {
+      V8 vv, wv, bv;
+      GPUEST_LOAD8(vv, v + j);
+      GPUEST_LOAD8(wv, w + j);
+      GPUEST_LOAD8(bv, b + j);
+      vv = (vv - mean) * inv * wv + bv;
+      GPUEST_STORE8(v + j, vv);
+    }
+    for (; j < d; ++j) v[j] = (v[j] - mean) * inv * w[j] + b[j];
   }
 }
 
@@ -134,9 +202,13 @@ struct Workspace {
 // at a time, one per vector lane: every step (scores, max, exp, sum, weighted values)
 // is a whole vector, with no sums across lanes. The queries are transposed per
 // channel, scaled, and padded with zeros to whole vectors (the padding's answers are
-// dropped).
+// dropped). HD is the head size where it is known when compiling (1 to 8: the shipped
+// members have 4, 6 and 8), so that a head's queries and value sums stay in registers;
+// 0 reads it from the layer.
+template <int HD>
 GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace& w) {
-  const int np = Padded(n), hd = d / layer.heads;
+  static_assert(HD >= 0 && HD <= kLanes);
+  const int np = Padded(n), hd = HD > 0 ? HD : d / layer.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   w.queries_t.assign(static_cast<size_t>(d) * np, 0.0f);
   for (int t = 0; t < n; ++t) {
@@ -150,14 +222,25 @@ GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace&
     const float* keys = w.qkv.data() + d + h * hd;        // keys[s * 3d + j]
     const float* values = w.qkv.data() + 2 * d + h * hd;  // values[s * 3d + j]
     for (int t0 = 0; t0 < n; t0 += kLanes) {
+      // Channel j of this head for the eight queries: queries_t[j * np, + 8).
+      const float* queries_t = w.queries_t.data() + static_cast<size_t>(h * hd) * np + t0;
+      V8 queries[HD > 0 ? HD : 1];
+      if constexpr (HD > 0) {
+        for (int j = 0; j < HD; ++j)
+          GPUEST_LOAD8(queries[j], queries_t + static_cast<size_t>(j) * np);
+      }
       V8 top = V8{} - 3e38f;
       for (int s = 0; s < n; ++s) {
         const float* k = keys + static_cast<size_t>(s) * 3 * d;
         V8 acc = {};
         for (int j = 0; j < hd; ++j) {
-          V8 q;
-          GPUEST_LOAD8(q, w.queries_t.data() + static_cast<size_t>(h * hd + j) * np + t0);
-          acc += q * k[j];
+          if constexpr (HD > 0) {
+            acc += queries[j] * k[j];
+          } else {
+            V8 q;
+            GPUEST_LOAD8(q, queries_t + static_cast<size_t>(j) * np);
+            acc += q * k[j];
+          }
         }
         top = acc > top ? acc : top;
         GPUEST_STORE8(scores + static_cast<size_t>(s) * kLanes, acc);
@@ -168,8 +251,8 @@ GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace&
       const V8 inv_total = 1.0f / total;
       const int lanes = std::min(kLanes, n - t0);
       for (int j0 = 0; j0 < hd; j0 += kLanes) {  // Up to eight value channels at once.
-        const int channels = std::min(kLanes, hd - j0);
-        V8 acc[kLanes] = {};
+        const int channels = HD > 0 ? HD : std::min(kLanes, hd - j0);
+        V8 acc[HD > 0 ? HD : kLanes] = {};
         for (int s = 0; s < n; ++s) {
           V8 p;
           GPUEST_LOAD8(p, scores + static_cast<size_t>(s) * kLanes);
@@ -184,6 +267,21 @@ GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace&
         }
       }
     }
+  }
+}
+
+// Attention<HD> for the layer's head size: the sizes of the shipped members compiled
+// for, any other read at run time.
+GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace& w) {
+  switch (d / layer.heads) {
+    case 4:
+      return Attention<4>(layer, n, d, w);
+    case 6:
+      return Attention<6>(layer, n, d, w);
+    case 8:
+      return Attention<8>(layer, n, d, w);
+    default:
+      return Attention<0>(layer, n, d, w);
   }
 }
 
