@@ -111,14 +111,11 @@ GPUEST_INLINE void Dense(const DenseLayer& layer, const float* x, int rows, floa
   }
 }
 
-// p[0..8) = exp(p[i] - top[i]) for top[i] >= p[i] (softmax's shifted scores), added
-// to total too: Cephes' expf (range reduction by ln 2, degree-6 polynomial, about
-// 1 ulp). Arguments below -87 are taken as -87: exp(-87) = 1.6e-38 where the exact
-// answer is smaller still, nothing beside the maximum's exp(0) = 1 in the sum.
-GPUEST_INLINE void Exp8(float* p, const V8& top, V8& total) {
-  V8 x;
-  GPUEST_LOAD8(x, p);
-  x -= top;
+// x = exp(x) for x <= 0 (softmax's shifted scores): Cephes' expf (range reduction by
+// ln 2, degree-6 polynomial, about 1 ulp). Arguments below -87 are taken as -87:
+// exp(-87) = 1.6e-38 where the exact answer is smaller still, nothing beside the
+// maximum's exp(0) = 1 in the sum.
+GPUEST_INLINE void Exp8(V8& x) {
   const V8 lowest = V8{} - 87.0f;
   x = x > lowest ? x : lowest;
   // k = round(x / ln 2) with the 1.5 * 2^23 trick; its bits give k as an integer.
@@ -138,9 +135,7 @@ GPUEST_INLINE void Exp8(float* p, const V8& top, V8& total) {
   const V8i bits = (ki + 127) << 23;  // 2^k, k >= -126: a normal float.
   V8 two_k;
   __builtin_memcpy(&two_k, &bits, sizeof two_k);
-  y *= two_k;
-  GPUEST_STORE8(p, y);
-  total += y;
+  x = y * two_k;
 }
 
 GPUEST_INLINE float SumOfLanes(const V8& v) {
@@ -245,20 +240,27 @@ GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace&
         top = acc > top ? acc : top;
         GPUEST_STORE8(scores + static_cast<size_t>(s) * kLanes, acc);
       }
+      // The softmax's numerators exp(score - top) are made as the first eight value
+      // channels use them, and kept for the next ones where the head has more.
       V8 total = {};
-      for (int s = 0; s < n; ++s)
-        Exp8(scores + static_cast<size_t>(s) * kLanes, top, total);
-      const V8 inv_total = 1.0f / total;
       const int lanes = std::min(kLanes, n - t0);
       for (int j0 = 0; j0 < hd; j0 += kLanes) {  // Up to eight value channels at once.
         const int channels = HD > 0 ? HD : std::min(kLanes, hd - j0);
         V8 acc[HD > 0 ? HD : kLanes] = {};
         for (int s = 0; s < n; ++s) {
+          float* numerator = scores + static_cast<size_t>(s) * kLanes;
           V8 p;
-          GPUEST_LOAD8(p, scores + static_cast<size_t>(s) * kLanes);
+          GPUEST_LOAD8(p, numerator);
+          if (j0 == 0) {
+            p -= top;
+            Exp8(p);
+            total += p;
+            if (hd > kLanes) GPUEST_STORE8(numerator, p);
+          }
           const float* v = values + static_cast<size_t>(s) * 3 * d + j0;
           for (int j = 0; j < channels; ++j) acc[j] += p * v[j];
         }
+        const V8 inv_total = 1.0f / total;
         for (int j = 0; j < channels; ++j) {
           const V8 out = acc[j] * inv_total;
           for (int u = 0; u < lanes; ++u) {

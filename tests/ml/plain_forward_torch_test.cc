@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "estimators/features.h"
 #include "estimators/ml/feature_encoding.h"
 #include "estimators/ml/gpumemnet_manifest.h"
+#include "estimators/ml/network_config.h"
 #include "estimators/ml/networks.h"
 #include "estimators/ml/plain_export.h"
 #include "estimators/ml/plain_forward.h"
@@ -133,6 +135,60 @@ TEST(PlainForwardAgainstLibtorch, ShippedMembersOnRealRows) {
         }
         std::printf("%s: worst relative error %.3g over %zu inputs\n", where.c_str(),
                     worst, models.size());
+      }
+    }
+  }
+}
+
+// The shipped members have head sizes 4, 6 and 8, which have kernels of their own;
+// any other head size (under or over eight channels, or not a multiple of eight) is
+// read at run time. Randomly initialised members of such shapes, on random tokens of
+// lengths around whole vectors, against libtorch.
+TEST(PlainForwardAgainstLibtorch, HeadSizesWithoutTheirOwnKernel) {
+  torch::set_num_threads(1);
+  torch::manual_seed(20261123);
+  std::mt19937 random(20261123);
+  std::uniform_real_distribution<float> number(-2.0f, 2.0f);
+  struct Shape {
+    int d_model, heads;
+  };
+  for (const Shape shape : {Shape{12, 4}, Shape{24, 2}, Shape{32, 2}, Shape{20, 1}}) {
+    NetworkConfig config;
+    config.kind = "transformer";
+    config.global_features = 5;
+    config.head_classes = {7, 3};
+    config.hidden = {40};
+    config.vocabulary = 9;
+    config.d_model = shape.d_model;
+    config.attention_heads = shape.heads;
+    config.encoder_layers = 2;
+    config.feedforward = 24;
+    GpuMemNet net(config);
+    net->eval();
+    auto plain = ExportPlainNet(net);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    const std::string what = "d_model " + std::to_string(shape.d_model) + ", " +
+                             std::to_string(shape.heads) + " heads";
+    for (int n : {1, 7, 8, 9, 67, 119}) {
+      std::vector<float> global(config.global_features);
+      for (float& g : global) g = number(random);
+      EncodedSequence seq;
+      for (int t = 0; t < n; ++t) {
+        seq.types.push_back(static_cast<int64_t>(random() % config.vocabulary));
+        seq.numbers.push_back(number(random));
+        seq.numbers.push_back(number(random));
+      }
+      const std::vector<double> want =
+          Probabilities(TorchLogits(net, global, seq), config.head_classes);
+      for (ForwardKernels kernels : KernelsThisCpuRuns()) {
+        const std::vector<double> got = Probabilities(
+            PlainForward(*plain, global, seq, kernels), config.head_classes);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t k = 0; k < want.size(); ++k) {
+          EXPECT_LE(std::abs(got[k] - want[k]), 5e-5 * want[k] + 1e-12)
+              << what << ", " << n << " tokens: probability " << k << " is " << got[k]
+              << ", libtorch says " << want[k];
+        }
       }
     }
   }
