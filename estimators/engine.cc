@@ -24,23 +24,28 @@ std::shared_ptr<const EstimatorRegistry> Engine::ReplaceRegistry(
 
 absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
     const v1::EstimateRequest& request, const WorkDeadline& deadline) const {
-  GPUEST_RETURN_IF_ERROR(ValidateRequest(request, limits_));
   // One registry for the whole call, even if a reload replaces it meanwhile.
   const std::shared_ptr<const EstimatorRegistry> registry = this->registry();
+  return Estimate(*registry, request, deadline);
+}
 
-  const GpuProfile* gpu = &registry->gpus().Default();
+absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
+    const EstimatorRegistry& registry, const v1::EstimateRequest& request,
+    const WorkDeadline& deadline) const {
+  GPUEST_RETURN_IF_ERROR(ValidateRequest(request, limits_));
+
+  const GpuProfile* gpu = &registry.gpus().Default();
   if (!request.gpu().empty()) {
-    gpu = registry->gpus().Find(request.gpu());
+    gpu = registry.gpus().Find(request.gpu());
     if (gpu == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gpu: unknown GPU '", request.gpu(),
-                       "'; known: ", registry->gpus().KnownIds()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gpu: unknown GPU '", request.gpu(), "'; known: ", registry.gpus().KnownIds()));
     }
   }
 
   std::vector<const Estimator*> chosen;
   for (int i = 0; i < request.estimators_size(); ++i) {
-    const Estimator* e = registry->Find(request.estimators(i));
+    const Estimator* e = registry.Find(request.estimators(i));
     if (e == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "estimators[", i, "]: unknown estimator '", request.estimators(i), "'"));
@@ -49,14 +54,14 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
   }
   const bool explicit_choice = !chosen.empty();
   if (!explicit_choice) {
-    for (const auto& e : registry->estimators()) chosen.push_back(e.get());
+    for (const auto& e : registry.estimators()) chosen.push_back(e.get());
   }
 
   const v1::FeatureVector features = FeaturesOf(request);
   const EstimationInput input{request, features, *gpu, deadline};
   v1::EstimateResponse response;
   response.set_family(features.family());
-  response.set_models_version(registry->models_version());
+  response.set_models_version(registry.models_version());
   std::vector<v1::Warning> warnings;
 
   if (const auto unknown = UnknownLayerTypes(features); !unknown.empty()) {

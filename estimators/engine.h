@@ -33,6 +33,12 @@ class Engine {
   absl::StatusOr<v1::EstimateResponse> Estimate(
       const v1::EstimateRequest& request,
       const WorkDeadline& deadline = WorkDeadline::Never()) const;
+  // The same with a registry the caller took (registry()) and holds: a caller that
+  // estimates several times within one answer (a placement) answers all of it with the
+  // same models, even if a reload replaces them meanwhile.
+  absl::StatusOr<v1::EstimateResponse> Estimate(const EstimatorRegistry& registry,
+                                                const v1::EstimateRequest& request,
+                                                const WorkDeadline& deadline) const;
 
   v1::ListEstimatorsResponse ListEstimators() const;
 

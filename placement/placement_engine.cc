@@ -111,27 +111,31 @@ void AddWarnings(const std::vector<v1::Warning>& warnings,
 
 }  // namespace
 
-std::shared_ptr<const ContentionModel> PlacementEngine::contention() const {
+PlacementModels PlacementEngine::models() const {
   absl::MutexLock lock(&mu_);
-  return contention_;
+  return {engine_.registry(), contention_};
 }
 
-std::shared_ptr<const ContentionModel> PlacementEngine::ReplaceContention(
-    std::shared_ptr<const ContentionModel> contention) {
+PlacementModels PlacementEngine::ReplaceModels(PlacementModels models) {
   absl::MutexLock lock(&mu_);
-  contention_.swap(contention);
-  return contention;
+  models.registry = engine_.ReplaceRegistry(std::move(models.registry));
+  contention_.swap(models.contention);
+  return models;
 }
 
 absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     const v1::CheckPlacementRequest& request, const WorkDeadline& deadline) const {
-  // The GPU profiles of one registry and one contention model for the whole call, even
-  // if a reload replaces them.
-  const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
-  const std::shared_ptr<const ContentionModel> model = contention();
-  const ContentionModel& contention = *model;
+  // One registry (GPU profiles and estimators) and one contention model for the whole
+  // call, even if a reload replaces them.
+  return CheckPlacement(models(), request, deadline);
+}
+
+absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
+    const PlacementModels& models, const v1::CheckPlacementRequest& request,
+    const WorkDeadline& deadline) const {
+  const ContentionModel& contention = *models.contention;
   GPUEST_ASSIGN_OR_RETURN(const Target target,
-                          ResolveGpu(request.gpu(), registry->gpus()));
+                          ResolveGpu(request.gpu(), models.registry->gpus()));
   if (!request.has_candidate()) return absl::InvalidArgumentError("candidate: missing");
 
   std::vector<ResolvedJob> jobs;
@@ -140,13 +144,13 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     GPUEST_ASSIGN_OR_RETURN(
         ResolvedJob job,
         ResolveJob(request.existing(i), absl::StrCat("existing[", i, "]"),
-                   *target.profile, engine_, contention, deadline));
+                   *target.profile, engine_, models, deadline));
     jobs.push_back(std::move(job));
   }
   GPUEST_RETURN_IF_ERROR(deadline.Check());
   GPUEST_ASSIGN_OR_RETURN(ResolvedJob candidate,
                           ResolveJob(request.candidate(), "candidate", *target.profile,
-                                     engine_, contention, deadline));
+                                     engine_, models, deadline));
   jobs.push_back(std::move(candidate));
 
   v1::CheckPlacementResponse response;
@@ -257,14 +261,14 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
   if (!request.has_job()) return absl::InvalidArgumentError("job: missing");
   v1::RankGpusResponse response;
   std::set<std::string> seen;
-  const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
-  const std::shared_ptr<const ContentionModel> contention = this->contention();
-  for (const GpuProfile& gpu : registry->gpus().All()) {
+  // One registry (GPU catalog and estimators) and one contention model for the whole
+  // call, even if a reload replaces them.
+  const PlacementModels models = this->models();
+  for (const GpuProfile& gpu : models.registry->gpus().All()) {
     // Each GPU is one more estimate: none starts past the deadline.
     GPUEST_RETURN_IF_ERROR(deadline.Check());
-    GPUEST_ASSIGN_OR_RETURN(
-        const ResolvedJob job,
-        ResolveJob(request.job(), "job", gpu, engine_, *contention, deadline));
+    GPUEST_ASSIGN_OR_RETURN(const ResolvedJob job, ResolveJob(request.job(), "job", gpu,
+                                                              engine_, models, deadline));
     AddWarnings(job.warnings, response.mutable_warnings(), seen);
     v1::GpuRanking& r = *response.add_gpus();
     r.set_gpu(gpu.id);

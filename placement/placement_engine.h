@@ -17,17 +17,20 @@
 #include "estimators/work_deadline.h"
 #include "gpuest/v1/placement.pb.h"
 #include "placement/contention_model.h"
+#include "placement/placement_job.h"
 
 namespace gpuest {
 
-// The contention model can be replaced while calls run (the server's model reload), as
-// the engine's registry can: each call answers with the model it started with.
+// The models (the engine's registry and the contention model) can be replaced while
+// calls run (the server's model reload): each call answers with the pair it started
+// with, both replaced together.
 class PlacementEngine {
  public:
-  // The engine estimates jobs given by description; it must outlive this object.
-  PlacementEngine(const Engine& engine, std::shared_ptr<const ContentionModel> contention)
+  // The engine estimates jobs given by description, and its registry is replaced with
+  // the contention model by ReplaceModels; it must outlive this object.
+  PlacementEngine(Engine& engine, std::shared_ptr<const ContentionModel> contention)
       : engine_(engine), contention_(std::move(contention)) {}
-  PlacementEngine(const Engine& engine, ContentionModel contention)
+  PlacementEngine(Engine& engine, ContentionModel contention)
       : PlacementEngine(engine,
                         std::make_shared<const ContentionModel>(std::move(contention))) {}
 
@@ -38,19 +41,24 @@ class PlacementEngine {
   absl::StatusOr<v1::CheckPlacementResponse> CheckPlacement(
       const v1::CheckPlacementRequest& request,
       const WorkDeadline& deadline = WorkDeadline::Never()) const;
+  // The same with models the caller took (models()), for a caller that answers with
+  // several placements (the Kubernetes extender, per node) on one set.
+  absl::StatusOr<v1::CheckPlacementResponse> CheckPlacement(
+      const PlacementModels& models, const v1::CheckPlacementRequest& request,
+      const WorkDeadline& deadline) const;
   absl::StatusOr<v1::RankGpusResponse> RankGpus(
       const v1::RankGpusRequest& request,
       const WorkDeadline& deadline = WorkDeadline::Never()) const;
 
-  // The contention model that calls starting now answer with.
-  std::shared_ptr<const ContentionModel> contention() const;
-  // Calls that start from now on answer with this model; calls in flight finish on the
-  // one they started with. Returns the model it replaces.
-  std::shared_ptr<const ContentionModel> ReplaceContention(
-      std::shared_ptr<const ContentionModel> contention);
+  // The models that calls starting now answer with, taken together.
+  PlacementModels models() const;
+  // Calls that start from now on answer with these (Estimate calls with the registry);
+  // calls in flight finish on the ones they started with. Both are replaced under one
+  // lock, so that no placement sees one without the other. Returns those replaced.
+  PlacementModels ReplaceModels(PlacementModels models);
 
  private:
-  const Engine& engine_;
+  Engine& engine_;
   mutable absl::Mutex mu_;
   std::shared_ptr<const ContentionModel> contention_ ABSL_GUARDED_BY(mu_);
 };

@@ -121,7 +121,7 @@ absl::Status CheckDescriptionGpu(const v1::EstimateRequest& description,
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const std::string& field, const GpuProfile& gpu,
                                        const Engine& engine,
-                                       const ContentionModel& contention,
+                                       const PlacementModels& models,
                                        const WorkDeadline& deadline) {
   ResolvedJob out;
   out.name = job.name().empty() ? field : job.name();
@@ -132,7 +132,8 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
         return Invalid(field + ".measured.memory_in_use_bytes", "must be above 0");
       out.memory_bytes = m.memory_in_use_bytes();
       out.memory_basis = "measured in use (its CUDA context included)";
-      GPUEST_ASSIGN_OR_RETURN(out.util, FromMeasured(m, field + ".measured", contention));
+      GPUEST_ASSIGN_OR_RETURN(out.util,
+                              FromMeasured(m, field + ".measured", *models.contention));
       out.source = m.source();
       return out;
     }
@@ -162,9 +163,10 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
     case v1::PlacementJob::kDescription: {
       v1::EstimateRequest request = job.description();
       GPUEST_RETURN_IF_ERROR(CheckDescriptionGpu(request, field + ".description", gpu,
-                                                 engine.registry()->gpus()));
+                                                 models.registry->gpus()));
       request.set_gpu(gpu.id);
-      absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request, deadline);
+      absl::StatusOr<v1::EstimateResponse> response =
+          engine.Estimate(*models.registry, request, deadline);
       // Stopped by the deadline or the caller: the call's outcome, not this field's.
       if (!response.ok() && StoppedByCaller(response.status())) return response.status();
       if (!response.ok()) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,14 @@
 
 namespace gpuest {
 
+// The models one placement call answers with, taken together when it starts and held
+// to its end: the registry that estimates its descriptions and whose GPU catalog it
+// resolves against, and the contention model.
+struct PlacementModels {
+  std::shared_ptr<const EstimatorRegistry> registry;
+  std::shared_ptr<const ContentionModel> contention;
+};
+
 struct ResolvedJob {
   std::string name;
   uint64_t memory_bytes = 0;
@@ -29,13 +38,14 @@ struct ResolvedJob {
   std::vector<v1::Warning> warnings;  // The description's estimate's.
 };
 
-// field names the job in errors ("candidate", "existing[2]"). gpu is the target; its
-// context is added to an estimate that leaves it out. A description is estimated
-// within deadline: work it stops is DeadlineExceeded or Cancelled, the call's outcome.
+// field names the job in errors ("candidate", "existing[2]"). gpu is the target, from
+// models.registry's catalog; its context is added to an estimate that leaves it out. A
+// description is estimated by engine with models.registry, within deadline: work it
+// stops is DeadlineExceeded or Cancelled, the call's outcome.
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const std::string& field, const GpuProfile& gpu,
                                        const Engine& engine,
-                                       const ContentionModel& contention,
+                                       const PlacementModels& models,
                                        const WorkDeadline& deadline);
 
 // A job given by description is estimated for the GPU it is placed on (target): its

@@ -90,16 +90,15 @@ ReloadOutcome ModelLifecycle::Reload() {
   }
   outcome.new_models_version = loaded->registry->models_version();
   outcome.estimators = static_cast<int>(loaded->registry->estimators().size());
-  // Each is swapped at once; the old ones are freed when the last call that started
-  // on them ends.
-  const std::shared_ptr<const ContentionModel> old_contention =
-      placement_.ReplaceContention(loaded->contention);
-  engine_.ReplaceRegistry(loaded->registry);
+  // Both are swapped at once, together; the old ones are freed when the last call that
+  // started on them ends.
+  const PlacementModels old =
+      placement_.ReplaceModels({loaded->registry, loaded->contention});
   Announce(*loaded);
   metrics_.ModelsReloaded(true);
   spdlog::info("models reloaded: version {} -> {} (contention model {} -> {})",
                outcome.old_models_version, outcome.new_models_version,
-               old_contention->version, loaded->contention->version);
+               old.contention->version, loaded->contention->version);
   return outcome;
 }
 
