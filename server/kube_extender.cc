@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "client/cli/input.h"
 #include "common/units.h"
+#include "estimators/sha256.h"
 #include "placement/placement_job.h"
 #include "spdlog/spdlog.h"
 
@@ -23,7 +23,7 @@ namespace gpuest {
 struct KubeExtender::Request {
   std::string pod;                         // namespace/name, for reasons and logs.
   std::optional<v1::EstimateRequest> job;  // nullopt: no annotation, fail open.
-  std::string job_key;  // The description text's length and hash, for the cache.
+  std::string job_key;             // The description text's SHA-256, for the cache.
   absl::Status description_error;  // The annotation is there but malformed.
   nlohmann::json args;
   bool names_only = false;
@@ -32,6 +32,9 @@ struct KubeExtender::Request {
   std::vector<absl::Status> node_errors;  // Per node: why its object is unknown.
   // The candidate's figures per catalog GPU id, estimated once per request.
   std::map<std::string, absl::StatusOr<v1::EstimatedJob>> estimates;
+  // The models every node of the request is judged with: a reload may replace them
+  // meanwhile.
+  PlacementModels models;
 };
 
 struct KubeExtender::NodeVerdict {
@@ -117,6 +120,7 @@ int ScoreOf(const v1::CheckPlacementResponse& r) {
 
 absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string& body) {
   Request request;
+  request.models = placement_.models();
   request.args = nlohmann::json::parse(body, nullptr, false);
   if (request.args.is_discarded() || !request.args.is_object()) {
     return absl::InvalidArgumentError("the body is not an ExtenderArgs JSON object");
@@ -171,7 +175,8 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string&
       text.ok() ? cli::ParseRequestText(*text, where) : text.status();
   if (job.ok()) {
     request.job = *std::move(job);
-    request.job_key = absl::StrCat(text->size(), ":", std::hash<std::string>{}(*text));
+    // Collision-resistant: a pod's annotation must never be answered with another's.
+    request.job_key = Sha256Hex(*text);
   } else {
     request.description_error = job.status();
   }
@@ -179,22 +184,28 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string&
 }
 
 absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
+    const std::shared_ptr<const EstimatorRegistry>& registry,
     const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu) {
   const std::string key = absl::StrCat(gpu, "|", job_key);
   {
     absl::MutexLock lock(&cache_mu_);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    // Figures made with other models than these (before a reload) are not reused.
+    if (auto it = cache_.find(key);
+        it != cache_.end() && it->second.registry.lock() == registry) {
+      return it->second.figures;
+    }
   }
   v1::EstimateRequest request = job;
   request.set_gpu(gpu);
-  absl::StatusOr<v1::EstimateResponse> estimate = engine_.Estimate(request);
+  absl::StatusOr<v1::EstimateResponse> estimate =
+      engine_.Estimate(*registry, request, WorkDeadline::Never());
   if (!estimate.ok()) return estimate.status();
   v1::EstimatedJob figures;
   figures.set_peak_bytes(estimate->recommendation().memory_bytes());
   if (auto util = GractEstimate(*estimate)) *figures.mutable_utilization() = *util;
   absl::MutexLock lock(&cache_mu_);
   if (cache_.size() >= kEstimateCacheEntries) cache_.clear();
-  cache_[key] = figures;
+  cache_[key] = {registry, figures};
   return figures;
 }
 
@@ -216,9 +227,7 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
   }
   if (gpus->empty()) return verdict;  // No GPU data: gpuest has no opinion.
 
-  // One registry for the whole judgement: a reload may swap the engine's meanwhile.
-  const std::shared_ptr<const EstimatorRegistry> registry = engine_.registry();
-  const GpuProfiles& catalog = registry->gpus();
+  const GpuProfiles& catalog = request.models.registry->gpus();
   bool fits_somewhere = false, fits_empty_somewhere = false;
   std::vector<std::string> misses;
   for (const NodeGpu& gpu : *gpus) {
@@ -241,7 +250,8 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
     if (cached == request.estimates.end()) {
       cached = request.estimates
                    .emplace(profile->id,
-                            CandidateFigures(*request.job, request.job_key, profile->id))
+                            CandidateFigures(request.models.registry, *request.job,
+                                             request.job_key, profile->id))
                    .first;
     }
     if (!cached->second.ok()) {
@@ -271,7 +281,8 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
     }
     check.mutable_candidate()->set_name(request.pod);
     *check.mutable_candidate()->mutable_estimate() = *cached->second;
-    absl::StatusOr<v1::CheckPlacementResponse> placed = placement_.CheckPlacement(check);
+    absl::StatusOr<v1::CheckPlacementResponse> placed =
+        placement_.CheckPlacement(request.models, check, WorkDeadline::Never());
     if (!placed.ok()) {
       misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", placed.status().message()));
       continue;

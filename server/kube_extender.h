@@ -26,6 +26,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -66,21 +67,28 @@ class KubeExtender {
   absl::StatusOr<Request> ParseArgs(const std::string& body);
   // Node i of the request; request's estimate cache fills as GPU models are met.
   NodeVerdict JudgeNode(Request& request, size_t i);
-  // The job's memory figure and utilization class on a catalog GPU. kube-scheduler
-  // asks filter and then prioritize for the same pod: the estimate is made once and
-  // kept, keyed by GPU and the description text's length and 64-bit hash.
-  absl::StatusOr<v1::EstimatedJob> CandidateFigures(const v1::EstimateRequest& job,
-                                                    const std::string& job_key,
-                                                    const std::string& gpu);
+  // The job's memory figure and utilization class on a catalog GPU, estimated with
+  // registry. kube-scheduler asks filter and then prioritize for the same pod: the
+  // estimate is made once and kept, keyed by GPU and the description text's SHA-256,
+  // and reused only while the same registry serves (not after a reload).
+  absl::StatusOr<v1::EstimatedJob> CandidateFigures(
+      const std::shared_ptr<const EstimatorRegistry>& registry,
+      const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu);
 
   static constexpr size_t kEstimateCacheEntries = 1024;  // Then cleared, and refilled.
+  struct CachedFigures {
+    // The registry they were made with; weak, so that the cache keeps no old models
+    // alive after a reload.
+    std::weak_ptr<const EstimatorRegistry> registry;
+    v1::EstimatedJob figures;
+  };
 
   const Engine& engine_;
   const PlacementEngine& placement_;
   const ExtenderOptions options_;
   NodeCache node_cache_;
   absl::Mutex cache_mu_;
-  std::map<std::string, v1::EstimatedJob> cache_ ABSL_GUARDED_BY(cache_mu_);
+  std::map<std::string, CachedFigures> cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace gpuest

@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "estimators/text_file.h"
 #include "gpuest/client.h"
 #include "gpuest/v1/admin.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/examples.h"
 #include "tests/support/prometheus_text.h"
@@ -350,6 +352,80 @@ TEST(Reload, AdminIsNotServedUnlessAskedFor) {
       admin->ReloadModels(&context, v1::ReloadModelsRequest(), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED)
       << status.error_message();
+}
+
+// kube-scheduler asks the extender to filter and then to prioritize for the same pod,
+// and the extender keeps the pod's figures in between. After a reload it must judge
+// with the new models: here the A100 40GB's CUDA context grows by 2 GiB, so the pod
+// needs 2 GiB more, as the Estimate RPC says after the reload too.
+TEST_F(ReloadTest, TheExtenderJudgesWithTheReloadedModelsNotFiguresKeptFromTheOld) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--extender-listen=127.0.0.1:0"}));
+  ASSERT_GT(server_->extender_port(), 0);
+  // A pod described by examples/cnn.json, and a node whose A100 has 1 GiB free: the
+  // pod fits nowhere, and the reason says how much it needs.
+  const nlohmann::json args = {
+      {"Pod",
+       {{"metadata",
+         {{"name", "cnn"},
+          {"namespace", "ml"},
+          {"annotations",
+           {{"gpuest.io/description",
+             testing::ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) +
+                                    "/cnn.json")}}}}}}},
+      {"Nodes",
+       {{"items",
+         {{{"metadata",
+            {{"name", "busy"},
+             {"annotations",
+              {{"gpuest.io/gpus",
+                R"([{"model": "a100-40gb", "totalMiB": 40960, "freeMiB": 1024}])"}}}}}}}}}},
+      {"NodeNames", nullptr}};
+  // The pod's need in the extender's reason, and the Estimate RPC's recommendation,
+  // both in GiB to one decimal.
+  auto needs = [&] {
+    httplib::Client http("127.0.0.1", server_->extender_port());
+    http.set_read_timeout(60, 0);
+    auto res = http.Post("/filter", args.dump(), "application/json");
+    EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+    if (!res) return std::string();
+    const nlohmann::json reply = nlohmann::json::parse(res->body, nullptr, false);
+    const std::string reason = reply["FailedNodes"].value("busy", "");
+    const size_t at = reason.find("needs ");
+    EXPECT_NE(at, std::string::npos) << res->body;
+    return at == std::string::npos
+               ? reason
+               : reason.substr(at + 6, reason.find(' ', at + 6) - at - 6);
+  };
+  auto recommended = [&] {
+    v1::EstimateRequest request = testing::ExampleRequest("cnn.json");
+    request.set_gpu("a100-40gb");
+    auto response = client_->Estimate(request);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok()
+               ? absl::StrFormat(
+                     "%.1f", response->recommendation().memory_bytes() / double{1 << 30})
+               : std::string();
+  };
+  const std::string before = needs();
+  EXPECT_EQ(before, recommended());
+  EXPECT_EQ(needs(), before);  // Asked again (prioritize): the same figures.
+
+  const std::string path = models_.dir() + "/gpu_profiles.json";
+  nlohmann::json profiles = nlohmann::json::parse(testing::ReadFileOrDie(path));
+  for (nlohmann::json& gpu : profiles["gpus"]) {
+    if (gpu["id"] == "a100-40gb")
+      gpu["context_mib"] = gpu["context_mib"].get<int>() + 2048;
+  }
+  ASSERT_TRUE(WriteTextFile(path, profiles.dump(1) + "\n").ok());
+  server_->Signal(SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return Reloads(*server_, "success").value_or(0) >= 1; },
+                      absl::Seconds(60)))
+      << server_->Log();
+
+  const std::string after = needs();
+  EXPECT_EQ(after, recommended());
+  EXPECT_NEAR(std::stod(after), std::stod(before) + 2.0, 0.11)
+      << before << " -> " << after;
 }
 
 }  // namespace
