@@ -2,7 +2,10 @@
 // slots keeps one Estimate call outstanding for --duration; prints throughput, latency
 // percentiles and errors. With --in_process_models it first measures the same request
 // on an in-process Engine (what the server's work costs without gRPC) in the same run
-// and prints the ratio of the two.
+// and prints the ratio of the two. It also prints its own CPU time per gRPC call: on a
+// machine it shares with the server, that much of the cores is not the server's.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -97,6 +100,14 @@ class ClosedLoop {
   absl::Notification done_;
   Recorder recorder_;
 };
+
+// This process's CPU time (user and system, every thread) so far.
+absl::Duration ProcessCpuTime() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return absl::DurationFromTimeval(usage.ru_utime) +
+         absl::DurationFromTimeval(usage.ru_stime);
+}
 
 // Latencies (sorted, us), errors and the measured span of one run.
 struct Summary {
@@ -231,7 +242,16 @@ int main(int argc, char** argv) {
 
   ClosedLoop loop(**client, request, absl::GetFlag(FLAGS_deadline));
   const absl::Time measure_from = absl::Now() + warmup;
+  // The client's own CPU time over the measured span, sampled beside the loop.
+  absl::Duration client_cpu;
+  std::thread cpu_sampler([&] {
+    absl::SleepFor(measure_from - absl::Now());
+    const absl::Duration start = ProcessCpuTime();
+    absl::SleepFor(measure_from + duration - absl::Now());
+    client_cpu = ProcessCpuTime() - start;
+  });
   loop.Run(concurrency, measure_from, measure_from + duration);
+  cpu_sampler.join();
   const Summary grpc = Summarize(loop.recorder(), duration);
 
   std::printf("target=%s concurrency=%d duration=%.1fs request=%s estimators=%s\n",
@@ -248,6 +268,12 @@ int main(int argc, char** argv) {
                 grpc.throughput() / in_process->throughput());
   } else {
     grpc.Print("grpc");
+  }
+  if (!grpc.latencies_us.empty()) {
+    std::printf(
+        "client CPU per gRPC call: %.0fus (this load generator's own share of "
+        "the cores)\n",
+        absl::ToDoubleMicroseconds(client_cpu) / grpc.latencies_us.size());
   }
   return grpc.errors > 0 || (in_process && in_process->errors > 0) ? 1 : 0;
 }
