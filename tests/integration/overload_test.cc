@@ -27,7 +27,8 @@ namespace {
 
 using testing::ServerProcess;
 
-// A replay of this many temporaries takes about a second on an idle core.
+// A call replaying this many temporaries takes about a quarter of a second end to end
+// on the 2-core development VM (258-278 ms, 2026-11-23).
 constexpr int kLongTrace = 1'000'000;
 
 std::unique_ptr<Client> ClientOf(const ServerProcess& server) {
@@ -137,7 +138,10 @@ TEST(Overload, AFullQueueRefusesAtOnceAndCountsTheShedCalls) {
 }
 
 TEST(Overload, ACallWhoseDeadlineTheQueueWouldOutlastIsRefusedAtOnce) {
-  auto server = ServerProcess::Start({"--workers=1"});
+  // Room for the nearly four times longer trace below.
+  constexpr int kRunningTrace = 3'900'000;
+  auto server = ServerProcess::Start(
+      {"--workers=1", "--max_message_size=67108864", "--max_trace_events=4000000"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = ClientOf(**server);
   ASSERT_TRUE(client);
@@ -153,7 +157,10 @@ TEST(Overload, ACallWhoseDeadlineTheQueueWouldOutlastIsRefusedAtOnce) {
   // One call running, two queued behind it: a further call can start only after a
   // queued one has run, at least a whole call's time from now, even if the running
   // call ends just before it arrives (with one queued, that left an empty queue and a
-  // call admitted to wait for the worker). (Shared state: the calls outlive a failed
+  // call admitted to wait for the worker). The running call is nearly four times as long
+  // and the two others are sent once it runs, so that it is still running when they have
+  // arrived, however slow their transfer on a loaded machine (sent at once, the first
+  // could end before the third had arrived). (Shared state: the calls outlive a failed
   // expectation.)
   constexpr int kLongCalls = 3;
   struct Outstanding {
@@ -161,20 +168,31 @@ TEST(Overload, ACallWhoseDeadlineTheQueueWouldOutlastIsRefusedAtOnce) {
     int finished ABSL_GUARDED_BY(mu) = 0;
   };
   auto outstanding = std::make_shared<Outstanding>();
-  for (int i = 0; i < kLongCalls; ++i) {
-    client->EstimateAsync(long_call,
-                          [outstanding](absl::StatusOr<v1::EstimateResponse> r) {
-                            EXPECT_TRUE(r.ok()) << r.status();
-                            absl::MutexLock lock(&outstanding->mu);
-                            ++outstanding->finished;
-                          });
-  }
-  bool queued = false;
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (!queued && absl::Now() < give_up) {
-    queued = Count(Scrape(**server), "gpuest_requests_queued", {}) == kLongCalls - 1;
-    if (!queued) absl::SleepFor(absl::Milliseconds(2));
-  }
+  auto send = [&](const v1::EstimateRequest& request) {
+    client->EstimateAsync(request, [outstanding](absl::StatusOr<v1::EstimateResponse> r) {
+      EXPECT_TRUE(r.ok()) << r.status();
+      absl::MutexLock lock(&outstanding->mu);
+      ++outstanding->finished;
+    });
+  };
+  // Waits until the server's gauges say so (scraped every 2 ms, for a minute at most).
+  auto wait_for = [&](double in_flight, double queued) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (absl::Now() < give_up) {
+      const auto s = Scrape(**server);
+      if (Count(s, "gpuest_requests_in_flight", {}) == in_flight &&
+          Count(s, "gpuest_requests_queued", {}) == queued) {
+        return true;
+      }
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return false;
+  };
+  send(testing::LongTracedStep(kRunningTrace));
+  const bool running = wait_for(1, 0);
+  EXPECT_TRUE(running) << "the first long call never ran";
+  for (int i = 1; i < kLongCalls; ++i) send(long_call);
+  const bool queued = running && wait_for(kLongCalls, kLongCalls - 1);
   EXPECT_TRUE(queued) << "the long calls never waited for the worker";
   if (queued) {
     const auto third =

@@ -18,7 +18,8 @@ v1::EstimateRequest CacheHungryStep(uint64_t temporary_bytes);
 
 // CacheHungryStep(64 MiB) followed by `temporaries` short-lived temporaries of sizes
 // from 512 bytes to 64 MiB, a few alive at once: a valid request whose replay takes
-// about a second per million temporaries, for tests of long work.
+// about a quarter of a second per million temporaries on the 2-core development VM, for
+// tests of long work.
 v1::EstimateRequest LongTracedStep(int temporaries);
 
 }  // namespace gpuest::testing
