@@ -271,6 +271,15 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
       logits = logits.to(torch::kCPU, torch::kFloat32).contiguous();
       z = logits.data_ptr<float>();
     }
+    // The probe at load saw finite outputs; an input that still gives a non-finite
+    // logit must not become a class (NaN compares false, and argmax would pick one).
+    for (size_t k = 0; k < total; ++k) {
+      if (!std::isfinite(z[k])) {
+        return absl::InternalError(
+            absl::StrCat("member ", i, " gave a non-finite output (logit ", k, " is ",
+                         z[k], ") on this request; the ensemble does not answer"));
+      }
+    }
     std::vector<double>& p = probabilities.emplace_back(total);
     for (size_t h = 0; h < heads_.size(); ++h) {
       const int begin = head_offsets_[h], end = begin + heads_[h].classes();

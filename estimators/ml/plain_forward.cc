@@ -53,7 +53,8 @@ GPUEST_INLINE int DenseColumns(const DenseLayer& layer, const float* x, float* y
     }
     for (int k = 0; k < R; ++k) {
       for (int c = 0; c < C; ++c) {
-        if (layer.relu) acc[k][c] = acc[k][c] > 0.0f ? acc[k][c] : 0.0f;
+        // NaN stays NaN, as in libtorch's relu: the caller must see it.
+        if (layer.relu) acc[k][c] = acc[k][c] < 0.0f ? 0.0f : acc[k][c];
         GPUEST_STORE8(y + static_cast<size_t>(k) * out + o + c * kLanes, acc[k][c]);
       }
     }
@@ -114,10 +115,10 @@ GPUEST_INLINE void Dense(const DenseLayer& layer, const float* x, int rows, floa
 // x = exp(x) for x <= 0 (softmax's shifted scores): Cephes' expf (range reduction by
 // ln 2, degree-6 polynomial, about 1 ulp). Arguments below -87 are taken as -87:
 // exp(-87) = 1.6e-38 where the exact answer is smaller still, nothing beside the
-// maximum's exp(0) = 1 in the sum.
+// maximum's exp(0) = 1 in the sum. NaN stays NaN.
 GPUEST_INLINE void Exp8(V8& x) {
   const V8 lowest = V8{} - 87.0f;
-  x = x > lowest ? x : lowest;
+  x = x < lowest ? lowest : x;
   // k = round(x / ln 2) with the 1.5 * 2^23 trick; its bits give k as an integer.
   const V8 shifted = x * 1.44269504088896341f + 12582912.0f;
   const V8 k = shifted - 12582912.0f;

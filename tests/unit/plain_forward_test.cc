@@ -2,6 +2,9 @@
 // members are checked against their libtorch modules at load (plain_export.h).
 #include "estimators/ml/plain_forward.h"
 
+#include <cmath>
+#include <limits>
+
 #include "gtest/gtest.h"
 
 namespace gpuest::ml {
@@ -62,6 +65,21 @@ TEST(PlainForward, TransformerBasedMemberOnOneToken) {
   const std::vector<float> logits = PlainForward(net, {5}, seq);
   ASSERT_EQ(logits.size(), 1u);
   EXPECT_NEAR(logits[0], 7.5f, 1e-4f);  // LayerNorm's eps moves it by ~1e-5.
+}
+
+// A NaN must reach the logits, as in libtorch, where the estimator refuses to make a
+// class of it: a ReLU that turned it into 0 made finite, wrong logits.
+TEST(PlainForward, ANanInputGivesNanLogitsInEveryKernel) {
+  PlainNet net;
+  net.trunk = {
+      Layer(1, 8, std::vector<float>(8, 1.0f), std::vector<float>(8, 0.0f), true),
+      Layer(8, 1, std::vector<float>(8, 1.0f), {0.5f}, false)};
+  for (ForwardKernels kernels : {ForwardKernels::kPortable, BestForwardKernels()}) {
+    const std::vector<float> logits =
+        PlainForward(net, {std::numeric_limits<float>::quiet_NaN()}, {}, kernels);
+    ASSERT_EQ(logits.size(), 1u);
+    EXPECT_TRUE(std::isnan(logits[0])) << logits[0];
+  }
 }
 
 }  // namespace
