@@ -117,8 +117,8 @@ TEST(Overload, AFullQueueRefusesAtOnceAndCountsTheShedCalls) {
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = ClientOf(**server);
   ASSERT_TRUE(client);
-  // One worker busy for a second or more per call, one place in the queue: of calls
-  // sent at once, those that find both taken are refused.
+  // One worker busy for a quarter of a second or more per call, one place in the queue:
+  // of calls sent at once, those that find both taken are refused.
   constexpr int kCalls = 6;
   const auto outcomes = EstimateAtOnce(*client, testing::LongTracedStep(kLongTrace),
                                        kCalls, absl::Seconds(120));
