@@ -15,7 +15,7 @@
 namespace gpuest {
 
 ModelLifecycle::ModelLifecycle(const ModelOptions& options, std::string device,
-                               Metrics& metrics, const ModelSet& set,
+                               Metrics& metrics, const PlacementModels& set,
                                const ValidationLimits& limits)
     : options_(options),
       device_(std::move(device)),
@@ -26,15 +26,15 @@ ModelLifecycle::ModelLifecycle(const ModelOptions& options, std::string device,
 absl::StatusOr<std::unique_ptr<ModelLifecycle>> ModelLifecycle::Create(
     const ModelOptions& options, const ValidationLimits& limits, Metrics& metrics) {
   GPUEST_ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.device));
-  GPUEST_ASSIGN_OR_RETURN(const ModelSet set, LoadSet(options, device));
+  GPUEST_ASSIGN_OR_RETURN(const PlacementModels set, LoadSet(options, device));
   std::unique_ptr<ModelLifecycle> lifecycle(
       new ModelLifecycle(options, std::move(device), metrics, set, limits));
   lifecycle->Announce(set);
   return lifecycle;
 }
 
-absl::StatusOr<ModelLifecycle::ModelSet> ModelLifecycle::LoadSet(
-    const ModelOptions& options, const std::string& device) {
+absl::StatusOr<PlacementModels> ModelLifecycle::LoadSet(const ModelOptions& options,
+                                                        const std::string& device) {
   // One scan: the registry and the contention model are loaded from the bytes the
   // version is computed from.
   GPUEST_ASSIGN_OR_RETURN(const ModelRepositoryContents contents,
@@ -50,11 +50,11 @@ absl::StatusOr<ModelLifecycle::ModelSet> ModelLifecycle::LoadSet(
   registry_options.factories = DefaultEstimatorFactories();
   GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<EstimatorRegistry> registry,
                           EstimatorRegistry::Load(contents, registry_options));
-  return ModelSet{std::move(registry),
-                  std::make_shared<const ContentionModel>(std::move(contention))};
+  return PlacementModels{std::move(registry),
+                         std::make_shared<const ContentionModel>(std::move(contention))};
 }
 
-void ModelLifecycle::Announce(const ModelSet& set) {
+void ModelLifecycle::Announce(const PlacementModels& set) {
   const EstimatorRegistry& registry = *set.registry;
   std::vector<std::string> ids;
   for (const auto& e : registry.estimators()) {
@@ -78,7 +78,7 @@ ReloadOutcome ModelLifecycle::Reload() {
   outcome.old_models_version = current->models_version();
   spdlog::info("reloading models from {} (serving version {})", options_.directory,
                outcome.old_models_version);
-  absl::StatusOr<ModelSet> loaded = LoadSet(options_, device_);
+  absl::StatusOr<PlacementModels> loaded = LoadSet(options_, device_);
   if (!loaded.ok()) {
     outcome.new_models_version = outcome.old_models_version;
     outcome.estimators = static_cast<int>(current->estimators().size());
@@ -92,8 +92,7 @@ ReloadOutcome ModelLifecycle::Reload() {
   outcome.estimators = static_cast<int>(loaded->registry->estimators().size());
   // Both are swapped at once, together; the old ones are freed when the last call that
   // started on them ends.
-  const PlacementModels old =
-      placement_.ReplaceModels({loaded->registry, loaded->contention});
+  const PlacementModels old = placement_.ReplaceModels(*loaded);
   Announce(*loaded);
   metrics_.ModelsReloaded(true);
   spdlog::info("models reloaded: version {} -> {} (contention model {} -> {})",

@@ -54,21 +54,16 @@ class ModelLifecycle {
   ReloadOutcome Reload();
 
  private:
+  ModelLifecycle(const ModelOptions& options, std::string device, Metrics& metrics,
+                 const PlacementModels& set, const ValidationLimits& limits);
+
   // One scan of the repository, loaded and verified; nothing serves it yet. Its
   // version (the registry's) covers the contention model's bytes too.
-  struct ModelSet {
-    std::shared_ptr<const EstimatorRegistry> registry;
-    std::shared_ptr<const ContentionModel> contention;
-  };
-
-  ModelLifecycle(const ModelOptions& options, std::string device, Metrics& metrics,
-                 const ModelSet& set, const ValidationLimits& limits);
-
-  static absl::StatusOr<ModelSet> LoadSet(const ModelOptions& options,
-                                          const std::string& device);
+  static absl::StatusOr<PlacementModels> LoadSet(const ModelOptions& options,
+                                                 const std::string& device);
   // Puts the set's version, estimators and contention model into the log and the
   // metrics.
-  void Announce(const ModelSet& set);
+  void Announce(const PlacementModels& set);
 
   const ModelOptions options_;
   const std::string device_;
