@@ -7,36 +7,45 @@
 namespace gpuest::ml {
 namespace {
 
-// Every helper is inlined into the two entry points at the bottom, so that the same
-// source is compiled once for the baseline x86-64 (SSE2) and once for AVX2 with FMA;
-// which one runs is chosen at run time (no -march: the binary runs on any x86-64).
+// Every helper is inlined into the entry points at the bottom, so that the same
+// source is compiled for the baseline x86-64 (SSE2), for AVX2 with FMA and for
+// AVX-512; which one runs is chosen at run time (no -march: the binary runs on any
+// x86-64). L is the lanes of a vector: 8, or 16 for AVX-512, whose registers hold 16
+// floats (on CPUs with whole 512-bit units, such as AMD's Zen 5, twice the work per
+// instruction).
 #define GPUEST_INLINE inline __attribute__((always_inline))
 
-// Eight floats in the compiler's generic vectors: one AVX register, or two SSE ones.
-// Only ever a local inside the inlined helpers (never passed between functions, whose
-// ABI would differ between the two builds).
-typedef float V8 __attribute__((vector_size(32)));
-typedef int32_t V8i __attribute__((vector_size(32)));
-constexpr int kLanes = 8;
+// L floats (and L int32) in the compiler's generic vectors. Only ever locals inside
+// the inlined helpers (never passed between functions, whose ABI would differ between
+// the builds).
+template <int L>
+struct Lanes {
+  typedef float F __attribute__((vector_size(4 * L)));
+  typedef int32_t I __attribute__((vector_size(4 * L)));
+};
 
-#define GPUEST_LOAD8(v, p) __builtin_memcpy(&(v), (p), sizeof(V8))
-#define GPUEST_STORE8(p, v) __builtin_memcpy((p), &(v), sizeof(V8))
+#define GPUEST_LOAD(v, p) __builtin_memcpy(&(v), (p), sizeof(v))
+#define GPUEST_STORE(p, v) __builtin_memcpy((p), &(v), sizeof(v))
 
-int Padded(int n) { return (n + kLanes - 1) / kLanes * kLanes; }
+template <int L>
+int Padded(int n) {
+  return (n + L - 1) / L * L;
+}
 
 // y[R rows][C vectors of columns from o on] = x W^T + b, for as many such column blocks
 // as fit; returns the first column left. Every weight vector loaded serves R rows and
 // every input broadcast C vectors, and the R * C accumulators are independent chains,
 // so the FMA units are kept busy even on one row (a single chain waits on each FMA).
-template <int R, int C>
+template <int L, int R, int C>
 GPUEST_INLINE int DenseColumns(const DenseLayer& layer, const float* x, float* y, int o) {
+  using V = typename Lanes<L>::F;
   const int in = layer.in, out = layer.out;
   const float* w = layer.weight_t.data();
-  for (; o + C * kLanes <= out; o += C * kLanes) {
-    V8 acc[R][C];
+  for (; o + C * L <= out; o += C * L) {
+    V acc[R][C];
     for (int c = 0; c < C; ++c) {
-      V8 bias;
-      GPUEST_LOAD8(bias, layer.bias.data() + o + c * kLanes);
+      V bias;
+      GPUEST_LOAD(bias, layer.bias.data() + o + c * L);
       for (int k = 0; k < R; ++k) acc[k][c] = bias;
     }
     for (int i = 0; i < in; ++i) {
@@ -46,8 +55,8 @@ GPUEST_INLINE int DenseColumns(const DenseLayer& layer, const float* x, float* y
       // Each weight vector used as soon as it is loaded (a loop of loads into an
       // array of vectors becomes a copy through the stack).
       for (int c = 0; c < C; ++c) {
-        V8 wv;
-        GPUEST_LOAD8(wv, wi + c * kLanes);
+        V wv;
+        GPUEST_LOAD(wv, wi + c * L);
         for (int k = 0; k < R; ++k) acc[k][c] += xi[k] * wv;
       }
     }
@@ -55,7 +64,7 @@ GPUEST_INLINE int DenseColumns(const DenseLayer& layer, const float* x, float* y
       for (int c = 0; c < C; ++c) {
         // NaN stays NaN, as in libtorch's relu: the caller must see it.
         if (layer.relu) acc[k][c] = acc[k][c] < 0.0f ? 0.0f : acc[k][c];
-        GPUEST_STORE8(y + static_cast<size_t>(k) * out + o + c * kLanes, acc[k][c]);
+        GPUEST_STORE(y + static_cast<size_t>(k) * out + o + c * L, acc[k][c]);
       }
     }
   }
@@ -87,28 +96,29 @@ GPUEST_INLINE void DenseTailColumns(const DenseLayer& layer, const float* x, flo
 
 // R rows of y = x W^T + b: wide column blocks first, narrower ones for what is left.
 // Four rows hold 4 x 2 accumulators; one row, 8.
-template <int R>
+template <int L, int R>
 GPUEST_INLINE void DenseRows(const DenseLayer& layer, const float* x, float* y) {
   int o = 0;
   if constexpr (R == 1) {
-    o = DenseColumns<1, 8>(layer, x, y, o);
-    o = DenseColumns<1, 4>(layer, x, y, o);
+    o = DenseColumns<L, 1, 8>(layer, x, y, o);
+    o = DenseColumns<L, 1, 4>(layer, x, y, o);
   }
-  o = DenseColumns<R, 2>(layer, x, y, o);
-  o = DenseColumns<R, 1>(layer, x, y, o);
+  o = DenseColumns<L, R, 2>(layer, x, y, o);
+  o = DenseColumns<L, R, 1>(layer, x, y, o);
   DenseTailColumns<R>(layer, x, y, o);
 }
 
 // y[rows][layer.out] = x[rows][layer.in] W^T + b (ReLU when the layer says so).
+template <int L>
 GPUEST_INLINE void Dense(const DenseLayer& layer, const float* x, int rows, float* y) {
   int r = 0;
   for (; r + 4 <= rows; r += 4) {
-    DenseRows<4>(layer, x + static_cast<size_t>(r) * layer.in,
-                 y + static_cast<size_t>(r) * layer.out);
+    DenseRows<L, 4>(layer, x + static_cast<size_t>(r) * layer.in,
+                    y + static_cast<size_t>(r) * layer.out);
   }
   for (; r < rows; ++r) {
-    DenseRows<1>(layer, x + static_cast<size_t>(r) * layer.in,
-                 y + static_cast<size_t>(r) * layer.out);
+    DenseRows<L, 1>(layer, x + static_cast<size_t>(r) * layer.in,
+                    y + static_cast<size_t>(r) * layer.out);
   }
 }
 
@@ -116,73 +126,84 @@ GPUEST_INLINE void Dense(const DenseLayer& layer, const float* x, int rows, floa
 // ln 2, degree-6 polynomial, about 1 ulp). Arguments below -87 are taken as -87:
 // exp(-87) = 1.6e-38 where the exact answer is smaller still, nothing beside the
 // maximum's exp(0) = 1 in the sum. NaN stays NaN.
-GPUEST_INLINE void Exp8(V8& x) {
-  const V8 lowest = V8{} - 87.0f;
+template <int L>
+GPUEST_INLINE void Exp(typename Lanes<L>::F& x) {
+  using V = typename Lanes<L>::F;
+  const V lowest = V{} - 87.0f;
   x = x < lowest ? lowest : x;
   // k = round(x / ln 2) with the 1.5 * 2^23 trick; its bits give k as an integer.
-  const V8 shifted = x * 1.44269504088896341f + 12582912.0f;
-  const V8 k = shifted - 12582912.0f;
-  V8i ki;
+  const V shifted = x * 1.44269504088896341f + 12582912.0f;
+  const V k = shifted - 12582912.0f;
+  typename Lanes<L>::I ki;
   __builtin_memcpy(&ki, &shifted, sizeof ki);
   ki -= 0x4b400000;  // The bits of 12582912.0f.
-  V8 r = x - k * 0.693359375f;
+  V r = x - k * 0.693359375f;
   r = r - k * -2.12194440e-4f;
-  V8 poly = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  V poly = r * 1.9875691500e-4f + 1.3981999507e-3f;
   poly = poly * r + 8.3334519073e-3f;
   poly = poly * r + 4.1665795894e-2f;
   poly = poly * r + 1.6666665459e-1f;
   poly = poly * r + 5.0000001201e-1f;
-  V8 y = poly * r * r + r + 1.0f;
-  const V8i bits = (ki + 127) << 23;  // 2^k, k >= -126: a normal float.
-  V8 two_k;
+  V y = poly * r * r + r + 1.0f;
+  const typename Lanes<L>::I bits = (ki + 127) << 23;  // 2^k, k >= -126: a normal float.
+  V two_k;
   __builtin_memcpy(&two_k, &bits, sizeof two_k);
   x = y * two_k;
 }
 
-GPUEST_INLINE float SumOfLanes(const V8& v) {
-  return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+// Pairwise: the halves added lane by lane until one is left.
+template <int L>
+GPUEST_INLINE float SumOfLanes(const typename Lanes<L>::F& v) {
+  float part[L];
+  __builtin_memcpy(part, &v, sizeof part);
+  for (int width = L / 2; width > 0; width /= 2) {
+    for (int i = 0; i < width; ++i) part[i] += part[i + width];
+  }
+  return part[0];
 }
 
 // x = LayerNorm(x + add) per row, eps 1e-5 (libtorch's default), in float as
 // libtorch's CPU kernel computes it: whole vectors, then the columns past them.
+template <int L>
 GPUEST_INLINE void AddNorm(float* x, const float* add, int rows, int d, const float* w,
                            const float* b) {
-  const int whole = d / kLanes * kLanes;
+  using V = typename Lanes<L>::F;
+  const int whole = d / L * L;
   for (int r = 0; r < rows; ++r) {
     float* v = x + static_cast<size_t>(r) * d;
     const float* a = add + static_cast<size_t>(r) * d;
-    V8 sum_v = {};
+    V sum_v = {};
     float sum = 0;
     int j = 0;
-    for (; j < whole; j += kLanes) {
-      V8 vv, av;
-      GPUEST_LOAD8(vv, v + j);
-      GPUEST_LOAD8(av, a + j);
+    for (; j < whole; j += L) {
+      V vv, av;
+      GPUEST_LOAD(vv, v + j);
+      GPUEST_LOAD(av, a + j);
       vv += av;
-      GPUEST_STORE8(v + j, vv);
+      GPUEST_STORE(v + j, vv);
       sum_v += vv;
     }
     for (; j < d; ++j) sum += v[j] += a[j];
-    const float mean = (SumOfLanes(sum_v) + sum) / static_cast<float>(d);
-    V8 squares_v = {};
+    const float mean = (SumOfLanes<L>(sum_v) + sum) / static_cast<float>(d);
+    V squares_v = {};
     float squares = 0;
-    for (j = 0; j < whole; j += kLanes) {
-      V8 vv;
-      GPUEST_LOAD8(vv, v + j);
+    for (j = 0; j < whole; j += L) {
+      V vv;
+      GPUEST_LOAD(vv, v + j);
       vv -= mean;
       squares_v += vv * vv;
     }
     for (; j < d; ++j) squares += (v[j] - mean) * (v[j] - mean);
     const float inv =
         1.0f /
-        std::sqrt((SumOfLanes(squares_v) + squares) / static_cast<float>(d) + 1e-5f);
-    for (j = 0; j < whole; j += kLanes) {
-      V8 vv, wv, bv;
-      GPUEST_LOAD8(vv, v + j);
-      GPUEST_LOAD8(wv, w + j);
-      GPUEST_LOAD8(bv, b + j);
+        std::sqrt((SumOfLanes<L>(squares_v) + squares) / static_cast<float>(d) + 1e-5f);
+    for (j = 0; j < whole; j += L) {
+      V vv, wv, bv;
+      GPUEST_LOAD(vv, v + j);
+      GPUEST_LOAD(wv, w + j);
+      GPUEST_LOAD(bv, b + j);
       vv = (vv - mean) * inv * wv + bv;
-      GPUEST_STORE8(v + j, vv);
+      GPUEST_STORE(v + j, vv);
     }
     for (; j < d; ++j) v[j] = (v[j] - mean) * inv * w[j] + b[j];
   }
@@ -194,17 +215,18 @@ struct Workspace {
   std::vector<float> x, qkv, queries_t, attended, projected, hidden, scores, a, b;
 };
 
-// One encoder layer's self-attention: attended[n][d] from qkv[n][3d], eight queries
+// One encoder layer's self-attention: attended[n][d] from qkv[n][3d], L queries
 // at a time, one per vector lane: every step (scores, max, exp, sum, weighted values)
 // is a whole vector, with no sums across lanes. The queries are transposed per
 // channel, scaled, and padded with zeros to whole vectors (the padding's answers are
 // dropped). HD is the head size where it is known when compiling (1 to 8: the shipped
 // members have 4, 6 and 8), so that a head's queries and value sums stay in registers;
 // 0 reads it from the layer.
-template <int HD>
+template <int L, int HD>
 GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace& w) {
-  static_assert(HD >= 0 && HD <= kLanes);
-  const int np = Padded(n), hd = HD > 0 ? HD : d / layer.heads;
+  using V = typename Lanes<L>::F;
+  static_assert(HD >= 0 && HD <= 8);
+  const int np = Padded<L>(n), hd = HD > 0 ? HD : d / layer.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   w.queries_t.assign(static_cast<size_t>(d) * np, 0.0f);
   for (int t = 0; t < n; ++t) {
@@ -212,58 +234,58 @@ GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace&
     for (int c = 0; c < d; ++c)
       w.queries_t[static_cast<size_t>(c) * np + t] = q[c] * scale;
   }
-  w.scores.resize(static_cast<size_t>(n) * kLanes);
+  w.scores.resize(static_cast<size_t>(n) * L);
   float* scores = w.scores.data();
   for (int h = 0; h < layer.heads; ++h) {
     const float* keys = w.qkv.data() + d + h * hd;        // keys[s * 3d + j]
     const float* values = w.qkv.data() + 2 * d + h * hd;  // values[s * 3d + j]
-    for (int t0 = 0; t0 < n; t0 += kLanes) {
-      // Channel j of this head for the eight queries: queries_t[j * np, + 8).
+    for (int t0 = 0; t0 < n; t0 += L) {
+      // Channel j of this head for the L queries: queries_t[j * np, + L).
       const float* queries_t = w.queries_t.data() + static_cast<size_t>(h * hd) * np + t0;
-      V8 queries[HD > 0 ? HD : 1];
+      V queries[HD > 0 ? HD : 1];
       if constexpr (HD > 0) {
         for (int j = 0; j < HD; ++j)
-          GPUEST_LOAD8(queries[j], queries_t + static_cast<size_t>(j) * np);
+          GPUEST_LOAD(queries[j], queries_t + static_cast<size_t>(j) * np);
       }
-      V8 top = V8{} - 3e38f;
+      V top = V{} - 3e38f;
       for (int s = 0; s < n; ++s) {
         const float* k = keys + static_cast<size_t>(s) * 3 * d;
-        V8 acc = {};
+        V acc = {};
         for (int j = 0; j < hd; ++j) {
           if constexpr (HD > 0) {
             acc += queries[j] * k[j];
           } else {
-            V8 q;
-            GPUEST_LOAD8(q, queries_t + static_cast<size_t>(j) * np);
+            V q;
+            GPUEST_LOAD(q, queries_t + static_cast<size_t>(j) * np);
             acc += q * k[j];
           }
         }
         top = acc > top ? acc : top;
-        GPUEST_STORE8(scores + static_cast<size_t>(s) * kLanes, acc);
+        GPUEST_STORE(scores + static_cast<size_t>(s) * L, acc);
       }
-      // The softmax's numerators exp(score - top) are made as the first eight value
+      // The softmax's numerators exp(score - top) are made as the first L value
       // channels use them, and kept for the next ones where the head has more.
-      V8 total = {};
-      const int lanes = std::min(kLanes, n - t0);
-      for (int j0 = 0; j0 < hd; j0 += kLanes) {  // Up to eight value channels at once.
-        const int channels = HD > 0 ? HD : std::min(kLanes, hd - j0);
-        V8 acc[HD > 0 ? HD : kLanes] = {};
+      V total = {};
+      const int lanes = std::min(L, n - t0);
+      for (int j0 = 0; j0 < hd; j0 += L) {  // Up to L value channels at once.
+        const int channels = HD > 0 ? HD : std::min(L, hd - j0);
+        V acc[HD > 0 ? HD : L] = {};
         for (int s = 0; s < n; ++s) {
-          float* numerator = scores + static_cast<size_t>(s) * kLanes;
-          V8 p;
-          GPUEST_LOAD8(p, numerator);
+          float* numerator = scores + static_cast<size_t>(s) * L;
+          V p;
+          GPUEST_LOAD(p, numerator);
           if (j0 == 0) {
             p -= top;
-            Exp8(p);
+            Exp<L>(p);
             total += p;
-            if (hd > kLanes) GPUEST_STORE8(numerator, p);
+            if (hd > L) GPUEST_STORE(numerator, p);
           }
           const float* v = values + static_cast<size_t>(s) * 3 * d + j0;
           for (int j = 0; j < channels; ++j) acc[j] += p * v[j];
         }
-        const V8 inv_total = 1.0f / total;
+        const V inv_total = 1.0f / total;
         for (int j = 0; j < channels; ++j) {
-          const V8 out = acc[j] * inv_total;
+          const V out = acc[j] * inv_total;
           for (int u = 0; u < lanes; ++u) {
             w.attended[static_cast<size_t>(t0 + u) * d + h * hd + j0 + j] = out[u];
           }
@@ -275,40 +297,43 @@ GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace&
 
 // Attention<HD> for the layer's head size: the sizes of the shipped members compiled
 // for, any other read at run time.
+template <int L>
 GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace& w) {
   switch (d / layer.heads) {
     case 4:
-      return Attention<4>(layer, n, d, w);
+      return Attention<L, 4>(layer, n, d, w);
     case 6:
-      return Attention<6>(layer, n, d, w);
+      return Attention<L, 6>(layer, n, d, w);
     case 8:
-      return Attention<8>(layer, n, d, w);
+      return Attention<L, 8>(layer, n, d, w);
     default:
-      return Attention<0>(layer, n, d, w);
+      return Attention<L, 0>(layer, n, d, w);
   }
 }
 
 // The trunk and heads on one row; the result is in w.a.
+template <int L>
 GPUEST_INLINE void Trunk(const DenseNet& net, Workspace& w) {
   for (const DenseLayer& layer : net) {
     w.b.resize(layer.out);
-    Dense(layer, w.a.data(), 1, w.b.data());
+    Dense<L>(layer, w.a.data(), 1, w.b.data());
     w.a.swap(w.b);
   }
 }
 
+template <int L>
 GPUEST_INLINE void Forward(const PlainNet& net, const std::vector<float>& global,
                            const EncodedSequence& seq, Workspace& w) {
   w.a.clear();
   if (net.d == 0) {
     w.a.assign(global.begin(), global.end());
-    Trunk(net.trunk, w);
+    Trunk<L>(net.trunk, w);
     return;
   }
   const int n = static_cast<int>(seq.types.size()), d = net.d;
   const size_t nd = static_cast<size_t>(n) * d;
   w.x.resize(nd);
-  Dense(net.projection, seq.numbers.data(), n, w.x.data());
+  Dense<L>(net.projection, seq.numbers.data(), n, w.x.data());
   for (int t = 0; t < n; ++t) {
     const float* e = net.embedding.data() + static_cast<size_t>(seq.types[t]) * d;
     for (int j = 0; j < d; ++j) w.x[static_cast<size_t>(t) * d + j] += e[j];
@@ -317,28 +342,28 @@ GPUEST_INLINE void Forward(const PlainNet& net, const std::vector<float>& global
   w.projected.resize(nd);
   for (const EncoderLayer& layer : net.layers) {
     w.qkv.resize(nd * 3);
-    Dense(layer.in_proj, w.x.data(), n, w.qkv.data());
-    Attention(layer, n, d, w);
-    Dense(layer.out_proj, w.attended.data(), n, w.projected.data());
-    AddNorm(w.x.data(), w.projected.data(), n, d, layer.norm1_w.data(),
-            layer.norm1_b.data());
+    Dense<L>(layer.in_proj, w.x.data(), n, w.qkv.data());
+    Attention<L>(layer, n, d, w);
+    Dense<L>(layer.out_proj, w.attended.data(), n, w.projected.data());
+    AddNorm<L>(w.x.data(), w.projected.data(), n, d, layer.norm1_w.data(),
+               layer.norm1_b.data());
     w.hidden.resize(static_cast<size_t>(n) * layer.feedforward);
-    Dense(layer.linear1, w.x.data(), n, w.hidden.data());
-    Dense(layer.linear2, w.hidden.data(), n, w.projected.data());
-    AddNorm(w.x.data(), w.projected.data(), n, d, layer.norm2_w.data(),
-            layer.norm2_b.data());
+    Dense<L>(layer.linear1, w.x.data(), n, w.hidden.data());
+    Dense<L>(layer.linear2, w.hidden.data(), n, w.projected.data());
+    AddNorm<L>(w.x.data(), w.projected.data(), n, d, layer.norm2_w.data(),
+               layer.norm2_b.data());
   }
   w.a.assign(d, 0.0f);
   for (int t = 0; t < n; ++t) {
     for (int j = 0; j < d; ++j) w.a[j] += w.x[static_cast<size_t>(t) * d + j] / n;
   }
   w.a.insert(w.a.end(), global.begin(), global.end());
-  Trunk(net.trunk, w);
+  Trunk<L>(net.trunk, w);
 }
 
 void ForwardPortable(const PlainNet& net, const std::vector<float>& global,
                      const EncodedSequence& seq, Workspace& w) {
-  Forward(net, global, seq, w);
+  Forward<8>(net, global, seq, w);
 }
 
 #if defined(__x86_64__)
@@ -346,36 +371,52 @@ __attribute__((target("avx2,fma"))) void ForwardAvx2Fma(const PlainNet& net,
                                                         const std::vector<float>& global,
                                                         const EncodedSequence& seq,
                                                         Workspace& w) {
-  Forward(net, global, seq, w);
+  Forward<8>(net, global, seq, w);
+}
+
+__attribute__((target("avx512f,avx2,fma"))) void ForwardAvx512(
+    const PlainNet& net, const std::vector<float>& global, const EncodedSequence& seq,
+    Workspace& w) {
+  Forward<16>(net, global, seq, w);
 }
 #endif
 
 }  // namespace
 
-ForwardKernels BestForwardKernels() {
+std::vector<ForwardKernels> SupportedForwardKernels() {
+  std::vector<ForwardKernels> kernels = {ForwardKernels::kPortable};
 #if defined(__x86_64__)
-  static const ForwardKernels best =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-          ? ForwardKernels::kAvx2Fma
-          : ForwardKernels::kPortable;
-  return best;
-#else
-  return ForwardKernels::kPortable;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    kernels.push_back(ForwardKernels::kAvx2Fma);
+    if (__builtin_cpu_supports("avx512f")) kernels.push_back(ForwardKernels::kAvx512);
+  }
 #endif
+  return kernels;
+}
+
+ForwardKernels BestForwardKernels() {
+  static const ForwardKernels best = SupportedForwardKernels().back();
+  return best;
 }
 
 std::vector<float> PlainForward(const PlainNet& net, const std::vector<float>& global,
                                 const EncodedSequence& seq, ForwardKernels kernels) {
   thread_local Workspace workspace;
+  // Never more than the CPU runs: a kernel it lacks would die on an illegal instruction.
+  kernels = std::min(kernels, BestForwardKernels());
+  switch (kernels) {
 #if defined(__x86_64__)
-  if (kernels == ForwardKernels::kAvx2Fma &&
-      BestForwardKernels() == ForwardKernels::kAvx2Fma) {
-    ForwardAvx2Fma(net, global, seq, workspace);
-    return workspace.a;
-  }
+    case ForwardKernels::kAvx512:
+      ForwardAvx512(net, global, seq, workspace);
+      return workspace.a;
+    case ForwardKernels::kAvx2Fma:
+      ForwardAvx2Fma(net, global, seq, workspace);
+      return workspace.a;
 #endif
-  ForwardPortable(net, global, seq, workspace);
-  return workspace.a;
+    default:
+      ForwardPortable(net, global, seq, workspace);
+      return workspace.a;
+  }
 }
 
 }  // namespace gpuest::ml

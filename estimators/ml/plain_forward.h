@@ -43,15 +43,17 @@ struct PlainNet {
   DenseNet trunk;  // Trunk and heads, on [pooled tokens, global features].
 };
 
-// The code the forward runs: AVX2 with FMA where the CPU has both (checked at run
-// time; the build assumes only x86-64), else the portable build of the same source.
-// The two agree to float rounding.
-enum class ForwardKernels { kPortable, kAvx2Fma };
+// The code the forward runs, from the least to the most the CPU must have: the
+// portable build of the source, AVX2 with FMA, AVX-512 (16 floats a vector). Checked
+// at run time: the build assumes only x86-64. They agree to float rounding.
+enum class ForwardKernels { kPortable, kAvx2Fma, kAvx512 };
+// Those this CPU runs, in that order; the best is the last.
+std::vector<ForwardKernels> SupportedForwardKernels();
 ForwardKernels BestForwardKernels();
 
 // Every head's logits, one after another. seq is read only by Transformer-based nets;
-// one request has no padding. seq.types must index the embedding. kAvx2Fma on a CPU
-// without them runs the portable kernels. Scratch buffers are kept per thread.
+// one request has no padding. seq.types must index the embedding. Kernels the CPU
+// lacks are replaced by the best it has. Scratch buffers are kept per thread.
 std::vector<float> PlainForward(const PlainNet& net, const std::vector<float>& global,
                                 const EncodedSequence& seq,
                                 ForwardKernels kernels = BestForwardKernels());

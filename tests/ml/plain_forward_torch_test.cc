@@ -77,14 +77,6 @@ std::vector<v1::ModelDescription> RealModels(const std::string& family) {
   return models;
 }
 
-std::vector<ForwardKernels> KernelsThisCpuRuns() {
-  std::vector<ForwardKernels> kernels = {ForwardKernels::kPortable};
-  if (BestForwardKernels() == ForwardKernels::kAvx2Fma) {
-    kernels.push_back(ForwardKernels::kAvx2Fma);
-  }
-  return kernels;
-}
-
 TEST(PlainForwardAgainstLibtorch, ShippedMembersOnRealRows) {
   torch::set_num_threads(1);
   for (const std::string family : {"mlp", "cnn", "transformer"}) {
@@ -109,7 +101,7 @@ TEST(PlainForwardAgainstLibtorch, ShippedMembersOnRealRows) {
           const EncodedSequence seq = EncodeSequence(manifest->encoding, model);
           const std::vector<double> want =
               Probabilities(TorchLogits(net, global, seq), member.network.head_classes);
-          for (ForwardKernels kernels : KernelsThisCpuRuns()) {
+          for (ForwardKernels kernels : SupportedForwardKernels()) {
             const std::vector<double> got = Probabilities(
                 PlainForward(*plain, global, seq, kernels), member.network.head_classes);
             ASSERT_EQ(got.size(), want.size());
@@ -180,7 +172,7 @@ TEST(PlainForwardAgainstLibtorch, HeadSizesWithoutTheirOwnKernel) {
       }
       const std::vector<double> want =
           Probabilities(TorchLogits(net, global, seq), config.head_classes);
-      for (ForwardKernels kernels : KernelsThisCpuRuns()) {
+      for (ForwardKernels kernels : SupportedForwardKernels()) {
         const std::vector<double> got = Probabilities(
             PlainForward(*plain, global, seq, kernels), config.head_classes);
         ASSERT_EQ(got.size(), want.size());

@@ -74,7 +74,7 @@ TEST(PlainForward, ANanInputGivesNanLogitsInEveryKernel) {
   net.trunk = {
       Layer(1, 8, std::vector<float>(8, 1.0f), std::vector<float>(8, 0.0f), true),
       Layer(8, 1, std::vector<float>(8, 1.0f), {0.5f}, false)};
-  for (ForwardKernels kernels : {ForwardKernels::kPortable, BestForwardKernels()}) {
+  for (ForwardKernels kernels : SupportedForwardKernels()) {
     const std::vector<float> logits =
         PlainForward(net, {std::numeric_limits<float>::quiet_NaN()}, {}, kernels);
     ASSERT_EQ(logits.size(), 1u);
