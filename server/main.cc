@@ -34,6 +34,12 @@ ABSL_FLAG(int, max_queued, 128,
 ABSL_FLAG(int64_t, max_bytes_in_flight, int64_t{256} << 20,
           "request bytes (in memory) that admitted calls may hold at once; beyond, "
           "calls are refused (RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int64_t, inline_max_request_bytes, int64_t{64} << 10,
+          "a request up to this size (in memory) is worked on by the gRPC thread that "
+          "received it while the workers have room (nothing queued, fewer calls running "
+          "than --workers), which saves a thread hand-off at low load; larger ones "
+          "(traces, long descriptions) always go to a worker. 0 sends every call to a "
+          "worker");
 ABSL_FLAG(int, max_layers, 10000, "longest layer sequence a request may carry");
 ABSL_FLAG(int, max_trace_events, 2000000,
           "most allocation-trace events a request may carry");
@@ -86,6 +92,7 @@ gpuest::ServerOptions OptionsFromFlags() {
   o.work.worker_threads = absl::GetFlag(FLAGS_workers);
   o.work.max_queued = static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_max_queued)));
   o.work.max_bytes_in_flight = absl::GetFlag(FLAGS_max_bytes_in_flight);
+  o.work.inline_max_request_bytes = absl::GetFlag(FLAGS_inline_max_request_bytes);
   o.work.limits.max_layers = absl::GetFlag(FLAGS_max_layers);
   o.work.limits.max_trace_events = absl::GetFlag(FLAGS_max_trace_events);
   o.grace_period = absl::GetFlag(FLAGS_grace_period);
@@ -133,6 +140,10 @@ int main(int argc, char** argv) {
                  "sizes, counts and the grace period must be positive; see --help\n");
     return 2;
   }
+  if (options.work.inline_max_request_bytes < 0) {
+    std::fprintf(stderr, "--inline_max_request_bytes must be 0 or more; see --help\n");
+    return 2;
+  }
 
   // Block the signals in every thread (each one started later inherits the mask), then
   // wait for them on this one: no handler runs on an arbitrary thread, shutdown and
@@ -147,16 +158,18 @@ int main(int argc, char** argv) {
 
   spdlog::info(
       "gpuest-server {} starting: listen={} metrics-listen={} admin-listen={} models={} "
-      "device={} workers={} max-queued={} max-bytes-in-flight={} max-message-size={} "
+      "device={} workers={} max-queued={} max-bytes-in-flight={} "
+      "inline-max-request-bytes={} max-message-size={} "
       "max-layers={} max-trace-events={} grace-period={} extender-listen={} "
       "extender-descriptions-dir={} extender-nodes-file={}",
       GPUEST_VERSION, options.grpc.listen_address, options.metrics_listen_address,
       options.admin_listen_address, options.models.directory, options.models.device,
       options.work.worker_threads, options.work.max_queued,
-      options.work.max_bytes_in_flight, options.grpc.max_message_bytes,
-      options.work.limits.max_layers, options.work.limits.max_trace_events,
-      absl::FormatDuration(options.grace_period), options.extender.listen_address,
-      options.extender.descriptions_dir, options.extender.nodes_file);
+      options.work.max_bytes_in_flight, options.work.inline_max_request_bytes,
+      options.grpc.max_message_bytes, options.work.limits.max_layers,
+      options.work.limits.max_trace_events, absl::FormatDuration(options.grace_period),
+      options.extender.listen_address, options.extender.descriptions_dir,
+      options.extender.nodes_file);
   // The worker pool is the parallelism: one libtorch thread per estimator call.
   gpuest::UseOneIntraOpThread();
   auto server = gpuest::GpuestServer::Create(options);

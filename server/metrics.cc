@@ -147,6 +147,14 @@ struct Metrics::State {
           .Name("gpuest_requests_queued")
           .Help("Admitted calls waiting for a worker.")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& run_on_grpc_thread =
+      prometheus::BuildCounter()
+          .Name("gpuest_requests_run_on_grpc_thread_total")
+          .Help(
+              "Admitted calls worked on by the gRPC thread that received them (requests "
+              "up to --inline-max-request-bytes, while the workers had room), by "
+              "method; the others ran on a worker.")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& build_info =
       prometheus::BuildGauge()
           .Name("gpuest_build_info")
@@ -172,6 +180,7 @@ struct Metrics::State {
   };
   std::array<std::array<Series, kStatusCodes>, kRpcMethodCount> series;
   std::array<prometheus::Gauge*, kRpcMethodCount> in_flight_series{};
+  std::array<prometheus::Counter*, kRpcMethodCount> run_on_grpc_thread_series{};
   std::array<std::array<prometheus::Counter*, kShedReasonCount>, kRpcMethodCount>
       shed_series{};
   prometheus::Gauge* bytes_in_flight_series = nullptr;
@@ -210,6 +219,8 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
   auto state = std::make_unique<State>();
   for (int m = 0; m < kRpcMethodCount; ++m) {
     state->in_flight_series[m] = &state->in_flight.Add({{"method", kMethodNames[m]}});
+    state->run_on_grpc_thread_series[m] =
+        &state->run_on_grpc_thread.Add({{"method", kMethodNames[m]}});
     for (int r = 0; r < kShedReasonCount; ++r) {
       state->shed_series[m][r] = &state->shed_total.Add(
           {{"method", kMethodNames[m]},
@@ -278,6 +289,10 @@ void Metrics::RequestFinished(RpcMethod method, absl::StatusCode code, double se
 
 void Metrics::RequestShed(RpcMethod method, ShedReason reason) {
   state_->shed_series[static_cast<int>(method)][static_cast<int>(reason)]->Increment();
+}
+
+void Metrics::RanOnGrpcThread(RpcMethod method) {
+  state_->run_on_grpc_thread_series[static_cast<int>(method)]->Increment();
 }
 
 void Metrics::BytesInFlightChanged(int64_t delta) {

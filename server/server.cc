@@ -89,7 +89,8 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
   s->admission_ = std::make_unique<Admission>(options.work.max_bytes_in_flight, threads);
   s->dispatcher_ = std::make_unique<CallDispatcher>(
-      *s->metrics_, *s->pool_, *s->admission_, options.grpc.max_message_bytes);
+      *s->metrics_, *s->pool_, *s->admission_, options.grpc.max_message_bytes,
+      options.work.inline_max_request_bytes);
   s->service_ = std::make_unique<EstimatorService>(s->models_->engine(), *s->dispatcher_);
   s->placement_service_ =
       std::make_unique<PlacementService>(s->models_->placement(), *s->dispatcher_);

@@ -22,6 +22,39 @@ absl::Status Admissible(const WorkDeadline& deadline, ShedReason& reason) {
 
 }  // namespace
 
+// Works on an admitted call with its deadline, unless the deadline passed or the
+// caller cancelled before it started; then releases its bytes and finishes it.
+template <typename Work, typename Finish, typename Release>
+void CallDispatcher::Run(RpcMethod method, grpc::CallbackServerContext* context,
+                         absl::Time start, absl::Time deadline,
+                         google::protobuf::Message& response, Work& work,
+                         const Finish& finish, const Release& release) {
+  const WorkDeadline work_deadline(deadline,
+                                   [context] { return context->IsCancelled(); });
+  ShedReason reason;
+  absl::Status status = Admissible(work_deadline, reason);
+  if (!status.ok()) {
+    metrics_.RequestShed(method, reason);
+  } else {
+    const absl::Time work_start = absl::Now();
+    status = work(start, work_deadline);
+    admission_.RecordServiceTime(absl::Now() - work_start);
+    // gRPC would refuse to send it, and the call would be counted OK here.
+    if (status.ok()) {
+      if (const size_t size = response.ByteSizeLong();
+          static_cast<int64_t>(size) > max_response_bytes_) {
+        response.Clear();
+        status = absl::ResourceExhaustedError(
+            absl::StrCat("the response (", size,
+                         " bytes) is larger than the server's max message size (",
+                         max_response_bytes_, " bytes)"));
+      }
+    }
+  }
+  release();
+  finish(status);
+}
+
 // Admits the call or refuses it at once, runs work on the pool with the call's
 // deadline, and finishes the call with its status, recording metrics.
 template <typename Work>
@@ -59,34 +92,19 @@ grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
     shed(ShedReason::kDeadlineUnmeetable, s);
     return reactor;
   }
+  // Short requests skip the hand-off to a worker while the workers have room (a
+  // thread wake-up, at concurrency 1 about as long as the work itself).
+  if (bytes <= inline_max_request_bytes_ && pool_.RunHereIfIdle([&] {
+        metrics_.RanOnGrpcThread(method);  // Counted before the caller has its answer.
+        Run(method, context, start, deadline, *response, work, finish, release);
+      })) {
+    return reactor;
+  }
   metrics_.QueuedChanged(1);
   const bool queued = pool_.Submit([this, context, start, deadline, response, work,
                                     finish, release, method]() mutable {
     metrics_.QueuedChanged(-1);
-    const WorkDeadline work_deadline(deadline,
-                                     [context] { return context->IsCancelled(); });
-    ShedReason reason;
-    absl::Status status = Admissible(work_deadline, reason);
-    if (!status.ok()) {
-      metrics_.RequestShed(method, reason);
-    } else {
-      const absl::Time work_start = absl::Now();
-      status = work(start, work_deadline);
-      admission_.RecordServiceTime(absl::Now() - work_start);
-      // gRPC would refuse to send it, and the call would be counted OK here.
-      if (status.ok()) {
-        if (const size_t size = response->ByteSizeLong();
-            static_cast<int64_t>(size) > max_response_bytes_) {
-          response->Clear();
-          status = absl::ResourceExhaustedError(
-              absl::StrCat("the response (", size,
-                           " bytes) is larger than the server's max message size (",
-                           max_response_bytes_, " bytes)"));
-        }
-      }
-    }
-    release();
-    finish(status);
+    Run(method, context, start, deadline, *response, work, finish, release);
   });
   if (!queued) {
     metrics_.QueuedChanged(-1);

@@ -25,15 +25,19 @@ class CallDispatcher {
  public:
   // The metrics, pool and admission must outlive the dispatcher. A response larger
   // than max_response_bytes is answered RESOURCE_EXHAUSTED (gRPC would refuse to send
-  // it).
+  // it). A request of at most inline_max_request_bytes (in memory) is worked on by the
+  // gRPC thread that received it while the pool is idle (WorkerPool::RunHereIfIdle);
+  // 0 sends every call to a worker.
   CallDispatcher(Metrics& metrics, WorkerPool& pool, Admission& admission,
-                 int64_t max_response_bytes)
+                 int64_t max_response_bytes, int64_t inline_max_request_bytes)
       : metrics_(metrics),
         pool_(pool),
         admission_(admission),
-        max_response_bytes_(max_response_bytes) {}
+        max_response_bytes_(max_response_bytes),
+        inline_max_request_bytes_(inline_max_request_bytes) {}
 
-  // work(start, deadline) -> absl::Status fills response; it runs on a worker.
+  // work(start, deadline) -> absl::Status fills response; it runs on a worker, or for
+  // a short request on the calling gRPC thread.
   template <typename Work>
   grpc::ServerUnaryReactor* Dispatch(RpcMethod method,
                                      grpc::CallbackServerContext* context,
@@ -43,10 +47,16 @@ class CallDispatcher {
   Metrics& metrics() { return metrics_; }
 
  private:
+  template <typename Work, typename Finish, typename Release>
+  void Run(RpcMethod method, grpc::CallbackServerContext* context, absl::Time start,
+           absl::Time deadline, google::protobuf::Message& response, Work& work,
+           const Finish& finish, const Release& release);
+
   Metrics& metrics_;
   WorkerPool& pool_;
   Admission& admission_;
   const int64_t max_response_bytes_;
+  const int64_t inline_max_request_bytes_;
 };
 
 class EstimatorService final : public v1::Estimator::CallbackService {

@@ -200,6 +200,8 @@ TEST(ServerCommandLine, HelpBadFlagsAndMissingModels) {
   }
   EXPECT_EQ(RunCommand({GPUEST_SERVER_PATH, "--bogus"}).exit_code, 2);
   EXPECT_EQ(RunCommand({GPUEST_SERVER_PATH, "--workers=many"}).exit_code, 2);
+  EXPECT_EQ(RunCommand({GPUEST_SERVER_PATH, "--inline_max_request_bytes=-1"}).exit_code,
+            2);
   EXPECT_EQ(RunCommand({GPUEST_SERVER_PATH, "--log-format=xml"}).exit_code, 2);
   r = RunCommand({GPUEST_SERVER_PATH, "--models=/nonexistent", "--listen=127.0.0.1:0",
                   "--metrics-listen="});

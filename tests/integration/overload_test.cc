@@ -359,6 +359,42 @@ TEST(Memory, RequestBytesInFlightAreBounded) {
   EXPECT_TRUE(client->Estimate(testing::ExampleRequest("cnn.json")).ok());
 }
 
+// A short call at low load is worked on by the gRPC thread that received it (no
+// hand-off to a worker); a large one, or any with --inline_max_request_bytes=0, waits
+// for a worker. Both are answered the same.
+TEST(WhereWorkRuns, ShortCallsAtLowLoadRunOnTheGrpcThreadLargeOnesOnAWorker) {
+  auto run_here = [](const std::vector<testing::Sample>& s) {
+    return Count(s, "gpuest_requests_run_on_grpc_thread_total", {{"method", "Estimate"}});
+  };
+  const v1::EstimateRequest small = testing::ExampleRequest("cnn.json");
+  const v1::EstimateRequest large = testing::LongTracedStep(20'000);
+  ASSERT_GT(large.SpaceUsedLong(), 64u << 10);
+  {
+    auto server = ServerProcess::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto client = ClientOf(**server);
+    ASSERT_TRUE(client);
+    auto answer = client->Estimate(small);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(run_here(Scrape(**server)), 1);
+    ASSERT_TRUE(client->Estimate(large).ok());
+    const auto s = ScrapeWhenIdle(**server);
+    EXPECT_EQ(run_here(s), 1);
+    EXPECT_EQ(Calls(s, "OK"), 2);
+    EXPECT_FALSE(answer->results().empty());
+  }
+  {
+    auto server = ServerProcess::Start({"--inline_max_request_bytes=0"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto client = ClientOf(**server);
+    ASSERT_TRUE(client);
+    ASSERT_TRUE(client->Estimate(small).ok());
+    const auto s = ScrapeWhenIdle(**server);
+    EXPECT_EQ(run_here(s), 0);
+    EXPECT_EQ(Calls(s, "OK"), 1);
+  }
+}
+
 TEST(RefusedByGrpc, ARequestOverTheMessageSizeIsCountedFailed) {
   auto server = ServerProcess::Start({"--max_message_size=200000"});
   ASSERT_TRUE(server.ok()) << server.status();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {
@@ -128,6 +129,71 @@ TEST(WorkerPool, StopRunsWhatIsQueuedAndRefusesNewWork) {
   EXPECT_FALSE(pool.Submit([&] { late_ran = true; }));
   pool.Stop();  // Idempotent: returns at once.
   EXPECT_FALSE(late_ran.load());
+}
+
+TEST(WorkerPool, RunHereIfIdleRunsOnTheCallersThreadWhenThePoolHasRoom) {
+  WorkerPool pool(2, 4);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  EXPECT_TRUE(pool.RunHereIfIdle([&] { ran_on = std::this_thread::get_id(); }));
+  EXPECT_EQ(ran_on, caller);
+}
+
+TEST(WorkerPool, RunHereIfIdleRefusesWhileEveryThreadsWorthOfTasksRuns) {
+  Gate gate;
+  WorkerPool pool(1, 4);
+  ASSERT_TRUE(pool.Submit([&] { gate.Pass(); }));
+  gate.AwaitInside(1);  // The one worker is busy: no room to run another here.
+  bool ran = false;
+  EXPECT_FALSE(pool.RunHereIfIdle([&] { ran = true; }));
+  EXPECT_FALSE(ran);
+  gate.Open();
+  pool.Stop();
+}
+
+TEST(WorkerPool, AtMostSizeTasksRunOnCallersThreadsAndTheWorkersStillServe) {
+  Gate gate;
+  WorkerPool pool(2, 4);
+  std::vector<std::thread> callers;
+  std::atomic<int> ran_here{0};
+  for (int i = 0; i < 2; ++i) {
+    callers.emplace_back([&] {
+      if (pool.RunHereIfIdle([&] { gate.Pass(); })) ++ran_here;
+    });
+  }
+  gate.AwaitInside(2);  // Two tasks, as many as the pool has threads, run here.
+  bool ran = false;
+  EXPECT_FALSE(pool.RunHereIfIdle([&] { ran = true; }));
+  EXPECT_FALSE(ran);
+  // The pool's own threads are free: submitted work runs while those are held.
+  absl::Notification done;
+  ASSERT_TRUE(pool.Submit([&] { done.Notify(); }));
+  done.WaitForNotification();
+  gate.Open();
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(ran_here.load(), 2);
+}
+
+TEST(WorkerPool, StopWaitsForTasksOnCallersThreadsAndRefusesMore) {
+  Gate gate;
+  WorkerPool pool(1, 1 << 20);  // Room for every Submit until Stop refuses.
+  std::thread caller([&] { EXPECT_TRUE(pool.RunHereIfIdle([&] { gate.Pass(); })); });
+  gate.AwaitInside(1);
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    pool.Stop();
+    stopped.Notify();
+  });
+  while (pool.Submit([] {})) std::this_thread::yield();  // Until Stop has begun.
+  // The one bounded wait here: it can only miss a Stop that returns late.
+  EXPECT_FALSE(stopped.WaitForNotificationWithTimeout(absl::Milliseconds(100)))
+      << "Stop returned while a task ran on a caller's thread";
+  gate.Open();
+  stopper.join();
+  caller.join();
+  bool ran = false;
+  EXPECT_FALSE(pool.RunHereIfIdle([&] { ran = true; }));
+  EXPECT_FALSE(ran);
 }
 
 }  // namespace
