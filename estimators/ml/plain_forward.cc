@@ -122,33 +122,34 @@ GPUEST_INLINE void Dense(const DenseLayer& layer, const float* x, int rows, floa
   }
 }
 
-// x = exp(x) for x <= 0 (softmax's shifted scores): Cephes' expf (range reduction by
-// ln 2, degree-6 polynomial, about 1 ulp). Arguments below -87 are taken as -87:
-// exp(-87) = 1.6e-38 where the exact answer is smaller still, nothing beside the
-// maximum's exp(0) = 1 in the sum. NaN stays NaN.
+// x = exp(x) for x <= 0 (softmax's shifted scores), as 2^(x log2 e): k = round(x log2 e)
+// with the 1.5 * 2^23 trick (the sum's low bits are k), f = x log2 e - k in
+// [-1/2, 1/2] (one FMA in the AVX builds), 2^f by a degree-5 polynomial fitted for
+// relative error (at most 1.6e-7 in float, checked on 200,001 points), and 2^k made
+// from k's bits. Twelve vector operations, where Cephes' expf takes about eighteen.
+// Arguments below -87 are taken as -87: exp(-87) = 1.6e-38 where the exact answer is
+// smaller still, nothing beside the maximum's exp(0) = 1 in the sum. NaN stays NaN.
 template <int L>
 GPUEST_INLINE void Exp(typename Lanes<L>::F& x) {
   using V = typename Lanes<L>::F;
   const V lowest = V{} - 87.0f;
   x = x < lowest ? lowest : x;
-  // k = round(x / ln 2) with the 1.5 * 2^23 trick; its bits give k as an integer.
-  const V shifted = x * 1.44269504088896341f + 12582912.0f;
-  const V k = shifted - 12582912.0f;
-  typename Lanes<L>::I ki;
-  __builtin_memcpy(&ki, &shifted, sizeof ki);
-  ki -= 0x4b400000;  // The bits of 12582912.0f.
-  V r = x - k * 0.693359375f;
-  r = r - k * -2.12194440e-4f;
-  V poly = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  poly = poly * r + 8.3334519073e-3f;
-  poly = poly * r + 4.1665795894e-2f;
-  poly = poly * r + 1.6666665459e-1f;
-  poly = poly * r + 5.0000001201e-1f;
-  V y = poly * r * r + r + 1.0f;
-  const typename Lanes<L>::I bits = (ki + 127) << 23;  // 2^k, k >= -126: a normal float.
+  constexpr float kLog2e = 1.44269504088896341f, kRound = 12582912.0f;  // 1.5 * 2^23
+  const V shifted = x * kLog2e + kRound;
+  const V k = shifted - kRound;
+  const V f = x * kLog2e - k;
+  V p = f * 1.326472032815218e-3f + 9.671512991189957e-3f;
+  p = p * f + 5.550733581185341e-2f;
+  p = p * f + 2.4022242426872253e-1f;
+  p = p * f + 6.931470036506653e-1f;
+  p = p * f + 1.0f;
+  typename Lanes<L>::I bits;
+  __builtin_memcpy(&bits, &shifted, sizeof bits);
+  // k + 127 in the exponent field: the bits of kRound are 0x4b400000 + k.
+  bits = (bits - (0x4b400000 - 127)) << 23;  // 2^k, k >= -126: a normal float.
   V two_k;
   __builtin_memcpy(&two_k, &bits, sizeof two_k);
-  x = y * two_k;
+  x = p * two_k;
 }
 
 // Pairwise: the halves added lane by lane until one is left.
