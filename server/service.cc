@@ -55,8 +55,9 @@ void CallDispatcher::Run(RpcMethod method, grpc::CallbackServerContext* context,
   finish(status);
 }
 
-// Admits the call or refuses it at once, runs work on the pool with the call's
-// deadline, and finishes the call with its status, recording metrics.
+// Admits the call or refuses it at once, runs work with the call's deadline (on the
+// pool, or here for a short request while the pool has room), and finishes the call
+// with its status, recording metrics.
 template <typename Work>
 grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
     RpcMethod method, grpc::CallbackServerContext* context,

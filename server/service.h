@@ -26,7 +26,7 @@ class CallDispatcher {
   // The metrics, pool and admission must outlive the dispatcher. A response larger
   // than max_response_bytes is answered RESOURCE_EXHAUSTED (gRPC would refuse to send
   // it). A request of at most inline_max_request_bytes (in memory) is worked on by the
-  // gRPC thread that received it while the pool is idle (WorkerPool::RunHereIfIdle);
+  // gRPC thread that received it while the pool has room (WorkerPool::RunHereIfIdle);
   // 0 sends every call to a worker.
   CallDispatcher(Metrics& metrics, WorkerPool& pool, Admission& admission,
                  int64_t max_response_bytes, int64_t inline_max_request_bytes)
