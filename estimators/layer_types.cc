@@ -1,7 +1,6 @@
 #include "estimators/layer_types.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -11,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "estimators/layer_types_json.h"
@@ -59,7 +59,7 @@ std::string Squash(absl::string_view type) {
   out.reserve(type.size());
   for (char c : type) {
     if (c == '_' || c == ' ' || c == '-') continue;
-    out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    out.push_back(absl::ascii_tolower(static_cast<unsigned char>(c)));  // No locale call.
   }
   return out;
 }
