@@ -134,11 +134,18 @@ def _estimates_served(server):
 def test_round_robin_over_several_targets_and_past_a_dead_one():
     description = _mlp()
     with ServerProcess(metrics=True) as a, ServerProcess(metrics=True) as b:
+        # round_robin spreads calls over the targets whose connection is up; on a busy
+        # machine the second connects after the first calls (all 20 of a fixed number
+        # once went to one server), so call until both have taken some, for 30 s at most.
+        calls, give_up = 0, time.monotonic() + 30
         with gpuest.Client([a.target, b.target]) as client:
-            for _ in range(20):
+            while True:
                 client.estimate(description, estimators=["horus"])
-        served = (_estimates_served(a), _estimates_served(b))
-        assert sum(served) == 20 and min(served) >= 2, served  # both take calls
+                calls += 1
+                served = (_estimates_served(a), _estimates_served(b))
+                if min(served) >= 2 or time.monotonic() > give_up:
+                    break
+        assert sum(served) == calls and min(served) >= 2, (calls, served)  # both take calls
         dead = f"127.0.0.1:{_free_port()}"
         with gpuest.Client(f"{dead},{a.target}") as client:
             for _ in range(5):
