@@ -281,6 +281,17 @@ std::optional<double> StartedAndStoppedAtItsDeadline(const ServerProcess& server
   return std::nullopt;
 }
 
+// A call with a deadline that lets it start but not finish stops well before a whole
+// call's work on the server, and is counted so.
+template <typename Call>
+void ExpectStoppedWellBeforeItsEnd(const ServerProcess& server, const std::string& method,
+                                   const CallTimes& times, Call call) {
+  const std::optional<double> stopped_after =
+      StartedAndStoppedAtItsDeadline(server, method, times, 0.2, call);
+  ASSERT_TRUE(stopped_after.has_value()) << method << ": no call was started and stopped";
+  EXPECT_LT(*stopped_after, absl::ToDoubleSeconds(times.work) * 0.9) << method;
+}
+
 TEST(Deadlines, WorkPastItsDeadlineStopsAndIsCountedDeadlineExceeded) {
   auto server = ServerProcess::Start();
   ASSERT_TRUE(server.ok()) << server.status();
@@ -290,14 +301,10 @@ TEST(Deadlines, WorkPastItsDeadlineStopsAndIsCountedDeadlineExceeded) {
   const CallTimes times = FasterOfTwo([&] { return client->Estimate(long_call); });
   ASSERT_LT(times.work, times.whole);
 
-  // A deadline that lets the call start but not finish: it stops well before a whole
-  // replay's time on the server, and is counted so.
-  const std::optional<double> stopped_after = StartedAndStoppedAtItsDeadline(
-      **server, "Estimate", times, 0.2, [&](absl::Duration deadline) {
-        return client->Estimate(long_call, deadline).status();
-      });
-  ASSERT_TRUE(stopped_after.has_value()) << "no call was started and stopped";
-  EXPECT_LT(*stopped_after, absl::ToDoubleSeconds(times.work) * 0.9);
+  ExpectStoppedWellBeforeItsEnd(**server, "Estimate", times,
+                                [&](absl::Duration deadline) {
+                                  return client->Estimate(long_call, deadline).status();
+                                });
 }
 
 // Placement estimates the jobs given by description within the call's deadline: the
@@ -312,13 +319,10 @@ TEST(Deadlines, PlacementPastItsDeadlineStopsAndIsCountedDeadlineExceeded) {
   *check.mutable_candidate()->mutable_description() = testing::LongTracedStep(kLongTrace);
   const CallTimes times = FasterOfTwo([&] { return client->CheckPlacement(check); });
   ASSERT_LT(times.work, times.whole);
-  const std::optional<double> stopped_after = StartedAndStoppedAtItsDeadline(
-      **server, "CheckPlacement", times, 0.2, [&](absl::Duration deadline) {
-        return client->CheckPlacement(check, deadline).status();
-      });
-  ASSERT_TRUE(stopped_after.has_value()) << "no call was started and stopped";
-  // Stopped well before the replay's end.
-  EXPECT_LT(*stopped_after, absl::ToDoubleSeconds(times.work) * 0.9);
+  ExpectStoppedWellBeforeItsEnd(**server, "CheckPlacement", times,
+                                [&](absl::Duration deadline) {
+                                  return client->CheckPlacement(check, deadline).status();
+                                });
 
   // Every GPU of the catalog is a replay of its own: a few fit in the deadline, not
   // all (the catalog holds 27).
