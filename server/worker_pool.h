@@ -3,7 +3,7 @@
 // A fixed set of threads that run estimator work, so that no gRPC callback thread
 // blocks on long work. The queue is bounded: when it is full, Submit refuses and the
 // caller answers RESOURCE_EXHAUSTED instead of queueing without limit. Short work may
-// instead run on the caller's thread while the pool is idle (RunHereIfIdle).
+// instead run on the caller's thread while the pool has room (RunHereIfIdle).
 #pragma once
 
 #include <deque>
