@@ -94,6 +94,19 @@ GPUEST_INLINE void DenseTailColumns(const DenseLayer& layer, const float* x, flo
   }
 }
 
+// Columns from o on in vectors of L/2, L/4, ... down to 4 lanes; returns the first
+// column left. A layer of 24 outputs is one 16-lane and one 8-lane vector, not 8 scalar
+// columns (which took a third of a member's dense time).
+template <int L, int R>
+GPUEST_INLINE int NarrowerColumns(const DenseLayer& layer, const float* x, float* y,
+                                  int o) {
+  if constexpr (L / 2 >= 4) {
+    o = DenseColumns<L / 2, R, 1>(layer, x, y, o);
+    o = NarrowerColumns<L / 2, R>(layer, x, y, o);
+  }
+  return o;
+}
+
 // R rows of y = x W^T + b: wide column blocks first, narrower ones for what is left.
 // Four rows hold 4 x 2 accumulators; one row, 8.
 template <int L, int R>
@@ -105,6 +118,7 @@ GPUEST_INLINE void DenseRows(const DenseLayer& layer, const float* x, float* y) 
   }
   o = DenseColumns<L, R, 2>(layer, x, y, o);
   o = DenseColumns<L, R, 1>(layer, x, y, o);
+  o = NarrowerColumns<L, R>(layer, x, y, o);
   DenseTailColumns<R>(layer, x, y, o);
 }
 
@@ -152,15 +166,18 @@ GPUEST_INLINE void Exp(typename Lanes<L>::F& x) {
   x = p * two_k;
 }
 
-// Pairwise: the halves added lane by lane until one is left.
+// Pairwise: the halves added lane by lane until one is left. Whole half vectors while
+// they are four lanes or more (in registers; an array of lanes went through the stack).
 template <int L>
 GPUEST_INLINE float SumOfLanes(const typename Lanes<L>::F& v) {
-  float part[L];
-  __builtin_memcpy(part, &v, sizeof part);
-  for (int width = L / 2; width > 0; width /= 2) {
-    for (int i = 0; i < width; ++i) part[i] += part[i + width];
+  if constexpr (L > 4) {
+    typename Lanes<L / 2>::F low, high;
+    __builtin_memcpy(&low, &v, sizeof low);
+    __builtin_memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+    return SumOfLanes<L / 2>(low + high);
+  } else {
+    return (v[0] + v[2]) + (v[1] + v[3]);
   }
-  return part[0];
 }
 
 // x = LayerNorm(x + add) per row, eps 1e-5 (libtorch's default), in float as
