@@ -52,8 +52,9 @@ std::vector<ForwardKernels> SupportedForwardKernels();
 ForwardKernels BestForwardKernels();
 
 // Every head's logits, one after another. seq is read only by Transformer-based nets;
-// one request has no padding. seq.types must index the embedding. Kernels the CPU
-// lacks are replaced by the best it has. Scratch buffers are kept per thread.
+// one request has no padding. Tokens that repeat (same type and numbers) are computed
+// once and counted as often as they occur. seq.types must index the embedding. Kernels
+// the CPU lacks are replaced by the best it has. Scratch buffers are kept per thread.
 std::vector<float> PlainForward(const PlainNet& net, const std::vector<float>& global,
                                 const EncodedSequence& seq,
                                 ForwardKernels kernels = BestForwardKernels());

@@ -132,6 +132,42 @@ TEST(PlainForwardAgainstLibtorch, ShippedMembersOnRealRows) {
   }
 }
 
+// A randomly initialised Transformer-based member of the given shape.
+GpuMemNet RandomTransformerMember(int d_model, int heads) {
+  NetworkConfig config;
+  config.kind = "transformer";
+  config.global_features = 5;
+  config.head_classes = {7, 3};
+  config.hidden = {40};
+  config.vocabulary = 9;
+  config.d_model = d_model;
+  config.attention_heads = heads;
+  config.encoder_layers = 2;
+  config.feedforward = 24;
+  GpuMemNet net(config);
+  net->eval();
+  return net;
+}
+
+// The plain forward in every kernel this CPU runs gives libtorch's probabilities.
+void ExpectAgreesWithLibtorch(GpuMemNet& net, const PlainNet& plain,
+                              const std::vector<float>& global,
+                              const EncodedSequence& seq, const std::string& what) {
+  const std::vector<int>& head_classes = net->config().head_classes;
+  const std::vector<double> want =
+      Probabilities(TorchLogits(net, global, seq), head_classes);
+  for (ForwardKernels kernels : SupportedForwardKernels()) {
+    const std::vector<double> got =
+        Probabilities(PlainForward(plain, global, seq, kernels), head_classes);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_LE(std::abs(got[k] - want[k]), 5e-5 * want[k] + 1e-12)
+          << what << ": probability " << k << " is " << got[k] << ", libtorch says "
+          << want[k];
+    }
+  }
+}
+
 // The shipped members have head sizes 4, 6 and 8, which have kernels of their own;
 // any other head size (under or over eight channels, or not a multiple of eight) is
 // read at run time. Randomly initialised members of such shapes, on random tokens of
@@ -145,43 +181,63 @@ TEST(PlainForwardAgainstLibtorch, HeadSizesWithoutTheirOwnKernel) {
     int d_model, heads;
   };
   for (const Shape shape : {Shape{12, 4}, Shape{24, 2}, Shape{32, 2}, Shape{20, 1}}) {
-    NetworkConfig config;
-    config.kind = "transformer";
-    config.global_features = 5;
-    config.head_classes = {7, 3};
-    config.hidden = {40};
-    config.vocabulary = 9;
-    config.d_model = shape.d_model;
-    config.attention_heads = shape.heads;
-    config.encoder_layers = 2;
-    config.feedforward = 24;
-    GpuMemNet net(config);
-    net->eval();
+    GpuMemNet net = RandomTransformerMember(shape.d_model, shape.heads);
     auto plain = ExportPlainNet(net);
     ASSERT_TRUE(plain.ok()) << plain.status();
-    const std::string what = "d_model " + std::to_string(shape.d_model) + ", " +
-                             std::to_string(shape.heads) + " heads";
     for (int n : {1, 7, 8, 9, 67, 119}) {
-      std::vector<float> global(config.global_features);
+      std::vector<float> global(net->config().global_features);
       for (float& g : global) g = number(random);
       EncodedSequence seq;
       for (int t = 0; t < n; ++t) {
-        seq.types.push_back(static_cast<int64_t>(random() % config.vocabulary));
+        seq.types.push_back(static_cast<int64_t>(random() % net->config().vocabulary));
         seq.numbers.push_back(number(random));
         seq.numbers.push_back(number(random));
       }
-      const std::vector<double> want =
-          Probabilities(TorchLogits(net, global, seq), config.head_classes);
-      for (ForwardKernels kernels : SupportedForwardKernels()) {
-        const std::vector<double> got = Probabilities(
-            PlainForward(*plain, global, seq, kernels), config.head_classes);
-        ASSERT_EQ(got.size(), want.size());
-        for (size_t k = 0; k < want.size(); ++k) {
-          EXPECT_LE(std::abs(got[k] - want[k]), 5e-5 * want[k] + 1e-12)
-              << what << ", " << n << " tokens: probability " << k << " is " << got[k]
-              << ", libtorch says " << want[k];
-        }
+      ExpectAgreesWithLibtorch(net, *plain, global, seq,
+                               "d_model " + std::to_string(shape.d_model) + ", " +
+                                   std::to_string(shape.heads) + " heads, " +
+                                   std::to_string(n) + " tokens");
+    }
+  }
+}
+
+// The plain forward computes each distinct token once and weighs it by how often it
+// occurs. Sequences made of a few distinct tokens repeated in any order (one token 100
+// times; three, unevenly; and tokens that differ only in one number or only in their
+// type), against libtorch, which computes every position.
+TEST(PlainForwardAgainstLibtorch, RepeatedTokensCountAsOftenAsTheyOccur) {
+  torch::set_num_threads(1);
+  torch::manual_seed(20261125);
+  std::mt19937 random(20261125);
+  std::uniform_real_distribution<float> number(-2.0f, 2.0f);
+  GpuMemNet net = RandomTransformerMember(16, 4);
+  auto plain = ExportPlainNet(net);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const std::vector<float> global = {0.5f, -1.0f, 0.25f, 2.0f, -0.75f};
+  struct Token {
+    int64_t type;
+    float a, b;
+  };
+  const Token base{3, number(random), number(random)};
+  const std::vector<std::vector<Token>> kinds = {
+      {base},
+      {base, {5, number(random), number(random)}, {1, number(random), number(random)}},
+      {base, {base.type, base.a, std::nextafter(base.b, 10.0f)}, {4, base.a, base.b}},
+  };
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    for (int n : {2, 17, 100}) {
+      EncodedSequence seq;
+      for (int t = 0; t < n; ++t) {
+        // Uneven counts: the first token about half of the time.
+        const Token& token = kinds[k][random() % 2 == 0 ? 0 : random() % kinds[k].size()];
+        seq.types.push_back(token.type);
+        seq.numbers.push_back(token.a);
+        seq.numbers.push_back(token.b);
       }
+      ExpectAgreesWithLibtorch(net, *plain, global, seq,
+                               std::to_string(kinds[k].size()) +
+                                   " distinct tokens (set " + std::to_string(k) +
+                                   ") in " + std::to_string(n));
     }
   }
 }
