@@ -1,4 +1,5 @@
-// In-process costs of the estimation path: feature extraction, validation, Horus, each
+// In-process costs of the estimation path: feature extraction, layer-type
+// classification, validation, Horus, each
 // shipped GPUMemNet ensemble alone, and the whole engine (what one request costs the
 // server before gRPC).
 #include <fstream>
@@ -9,6 +10,7 @@
 #include "estimators/engine.h"
 #include "estimators/features.h"
 #include "estimators/horus.h"
+#include "estimators/layer_types.h"
 #include "estimators/torch_device.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -35,6 +37,19 @@ void BM_ExtractFeatures(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(ExtractFeatures(request.model()));
 }
 BENCHMARK(BM_ExtractFeatures)->DenseRange(0, 2);
+
+// Every layer of an example classified once (the estimators classify each layer of a
+// request several times).
+void BM_ClassifyLayerTypes(benchmark::State& state) {
+  const v1::EstimateRequest request = Example(kExamples[state.range(0)]);
+  state.SetLabel(kExamples[state.range(0)]);
+  for (auto _ : state) {
+    for (const v1::Layer& layer : request.model().layers())
+      benchmark::DoNotOptimize(ClassifyLayerType(layer.type()));
+  }
+  state.SetItemsProcessed(state.iterations() * request.model().layers_size());
+}
+BENCHMARK(BM_ClassifyLayerTypes)->DenseRange(0, 2);
 
 void BM_Validate(benchmark::State& state) {
   const v1::EstimateRequest request = Example(kExamples[state.range(0)]);
