@@ -41,7 +41,7 @@ struct WorkOptions {
   // Request bytes (in memory) that admitted calls may hold at once.
   int64_t max_bytes_in_flight = int64_t{256} << 20;
   // A request up to this size (in memory) is worked on by the gRPC thread that got it
-  // while the workers have room (WorkerPool::RunHereIfIdle); 0: every call goes to a
+  // while the workers have room (WorkerPool::RunHereIfRoom); 0: every call goes to a
   // worker. 64 KiB holds a
   // description of some 500 layers with no trace, a few milliseconds of work at most.
   int64_t inline_max_request_bytes = int64_t{64} << 10;

@@ -10,14 +10,17 @@
 namespace gpuest {
 namespace {
 
-// Why a queued call should not start now (and why it is shed), or OK.
-absl::Status Admissible(const WorkDeadline& deadline, ShedReason& reason) {
+// Why an admitted call should not start now (and why it is shed), or OK. queued: it
+// waited for a worker (else it was about to run on the gRPC thread).
+absl::Status Admissible(const WorkDeadline& deadline, bool queued, ShedReason& reason) {
   const absl::Status status = deadline.Check();
   reason = status.code() == absl::StatusCode::kCancelled ? ShedReason::kCancelledInQueue
                                                          : ShedReason::kDeadlineInQueue;
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(status.message(),
-                                                  " while the call waited for a worker"));
+  return absl::Status(
+      status.code(),
+      absl::StrCat(status.message(), queued ? " while the call waited for a worker"
+                                            : " before its work started"));
 }
 
 }  // namespace
@@ -26,13 +29,13 @@ absl::Status Admissible(const WorkDeadline& deadline, ShedReason& reason) {
 // caller cancelled before it started; then releases its bytes and finishes it.
 template <typename Work, typename Finish, typename Release>
 void CallDispatcher::Run(RpcMethod method, grpc::CallbackServerContext* context,
-                         absl::Time start, absl::Time deadline,
+                         absl::Time start, absl::Time deadline, bool queued,
                          google::protobuf::Message& response, Work& work,
                          const Finish& finish, const Release& release) {
   const WorkDeadline work_deadline(deadline,
                                    [context] { return context->IsCancelled(); });
   ShedReason reason;
-  absl::Status status = Admissible(work_deadline, reason);
+  absl::Status status = Admissible(work_deadline, queued, reason);
   if (!status.ok()) {
     metrics_.RequestShed(method, reason);
   } else {
@@ -95,9 +98,10 @@ grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
   }
   // Short requests skip the hand-off to a worker while the workers have room (a
   // thread wake-up, at concurrency 1 about as long as the work itself).
-  if (bytes <= inline_max_request_bytes_ && pool_.RunHereIfIdle([&] {
+  if (bytes <= inline_max_request_bytes_ && pool_.RunHereIfRoom([&] {
         metrics_.RanOnGrpcThread(method);  // Counted before the caller has its answer.
-        Run(method, context, start, deadline, *response, work, finish, release);
+        Run(method, context, start, deadline, /*queued=*/false, *response, work, finish,
+            release);
       })) {
     return reactor;
   }
@@ -105,7 +109,8 @@ grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
   const bool queued = pool_.Submit([this, context, start, deadline, response, work,
                                     finish, release, method]() mutable {
     metrics_.QueuedChanged(-1);
-    Run(method, context, start, deadline, *response, work, finish, release);
+    Run(method, context, start, deadline, /*queued=*/true, *response, work, finish,
+        release);
   });
   if (!queued) {
     metrics_.QueuedChanged(-1);

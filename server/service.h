@@ -26,7 +26,7 @@ class CallDispatcher {
   // The metrics, pool and admission must outlive the dispatcher. A response larger
   // than max_response_bytes is answered RESOURCE_EXHAUSTED (gRPC would refuse to send
   // it). A request of at most inline_max_request_bytes (in memory) is worked on by the
-  // gRPC thread that received it while the pool has room (WorkerPool::RunHereIfIdle);
+  // gRPC thread that received it while the pool has room (WorkerPool::RunHereIfRoom);
   // 0 sends every call to a worker.
   CallDispatcher(Metrics& metrics, WorkerPool& pool, Admission& admission,
                  int64_t max_response_bytes, int64_t inline_max_request_bytes)
@@ -49,8 +49,8 @@ class CallDispatcher {
  private:
   template <typename Work, typename Finish, typename Release>
   void Run(RpcMethod method, grpc::CallbackServerContext* context, absl::Time start,
-           absl::Time deadline, google::protobuf::Message& response, Work& work,
-           const Finish& finish, const Release& release);
+           absl::Time deadline, bool queued, google::protobuf::Message& response,
+           Work& work, const Finish& finish, const Release& release);
 
   Metrics& metrics_;
   WorkerPool& pool_;

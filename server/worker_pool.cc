@@ -16,7 +16,7 @@ bool WorkerPool::Submit(std::function<void()> task) {
   return true;
 }
 
-bool WorkerPool::RunHereIfIdle(const std::function<void()>& task) {
+bool WorkerPool::RunHereIfRoom(const std::function<void()>& task) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_ || !queue_.empty() || running_ >= size()) return false;

@@ -3,7 +3,7 @@
 // A fixed set of threads that run estimator work, so that no gRPC callback thread
 // blocks on long work. The queue is bounded: when it is full, Submit refuses and the
 // caller answers RESOURCE_EXHAUSTED instead of queueing without limit. Short work may
-// instead run on the caller's thread while the pool has room (RunHereIfIdle).
+// instead run on the caller's thread while the pool has room (RunHereIfRoom).
 #pragma once
 
 #include <deque>
@@ -32,7 +32,7 @@ class WorkerPool {
   // and callers' together. It saves the hand-off to a worker, a thread wake-up that is
   // most of a short call's latency at low load; under load work still queues where
   // the caller can see and bound it. False: the task did not run (Submit it).
-  bool RunHereIfIdle(const std::function<void()>& task);
+  bool RunHereIfRoom(const std::function<void()>& task);
 
   // Stops taking work, runs what is queued, waits for tasks on callers' threads and
   // joins. Idempotent.

@@ -131,21 +131,21 @@ TEST(WorkerPool, StopRunsWhatIsQueuedAndRefusesNewWork) {
   EXPECT_FALSE(late_ran.load());
 }
 
-TEST(WorkerPool, RunHereIfIdleRunsOnTheCallersThreadWhenThePoolHasRoom) {
+TEST(WorkerPool, RunHereIfRoomRunsOnTheCallersThreadWhenThePoolHasRoom) {
   WorkerPool pool(2, 4);
   const std::thread::id caller = std::this_thread::get_id();
   std::thread::id ran_on;
-  EXPECT_TRUE(pool.RunHereIfIdle([&] { ran_on = std::this_thread::get_id(); }));
+  EXPECT_TRUE(pool.RunHereIfRoom([&] { ran_on = std::this_thread::get_id(); }));
   EXPECT_EQ(ran_on, caller);
 }
 
-TEST(WorkerPool, RunHereIfIdleRefusesWhileEveryThreadsWorthOfTasksRuns) {
+TEST(WorkerPool, RunHereIfRoomRefusesWhileEveryThreadsWorthOfTasksRuns) {
   Gate gate;
   WorkerPool pool(1, 4);
   ASSERT_TRUE(pool.Submit([&] { gate.Pass(); }));
   gate.AwaitInside(1);  // The one worker is busy: no room to run another here.
   bool ran = false;
-  EXPECT_FALSE(pool.RunHereIfIdle([&] { ran = true; }));
+  EXPECT_FALSE(pool.RunHereIfRoom([&] { ran = true; }));
   EXPECT_FALSE(ran);
   gate.Open();
   pool.Stop();
@@ -158,12 +158,12 @@ TEST(WorkerPool, AtMostSizeTasksRunOnCallersThreadsAndTheWorkersStillServe) {
   std::atomic<int> ran_here{0};
   for (int i = 0; i < 2; ++i) {
     callers.emplace_back([&] {
-      if (pool.RunHereIfIdle([&] { gate.Pass(); })) ++ran_here;
+      if (pool.RunHereIfRoom([&] { gate.Pass(); })) ++ran_here;
     });
   }
   gate.AwaitInside(2);  // Two tasks, as many as the pool has threads, run here.
   bool ran = false;
-  EXPECT_FALSE(pool.RunHereIfIdle([&] { ran = true; }));
+  EXPECT_FALSE(pool.RunHereIfRoom([&] { ran = true; }));
   EXPECT_FALSE(ran);
   // The pool's own threads are free: submitted work runs while those are held.
   absl::Notification done;
@@ -177,7 +177,7 @@ TEST(WorkerPool, AtMostSizeTasksRunOnCallersThreadsAndTheWorkersStillServe) {
 TEST(WorkerPool, StopWaitsForTasksOnCallersThreadsAndRefusesMore) {
   Gate gate;
   WorkerPool pool(1, 1 << 20);  // Room for every Submit until Stop refuses.
-  std::thread caller([&] { EXPECT_TRUE(pool.RunHereIfIdle([&] { gate.Pass(); })); });
+  std::thread caller([&] { EXPECT_TRUE(pool.RunHereIfRoom([&] { gate.Pass(); })); });
   gate.AwaitInside(1);
   absl::Notification stopped;
   std::thread stopper([&] {
@@ -192,7 +192,7 @@ TEST(WorkerPool, StopWaitsForTasksOnCallersThreadsAndRefusesMore) {
   stopper.join();
   caller.join();
   bool ran = false;
-  EXPECT_FALSE(pool.RunHereIfIdle([&] { ran = true; }));
+  EXPECT_FALSE(pool.RunHereIfRoom([&] { ran = true; }));
   EXPECT_FALSE(ran);
 }
 
