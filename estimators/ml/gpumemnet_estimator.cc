@@ -253,6 +253,8 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
       static_cast<size_t>(head_offsets_.back() + heads_.back().classes());
   std::vector<std::vector<double>> probabilities;
   probabilities.reserve(members_.size());
+  // The members read the same tokens: made once for all of them.
+  const TokenSet tokens = plain && transformer_ ? DistinctTokens(seq) : TokenSet{};
   for (size_t i = 0; i < members_.size(); ++i) {
     // A Transformer-based member takes a while on a long layer sequence: stop between
     // members once the call's deadline has passed.
@@ -261,7 +263,7 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
     torch::Tensor logits;
     const float* z = nullptr;
     if (plain) {
-      dense_logits = PlainForward(plain_[i], global, seq);
+      dense_logits = PlainForward(plain_[i], global, tokens);
       z = dense_logits.data();
     } else {
       // Forward is thread-safe in eval mode; a holder copy shares the module.

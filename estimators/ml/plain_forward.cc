@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <tuple>
+#include <vector>
 
 namespace gpuest::ml {
 namespace {
@@ -232,66 +233,18 @@ GPUEST_INLINE void AddNorm(float* x, const float* add, int rows, int d, const fl
 // allocates only its result.
 struct Workspace {
   std::vector<float> x, qkv, queries_t, attended, projected, hidden, scores, a, b;
-  // The distinct tokens of the request (DistinctTokens).
-  struct Token {
-    int64_t type;
-    uint32_t numbers[2];  // Bit for bit.
-    bool operator<(const Token& o) const {
-      return std::tie(type, numbers[0], numbers[1]) <
-             std::tie(o.type, o.numbers[0], o.numbers[1]);
-    }
-    bool operator==(const Token& o) const {
-      return type == o.type && numbers[0] == o.numbers[0] && numbers[1] == o.numbers[1];
-    }
-  };
-  std::vector<Token> tokens;
-  std::vector<float> numbers, counts;
 };
 
-// Nothing in the network tells the tokens' positions apart (no positional encoding,
-// no mask: attention and the mean pool treat them as a set), so tokens with the same
-// type and numbers have the same value after every layer. Each distinct token is
-// computed once and weighed by how often it occurs, in attention's sums and in the
-// mean: the same arithmetic, in another order. Real models repeat their blocks
-// (cnn.json's 67 layers are 43 distinct tokens, transformer.json's 34 are 8), and
-// attention's cost goes with the square of the tokens. Fills w.tokens (their types),
-// w.numbers and w.counts; returns how many there are.
-inline int DistinctTokens(const EncodedSequence& seq, Workspace& w) {
-  const size_t n = seq.types.size();
-  w.tokens.resize(n);
-  for (size_t t = 0; t < n; ++t) {
-    w.tokens[t].type = seq.types[t];
-    __builtin_memcpy(w.tokens[t].numbers, seq.numbers.data() + 2 * t,
-                     sizeof w.tokens[t].numbers);
-  }
-  std::sort(w.tokens.begin(), w.tokens.end());
-  w.numbers.clear();
-  w.counts.clear();
-  size_t distinct = 0;
-  for (size_t t = 0; t < n; ++t) {
-    if (t > 0 && w.tokens[t] == w.tokens[distinct - 1]) {
-      w.counts.back() += 1.0f;
-      continue;
-    }
-    w.tokens[distinct++] = w.tokens[t];
-    float numbers[2];
-    __builtin_memcpy(numbers, w.tokens[t].numbers, sizeof numbers);
-    w.numbers.insert(w.numbers.end(), numbers, numbers + 2);
-    w.counts.push_back(1.0f);
-  }
-  w.tokens.resize(distinct);
-  return static_cast<int>(distinct);
-}
-
 // One encoder layer's self-attention: attended[n][d] from qkv[n][3d] over the n
-// distinct tokens, each key and value weighed by w.counts, L queries at a time, one per
+// distinct tokens, each key and value weighed by counts, L queries at a time, one per
 // vector lane: every step (scores, max, exp, sum, weighted values) is a whole vector,
 // with no sums across lanes. The queries are transposed per channel, scaled, and padded
 // with zeros to whole vectors (the padding's answers are dropped). HD is the head size
 // where it is known when compiling (1 to 8: the shipped members have 4, 6 and 8), so that
 // a head's queries and value sums stay in registers; 0 reads it from the layer.
 template <int L, int HD>
-GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace& w) {
+GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, const float* counts,
+                             Workspace& w) {
   using V = typename Lanes<L>::F;
   static_assert(HD >= 0 && HD <= 8);
   const int np = Padded<L>(n), hd = HD > 0 ? HD : d / layer.heads;
@@ -345,7 +298,7 @@ GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace&
           if (j0 == 0) {
             p -= top;
             Exp<L>(p);
-            p *= w.counts[s];
+            p *= counts[s];
             total += p;
             if (hd > L) GPUEST_STORE(numerator, p);
           }
@@ -367,16 +320,17 @@ GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace&
 // Attention<HD> for the layer's head size: the sizes of the shipped members compiled
 // for, any other read at run time.
 template <int L>
-GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, Workspace& w) {
+GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, const float* counts,
+                             Workspace& w) {
   switch (d / layer.heads) {
     case 4:
-      return Attention<L, 4>(layer, n, d, w);
+      return Attention<L, 4>(layer, n, d, counts, w);
     case 6:
-      return Attention<L, 6>(layer, n, d, w);
+      return Attention<L, 6>(layer, n, d, counts, w);
     case 8:
-      return Attention<L, 8>(layer, n, d, w);
+      return Attention<L, 8>(layer, n, d, counts, w);
     default:
-      return Attention<L, 0>(layer, n, d, w);
+      return Attention<L, 0>(layer, n, d, counts, w);
   }
 }
 
@@ -392,19 +346,19 @@ GPUEST_INLINE void Trunk(const DenseNet& net, Workspace& w) {
 
 template <int L>
 GPUEST_INLINE void Forward(const PlainNet& net, const std::vector<float>& global,
-                           const EncodedSequence& seq, Workspace& w) {
+                           const TokenSet& tokens, Workspace& w) {
   w.a.clear();
   if (net.d == 0) {
     w.a.assign(global.begin(), global.end());
     Trunk<L>(net.trunk, w);
     return;
   }
-  const int n = DistinctTokens(seq, w), d = net.d;
+  const int n = static_cast<int>(tokens.types.size()), d = net.d;
   const size_t nd = static_cast<size_t>(n) * d;
   w.x.resize(nd);
-  Dense<L>(net.projection, w.numbers.data(), n, w.x.data());
+  Dense<L>(net.projection, tokens.numbers.data(), n, w.x.data());
   for (int t = 0; t < n; ++t) {
-    const float* e = net.embedding.data() + static_cast<size_t>(w.tokens[t].type) * d;
+    const float* e = net.embedding.data() + static_cast<size_t>(tokens.types[t]) * d;
     for (int j = 0; j < d; ++j) w.x[static_cast<size_t>(t) * d + j] += e[j];
   }
   w.attended.resize(nd);
@@ -412,7 +366,7 @@ GPUEST_INLINE void Forward(const PlainNet& net, const std::vector<float>& global
   for (const EncoderLayer& layer : net.layers) {
     w.qkv.resize(nd * 3);
     Dense<L>(layer.in_proj, w.x.data(), n, w.qkv.data());
-    Attention<L>(layer, n, d, w);
+    Attention<L>(layer, n, d, tokens.counts.data(), w);
     Dense<L>(layer.out_proj, w.attended.data(), n, w.projected.data());
     AddNorm<L>(w.x.data(), w.projected.data(), n, d, layer.norm1_w.data(),
                layer.norm1_b.data());
@@ -426,31 +380,31 @@ GPUEST_INLINE void Forward(const PlainNet& net, const std::vector<float>& global
   w.a.assign(d, 0.0f);
   for (int t = 0; t < n; ++t) {
     for (int j = 0; j < d; ++j)
-      w.a[j] += w.x[static_cast<size_t>(t) * d + j] * w.counts[t];
+      w.a[j] += w.x[static_cast<size_t>(t) * d + j] * tokens.counts[t];
   }
-  const float tokens = static_cast<float>(std::max<size_t>(seq.types.size(), 1));
-  for (int j = 0; j < d; ++j) w.a[j] /= tokens;
+  const float occurrences = static_cast<float>(std::max<size_t>(tokens.occurrences, 1));
+  for (int j = 0; j < d; ++j) w.a[j] /= occurrences;
   w.a.insert(w.a.end(), global.begin(), global.end());
   Trunk<L>(net.trunk, w);
 }
 
 void ForwardPortable(const PlainNet& net, const std::vector<float>& global,
-                     const EncodedSequence& seq, Workspace& w) {
-  Forward<8>(net, global, seq, w);
+                     const TokenSet& tokens, Workspace& w) {
+  Forward<8>(net, global, tokens, w);
 }
 
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void ForwardAvx2Fma(const PlainNet& net,
                                                         const std::vector<float>& global,
-                                                        const EncodedSequence& seq,
+                                                        const TokenSet& tokens,
                                                         Workspace& w) {
-  Forward<8>(net, global, seq, w);
+  Forward<8>(net, global, tokens, w);
 }
 
 __attribute__((target("avx512f,avx2,fma"))) void ForwardAvx512(
-    const PlainNet& net, const std::vector<float>& global, const EncodedSequence& seq,
+    const PlainNet& net, const std::vector<float>& global, const TokenSet& tokens,
     Workspace& w) {
-  Forward<16>(net, global, seq, w);
+  Forward<16>(net, global, tokens, w);
 }
 #endif
 
@@ -472,24 +426,60 @@ ForwardKernels BestForwardKernels() {
   return best;
 }
 
+TokenSet DistinctTokens(const EncodedSequence& seq) {
+  // Sorted by type and the numbers' bits, so that equal tokens are next to each other.
+  struct Token {
+    int64_t type;
+    uint32_t bits[2];
+    auto Key() const { return std::tie(type, bits[0], bits[1]); }
+  };
+  const size_t n = seq.types.size();
+  std::vector<Token> sorted(n);
+  for (size_t t = 0; t < n; ++t) {
+    sorted[t].type = seq.types[t];
+    __builtin_memcpy(sorted[t].bits, seq.numbers.data() + 2 * t, sizeof sorted[t].bits);
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Token& a, const Token& b) { return a.Key() < b.Key(); });
+  TokenSet set;
+  set.occurrences = n;
+  for (size_t t = 0; t < n; ++t) {
+    if (t > 0 && sorted[t].Key() == sorted[t - 1].Key()) {
+      set.counts.back() += 1.0f;
+      continue;
+    }
+    float numbers[2];
+    __builtin_memcpy(numbers, sorted[t].bits, sizeof numbers);
+    set.types.push_back(sorted[t].type);
+    set.numbers.insert(set.numbers.end(), numbers, numbers + 2);
+    set.counts.push_back(1.0f);
+  }
+  return set;
+}
+
 std::vector<float> PlainForward(const PlainNet& net, const std::vector<float>& global,
-                                const EncodedSequence& seq, ForwardKernels kernels) {
+                                const TokenSet& tokens, ForwardKernels kernels) {
   thread_local Workspace workspace;
   // Never more than the CPU runs: a kernel it lacks would die on an illegal instruction.
   kernels = std::min(kernels, BestForwardKernels());
   switch (kernels) {
 #if defined(__x86_64__)
     case ForwardKernels::kAvx512:
-      ForwardAvx512(net, global, seq, workspace);
+      ForwardAvx512(net, global, tokens, workspace);
       return workspace.a;
     case ForwardKernels::kAvx2Fma:
-      ForwardAvx2Fma(net, global, seq, workspace);
+      ForwardAvx2Fma(net, global, tokens, workspace);
       return workspace.a;
 #endif
     default:
-      ForwardPortable(net, global, seq, workspace);
+      ForwardPortable(net, global, tokens, workspace);
       return workspace.a;
   }
+}
+
+std::vector<float> PlainForward(const PlainNet& net, const std::vector<float>& global,
+                                const EncodedSequence& seq, ForwardKernels kernels) {
+  return PlainForward(net, global, DistinctTokens(seq), kernels);
 }
 
 }  // namespace gpuest::ml

@@ -30,7 +30,7 @@ TEST(PlainForward, MlpBasedMember) {
   // [1, -2] -> [1 - 2 + 0, 2 + 2 + 1] = [-1, 5] -> ReLU [0, 5] -> 0 * 3 + 5 * 0.5 - 1.
   net.trunk = {Layer(2, 2, {1, 1, 2, -1}, {0, 1}, true),
                Layer(2, 1, {3, 0.5f}, {-1}, false)};
-  const std::vector<float> logits = PlainForward(net, {1, -2}, {});
+  const std::vector<float> logits = PlainForward(net, {1, -2}, EncodedSequence{});
   ASSERT_EQ(logits.size(), 1u);
   EXPECT_FLOAT_EQ(logits[0], 1.5f);
 }
@@ -75,8 +75,8 @@ TEST(PlainForward, ANanInputGivesNanLogitsInEveryKernel) {
       Layer(1, 8, std::vector<float>(8, 1.0f), std::vector<float>(8, 0.0f), true),
       Layer(8, 1, std::vector<float>(8, 1.0f), {0.5f}, false)};
   for (ForwardKernels kernels : SupportedForwardKernels()) {
-    const std::vector<float> logits =
-        PlainForward(net, {std::numeric_limits<float>::quiet_NaN()}, {}, kernels);
+    const std::vector<float> logits = PlainForward(
+        net, {std::numeric_limits<float>::quiet_NaN()}, EncodedSequence{}, kernels);
     ASSERT_EQ(logits.size(), 1u);
     EXPECT_TRUE(std::isnan(logits[0])) << logits[0];
   }
