@@ -1,7 +1,6 @@
 // In-process costs of the estimation path: feature extraction, layer-type
-// classification, validation, Horus, each
-// shipped GPUMemNet ensemble alone, and the whole engine (what one request costs the
-// server before gRPC).
+// classification, validation, Horus, each shipped GPUMemNet ensemble alone, and the
+// whole engine (what one request costs the server before gRPC).
 #include <fstream>
 #include <sstream>
 
