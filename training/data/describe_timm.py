@@ -26,7 +26,12 @@ import sys
 import time
 from collections import OrderedDict
 
-STATUS = {"OK": "SUCCESSFUL", "OOM": "OOM_CRASH"}
+# The CSV's row status (shared/data/README.md, timm section) -> the exporter's status.
+# SPIKE rows completed (their peak holds a benchmark-mode transient) and CRASHED rows
+# say nothing about the job: both keep their own status in "measuredStatus" and the
+# calibration decides what each is for.
+STATUS = {"OK": "SUCCESSFUL", "SPIKE": "SUCCESSFUL", "OOM": "OOM_CRASH",
+          "OOM_INFERRED": "OOM_CRASH", "CRASHED": "CRASHED"}
 
 
 def _done(path):
@@ -71,6 +76,8 @@ def main(argv=None) -> int:
     p.add_argument("--csv", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--models", default="", help="comma-separated subset of models")
+    p.add_argument("--shard", default="0/1", metavar="K/N",
+                   help="describe only every N-th model from the K-th (for N processes)")
     args = p.parse_args(argv)
 
     import torch
@@ -98,6 +105,8 @@ def main(argv=None) -> int:
     rank = {m: (i, f) for f, (_, members) in enumerate(families.items())
             for i, m in enumerate(members)}
     by_model = OrderedDict((m, by_model[m]) for m in sorted(by_model, key=rank.get))
+    k, n = (int(x) for x in args.shard.split("/"))
+    by_model = OrderedDict((m, r) for i, (m, r) in enumerate(by_model.items()) if i % n == k)
     done = _done(args.out)
     todo = [(m, [r for r in rows if f"{m}@{r['batch_size']}" not in done])
             for m, rows in by_model.items()]
@@ -141,6 +150,7 @@ def main(argv=None) -> int:
                           "description": d,
                           "maxMemoryMib": float(row["max_gpu_memory_mib"]),
                           "status": STATUS[row["status"]],
+                          "measuredStatus": row["status"],
                           "fakeTensorMib": float(row["faketensor_mib"] or 0)}
                 out.write(json.dumps(record, separators=(",", ":")) + "\n")
                 out.flush()
