@@ -1,7 +1,11 @@
 #include "estimators/validation.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "estimators/status_macros.h"
 
@@ -51,8 +55,29 @@ absl::Status CheckTrace(const v1::AllocationTrace& trace,
                      trace.alloc_at_size(), ", free_at ", trace.free_at_size(),
                      ", category ", trace.category_size(), ")"));
   }
+  // The describer's clock ticks once per allocation and once per free
+  // (python/gpuest/describe/tracer.py): every time is distinct and at most 2n. A trace
+  // that breaks this replays as another step (events merged or reordered), so it is
+  // refused rather than answered.
+  std::vector<int32_t> owner(2 * static_cast<size_t>(n) + 1, -1);
+  auto claim = [&](absl::string_view column, int i, uint32_t at) -> absl::Status {
+    const std::string field = absl::StrCat("model.trace.", column, "[", i, "]");
+    if (at > static_cast<uint32_t>(2 * n)) {
+      return Invalid(field, absl::StrCat("time ", at, " is past the trace's end (", 2 * n,
+                                         " ticks for ", n, " events)"));
+    }
+    if (owner[at] >= 0) {
+      return Invalid(field, absl::StrCat("time ", at, " is already taken by event ",
+                                         owner[at], ": times must be distinct"));
+    }
+    owner[at] = i;
+    return absl::OkStatus();
+  };
   double total = 0;
   for (int i = 0; i < n; ++i) {
+    GPUEST_RETURN_IF_ERROR(claim("alloc_at", i, trace.alloc_at(i)));
+    if (trace.free_at(i) != 0)
+      GPUEST_RETURN_IF_ERROR(claim("free_at", i, trace.free_at(i)));
     if (!v1::AllocationCategory_IsValid(trace.category(i)) ||
         trace.category(i) == v1::ALLOCATION_CATEGORY_UNSPECIFIED) {
       return Invalid(absl::StrCat("model.trace.category[", i, "]"),
@@ -172,11 +197,20 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
     return Invalid("model.dtype", absl::StrCat("unknown value ", model.dtype()));
   }
   GPUEST_RETURN_IF_ERROR(CheckBatchSize("model.batch_size", model.batch_size(), limits));
+  // In double: the product of the dimensions is what wraps 64 bits (the layer rules
+  // size the input as batch x the sample's elements).
+  double sample_elements = 1;
   for (int i = 0; i < model.input_shape_size(); ++i) {
     if (model.input_shape(i) <= 0) {
       return Invalid(absl::StrCat("model.input_shape[", i, "]"),
                      absl::StrCat("must be positive, got ", model.input_shape(i)));
     }
+    sample_elements *= static_cast<double>(model.input_shape(i));
+  }
+  if (sample_elements > static_cast<double>(limits.max_count)) {
+    return Invalid("model.input_shape",
+                   absl::StrCat("a sample of ", sample_elements,
+                                " elements exceeds the limit of ", limits.max_count));
   }
   GPUEST_RETURN_IF_ERROR(
       CheckCount("model.sequence_length", model.sequence_length(), limits.max_count));
@@ -215,8 +249,9 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
       CheckCount("model.layers (total parameters)", total_params, limits.max_count));
   GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total output_activations)", total_acts,
                                     limits.max_count));
-  GPUEST_RETURN_IF_ERROR(
-      CheckStepSize("model.batch_size", model.batch_size(), total_acts, total_params));
+  GPUEST_RETURN_IF_ERROR(CheckStepSize("model.batch_size", model.batch_size(),
+                                       total_acts + static_cast<int64_t>(sample_elements),
+                                       total_params));
   if (model.has_trace()) {
     GPUEST_RETURN_IF_ERROR(CheckTrace(model.trace(), limits));
     GPUEST_RETURN_IF_ERROR(CheckTraceBatch(model));
@@ -243,6 +278,7 @@ absl::Status ValidateRequest(const v1::EstimateRequest& request,
       return Invalid("input", "one of model or features is required");
   }
   if (request.gpu().size() > 64) return Invalid("gpu", "longer than 64 characters");
+  absl::flat_hash_map<absl::string_view, int> first_index;
   for (int i = 0; i < request.estimators_size(); ++i) {
     if (request.estimators(i).empty()) {
       return Invalid(absl::StrCat("estimators[", i, "]"), "is empty");
@@ -253,6 +289,13 @@ absl::Status ValidateRequest(const v1::EstimateRequest& request,
       return Invalid(absl::StrCat("estimators[", i, "]"),
                      absl::StrCat("longer than ", kMaxEstimatorIdLength, " characters (",
                                   request.estimators(i).size(), ")"));
+    }
+    // Each id runs once; a repeated one would run again for nothing.
+    const auto [it, inserted] = first_index.emplace(request.estimators(i), i);
+    if (!inserted) {
+      return Invalid(absl::StrCat("estimators[", i, "]"),
+                     absl::StrCat("'", request.estimators(i), "' is already estimators[",
+                                  it->second, "]"));
     }
   }
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 #include <memory>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -123,6 +124,27 @@ PlacementModels PlacementEngine::ReplaceModels(PlacementModels models) {
   return models;
 }
 
+namespace {
+
+// Reasons and outcomes name jobs: two jobs of one name would read as one.
+absl::Status CheckJobNamesDistinct(const v1::CheckPlacementRequest& request) {
+  absl::flat_hash_map<absl::string_view, std::string> seen;
+  auto check = [&](const v1::PlacementJob& job, std::string field) -> absl::Status {
+    if (job.name().empty()) return absl::OkStatus();
+    const auto [it, inserted] = seen.emplace(job.name(), field);
+    if (inserted) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".name: '", job.name().substr(0, 128),
+                     "' is already the name of ", it->second));
+  };
+  for (int i = 0; i < request.existing_size(); ++i) {
+    GPUEST_RETURN_IF_ERROR(check(request.existing(i), absl::StrCat("existing[", i, "]")));
+  }
+  return check(request.candidate(), "candidate");
+}
+
+}  // namespace
+
 absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     const v1::CheckPlacementRequest& request, const WorkDeadline& deadline) const {
   // One registry (GPU profiles and estimators) and one contention model for the whole
@@ -137,6 +159,14 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
   GPUEST_ASSIGN_OR_RETURN(const Target target,
                           ResolveGpu(request.gpu(), models.registry->gpus()));
   if (!request.has_candidate()) return absl::InvalidArgumentError("candidate: missing");
+  // Each job's reasons name the others: the response grows with the square of the
+  // count. No GPU holds more than a few dozen training jobs.
+  if (request.existing_size() > kMaxExistingJobs) {
+    return absl::InvalidArgumentError(absl::StrCat("existing: ", request.existing_size(),
+                                                   " jobs exceed the limit of ",
+                                                   kMaxExistingJobs, " jobs on one GPU"));
+  }
+  GPUEST_RETURN_IF_ERROR(CheckJobNamesDistinct(request));
 
   std::vector<ResolvedJob> jobs;
   for (int i = 0; i < request.existing_size(); ++i) {

@@ -21,6 +21,10 @@
 
 namespace gpuest {
 
+// The most jobs a CheckPlacement may list as already on the GPU (MIG slices and MPS
+// clients included, a GPU holds a few dozen at most); more is refused, naming the bound.
+inline constexpr int kMaxExistingJobs = 256;
+
 // The models (the engine's registry and the contention model) can be replaced while
 // calls run (the server's model reload): each call answers with the pair it started
 // with, both replaced together.

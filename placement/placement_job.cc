@@ -90,7 +90,12 @@ absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
   double mass = 0;
   for (int k = 0; k < classes; ++k) {
     const double p = estimate.probabilities(k);
-    if (!std::isfinite(p) || p < 0) return Invalid(field + ".probabilities", "negative");
+    // Above 1 the sum can overflow to infinity and the mean to NaN, which compares as
+    // neither bad nor acceptable.
+    if (!std::isfinite(p) || p < 0 || p > 1) {
+      return Invalid(absl::StrCat(field, ".probabilities[", k, "]"),
+                     absl::StrCat("must be a probability within 0..1, got ", p));
+    }
     mass += p;
     r.value += p * (estimate.bin_edges(k) + estimate.bin_edges(k + 1)) / 2;
     if (p >= kClassMass) {

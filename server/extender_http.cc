@@ -1,5 +1,7 @@
 #include "server/extender_http.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
@@ -26,6 +28,40 @@ absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
   s->http_ = std::make_unique<httplib::Server>();
   httplib::Server& http = *s->http_;
   http.set_payload_max_length(max_body_bytes);
+  // Before the body is read (cpp-httplib routes pre-routing handlers first): a body
+  // too large, chunked (httplib applies no length limit to chunks) or sent as a form
+  // is refused with an ExtenderFilterResult-shaped Error that kube-scheduler logs.
+  http.set_pre_routing_handler([max_body_bytes](const httplib::Request& req,
+                                                httplib::Response& res) {
+    auto refuse = [&res](int status, const std::string& why) {
+      res.status = status;
+      res.set_content(ReplyText(nlohmann::json{{"Error", "gpuest extender: " + why}}),
+                      "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    if (req.method != "POST") return httplib::Server::HandlerResponse::Unhandled;
+    if (absl::StrContains(
+            absl::AsciiStrToLower(req.get_header_value("Transfer-Encoding")),
+            "chunked")) {
+      return refuse(411, "a chunked body is not accepted; send it with a Content-Length");
+    }
+    uint64_t length = 0;
+    if (!absl::SimpleAtoi(req.get_header_value("Content-Length"), &length)) {
+      return refuse(411, "the request has no Content-Length");
+    }
+    if (length > max_body_bytes) {
+      return refuse(413,
+                    absl::StrCat("a body of ", length, " bytes exceeds the limit of ",
+                                 max_body_bytes, " bytes"));
+    }
+    const std::string type = absl::AsciiStrToLower(req.get_header_value("Content-Type"));
+    if (absl::StartsWith(type, "application/x-www-form-urlencoded") ||
+        absl::StartsWith(type, "multipart/form-data")) {
+      return refuse(415, absl::StrCat("the body is sent as ", type,
+                                      "; ExtenderArgs are JSON (application/json)"));
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   http.set_read_timeout(5, 0);
   http.set_write_timeout(5, 0);
   auto serve = [](httplib::Response& res, const ExtenderReply& reply) {

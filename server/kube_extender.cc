@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/input.h"
+#include "common/json_guard.h"
 #include "common/units.h"
 #include "estimators/sha256.h"
 #include "placement/placement_job.h"
@@ -72,7 +73,7 @@ absl::StatusOr<std::string> DescriptionText(const std::string& value,
         where,
         ": neither inline JSON (starting with '{') nor a ConfigMap reference NAME or "
         "NAME/KEY: ",
-        value.substr(0, 200)));
+        Utf8Prefix(value, 200)));
   }
   if (descriptions_dir.empty()) {
     return absl::InvalidArgumentError(
@@ -118,9 +119,15 @@ int ScoreOf(const v1::CheckPlacementResponse& r) {
 
 }  // namespace
 
+std::string ReplyText(const nlohmann::json& reply) {
+  return reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string& body) {
   Request request;
   request.models = placement_.models();
+  // Before parsing: the echoed Node objects are written back with a recursive dump().
+  if (absl::Status deep = CheckJsonDepth(body, "the body"); !deep.ok()) return deep;
   request.args = nlohmann::json::parse(body, nullptr, false);
   if (request.args.is_discarded() || !request.args.is_object()) {
     return absl::InvalidArgumentError("the body is not an ExtenderArgs JSON object");
@@ -317,11 +324,11 @@ ExtenderReply KubeExtender::Filter(const std::string& body) {
                            {"Error", ""}};
   if (!request.ok()) {
     result["Error"] = std::string(request.status().message());
-    return {400, result.dump()};
+    return {400, ReplyText(result)};
   }
   if (!request->description_error.ok()) {
     result["Error"] = std::string(request->description_error.message());
-    return {200, result.dump()};
+    return {200, ReplyText(result)};
   }
   std::vector<bool> passes(request->names.size(), true);
   if (request->job) {
@@ -329,7 +336,7 @@ ExtenderReply KubeExtender::Filter(const std::string& body) {
       NodeVerdict verdict = JudgeNode(*request, i);
       if (!verdict.fatal.ok()) {
         result["Error"] = std::string(verdict.fatal.message());
-        return {200, result.dump()};
+        return {200, ReplyText(result)};
       }
       passes[i] = verdict.passes;
       if (!verdict.passes) {
@@ -351,7 +358,7 @@ ExtenderReply KubeExtender::Filter(const std::string& body) {
     list["items"] = std::move(items);
     result["Nodes"] = std::move(list);
   }
-  return {200, result.dump()};
+  return {200, ReplyText(result)};
 }
 
 ExtenderReply KubeExtender::Prioritize(const std::string& body) {
@@ -359,13 +366,12 @@ ExtenderReply KubeExtender::Prioritize(const std::string& body) {
   if (!request.ok()) {
     // HostPriorityList has no error field: kube-scheduler logs a non-200 and ignores
     // this extender's scores for the pod (fail open).
-    return {400,
-            nlohmann::json{{"Error", std::string(request.status().message())}}.dump()};
+    return {400, ReplyText(
+                     nlohmann::json{{"Error", std::string(request.status().message())}})};
   }
   if (!request->description_error.ok()) {
-    return {400,
-            nlohmann::json{{"Error", std::string(request->description_error.message())}}
-                .dump()};
+    return {400, ReplyText(nlohmann::json{
+                     {"Error", std::string(request->description_error.message())}})};
   }
   nlohmann::json list = nlohmann::json::array();
   for (size_t i = 0; i < request->names.size(); ++i) {
@@ -373,14 +379,15 @@ ExtenderReply KubeExtender::Prioritize(const std::string& body) {
     if (request->job) {
       NodeVerdict verdict = JudgeNode(*request, i);
       if (!verdict.fatal.ok()) {
-        return {400,
-                nlohmann::json{{"Error", std::string(verdict.fatal.message())}}.dump()};
+        return {
+            400,
+            ReplyText(nlohmann::json{{"Error", std::string(verdict.fatal.message())}})};
       }
       score = std::clamp(verdict.score, 0, kMaxExtenderPriority);
     }
     list.push_back({{"Host", request->names[i]}, {"Score", score}});
   }
-  return {200, list.dump()};
+  return {200, ReplyText(list)};
 }
 
 }  // namespace gpuest

@@ -46,6 +46,10 @@ struct ExtenderReply {
   std::string body;
 };
 
+// A reply's text. Node objects and reasons echo what the request carried: bytes that
+// are not UTF-8 become U+FFFD rather than an exception (a bare HTTP 500).
+std::string ReplyText(const nlohmann::json& reply);
+
 class KubeExtender {
  public:
   // engine and placement must outlive this object.

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/json_guard.h"
 #include "common/units.h"
 
 namespace gpuest {
@@ -58,7 +59,7 @@ absl::StatusOr<std::vector<NodeGpu>> FromAnnotation(const std::string& text,
   const nlohmann::json gpus = nlohmann::json::parse(text, nullptr, false);
   if (gpus.is_discarded() || !gpus.is_array() || gpus.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ": not a non-empty JSON array of GPUs: ", text.substr(0, 200)));
+        where, ": not a non-empty JSON array of GPUs: ", Utf8Prefix(text, 200)));
   }
   std::vector<NodeGpu> out;
   for (size_t i = 0; i < gpus.size(); ++i) {

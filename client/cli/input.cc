@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/parsers/summary_parser.h"
+#include "common/json_guard.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -107,6 +108,8 @@ absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
     return absl::InvalidArgumentError(absl::StrCat(name, ": empty input"));
   }
   if (text[first] != '{') return ReadSummary(text, name, options);
+  // Protobuf's JSON parser recurses per level and may run up to three times below.
+  if (absl::Status deep = CheckJsonDepth(text, name); !deep.ok()) return deep;
   v1::EstimateRequest request;
   auto as_model =
       google::protobuf::util::JsonStringToMessage(text, request.mutable_model());

@@ -250,6 +250,62 @@ TEST_F(ExtenderTest, AMalformedDescriptionIsAClearErrorNeverACrash) {
   EXPECT_EQ(again, 200);
 }
 
+// What a probe broke (issue "frontdoor"): each body below took the whole server down or
+// answered a bare HTTP 500. Each must get a JSON Error, and the server must go on.
+TEST_F(ExtenderTest, HostileBodiesGetAJsonErrorAndTheServerGoesOn) {
+  // A Node whose spec nests 100,000 arrays (200 KB): SIGSEGV in the recursive dump().
+  json args = Args(Pod("web", nullptr));
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::string body = args.dump();
+  const std::string marker = "\"kind\":\"NodeList\"";
+  body.insert(body.find(marker), "\"spec\":" + deep + ",");
+  auto [status, result] = Post("filter", body);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(result["Error"].get<std::string>().find("nested more than"),
+            std::string::npos)
+      << result;
+  // The same depth in the pod's description.
+  const json deep_pod = Pod("deep", {{"gpuest.io/description", "{\"x\":" + deep + "}"}});
+  auto [dstatus, dresult] = Post("filter", Args(deep_pod).dump());
+  EXPECT_EQ(dstatus, 200);
+  EXPECT_NE(dresult["Error"].get<std::string>().find("nested more than"),
+            std::string::npos)
+      << dresult;
+  // A description cut inside a UTF-8 character by the error's 200-byte excerpt.
+  const json cut =
+      Pod("utf8", {{"gpuest.io/description", std::string(199, 'a') + "\u00e9x"}});
+  auto [ustatus, uresult] = Post("filter", Args(cut).dump());
+  EXPECT_EQ(ustatus, 200);
+  EXPECT_FALSE(uresult["Error"].get<std::string>().empty()) << uresult;
+
+  httplib::Client http("127.0.0.1", server_->extender_port());
+  http.set_read_timeout(30, 0);
+  // A chunked body skipped the size limit; it is refused before it is read.
+  auto chunked = http.Post(
+      "/filter",
+      [](size_t offset, httplib::DataSink& sink) {
+        if (offset < (size_t{1} << 20)) {
+          const std::string piece(64 * 1024, ' ');
+          sink.write(piece.data(), piece.size());
+        } else {
+          sink.done();
+        }
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->status, 411);
+  EXPECT_NE(chunked->body.find("chunked"), std::string::npos) << chunked->body;
+  // A form instead of JSON is said so, in JSON.
+  auto form = http.Post("/filter", "Pod=x", "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 415);
+  EXPECT_FALSE(json::parse(form->body, nullptr, false).is_discarded()) << form->body;
+
+  auto [again, fine] = Post("filter", Args(Pod("web", nullptr)).dump());
+  EXPECT_EQ(again, 200);
+}
+
 TEST_F(ExtenderTest, AConfigMapReferenceReadsTheMountedConfigMap) {
   auto [status, result] =
       Post("filter", Args(Pod("cm", {{"gpuest.io/description", "cnn-job"}})).dump());

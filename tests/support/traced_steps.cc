@@ -1,6 +1,33 @@
 #include "tests/support/traced_steps.h"
 
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
 namespace gpuest::testing {
+namespace {
+
+// The same events on the describer's clock: one distinct tick per allocation and per
+// free, in the order the replay takes them (by time, allocations before frees at one
+// time), as validation requires.
+void Retime(v1::AllocationTrace& t) {
+  std::vector<std::tuple<uint32_t, bool, int>> events;  // (time, is_free, index)
+  for (int i = 0; i < t.size_bytes_size(); ++i) {
+    events.emplace_back(t.alloc_at(i), false, i);
+    if (t.free_at(i) != 0) events.emplace_back(t.free_at(i), true, i);
+  }
+  std::sort(events.begin(), events.end());
+  uint32_t tick = 0;
+  for (const auto& [time, is_free, i] : events) {
+    if (is_free) {
+      t.set_free_at(i, ++tick);
+    } else {
+      t.set_alloc_at(i, ++tick);
+    }
+  }
+}
+
+}  // namespace
 
 v1::EstimateRequest CacheHungryStep(uint64_t temporary_bytes) {
   constexpr int64_t kWidth = 1024, kBatch = 8, kParameters = kWidth * kWidth + kWidth;
@@ -44,6 +71,7 @@ v1::EstimateRequest LongTracedStep(int temporaries) {
     t.add_category(v1::ALLOCATION_CATEGORY_TEMPORARY);
     now += 1;
   }
+  Retime(t);
   return r;
 }
 

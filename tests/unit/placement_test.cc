@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/units.h"
 #include "estimators/default_factories.h"
 #include "estimators/engine.h"
@@ -189,6 +190,13 @@ TEST(UtilizationFromEstimateTest, GractClassesGiveARangeAndOtherMetricsAreRefuse
   EXPECT_DOUBLE_EQ(r->value, 0.6);
   EXPECT_DOUBLE_EQ(r->low, 0.3);
   EXPECT_DOUBLE_EQ(r->high, 0.9);
+  // 1e308 summed to infinity and the mean to NaN, which read as "acceptable".
+  u.set_probabilities(1, 1e308);
+  auto overflowing = UtilizationFromEstimate(u, "job");
+  EXPECT_EQ(overflowing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(overflowing.status().message(), "job.probabilities[1]"))
+      << overflowing.status();
+  u.set_probabilities(1, 1.0);
   u.set_metric(v1::UTILIZATION_METRIC_SMACT);
   auto refused = UtilizationFromEstimate(u, "job");
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
@@ -299,6 +307,17 @@ TEST_F(PlacementEngineTest, BadInputNamesTheField) {
              r.mutable_candidate()->mutable_description()->set_gpu("h100-80gb");
            },
            "candidate.description.gpu"},
+          // Reasons and outcomes name jobs: two of one name would read as one.
+          {[](v1::CheckPlacementRequest& r) { r.mutable_candidate()->set_name("a"); },
+           "candidate.name"},
+          // 8,000 existing jobs grew the server to 1.1 GB (each reason lists the
+          // others); 16,000 aborted it.
+          {[](v1::CheckPlacementRequest& r) {
+             for (int i = 0; i < kMaxExistingJobs; ++i) {
+               *r.add_existing() = testing::MeasuredJob(absl::StrCat("x", i), kGiB, 1);
+             }
+           },
+           "existing:"},
       };
   for (const auto& [mutate, field] : cases) {
     v1::CheckPlacementRequest request;

@@ -142,6 +142,36 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"features_empty", [](auto& r) { r.mutable_features()->set_batch_size(2); },
              "features:"},
         Case{"empty_estimator", [](auto& r) { r.add_estimators(""); }, "estimators[0]:"},
+        // 100,000 copies of one id ran the simulation 100,000 times.
+        Case{"duplicate_estimator",
+             [](auto& r) {
+               r.add_estimators("allocsim");
+               r.add_estimators("horus");
+               r.add_estimators("allocsim");
+             },
+             "estimators[2]:"},
+        // [3, 2^31, 2^31] wrapped 64 bits in the layer rules and came back "fits".
+        Case{"input_shape_wraps",
+             [](auto& r) {
+               r.mutable_model()->set_input_shape(1, int64_t{1} << 31);
+               r.mutable_model()->set_input_shape(2, int64_t{1} << 31);
+             },
+             "model.input_shape:"},
+        // Trace times are one clock's ticks: distinct, and within 2 per event.
+        Case{"trace_shared_time",
+             [](auto& r) {
+               v1::AllocationTrace* t = Trace(r, 3);
+               t->set_alloc_at(2, t->alloc_at(1));
+             },
+             "model.trace.alloc_at[2]:"},
+        Case{"trace_free_shares_an_alloc_time",
+             [](auto& r) {
+               v1::AllocationTrace* t = Trace(r, 3);
+               t->set_free_at(0, t->alloc_at(2));
+             },
+             "model.trace.alloc_at[2]:"},
+        Case{"trace_past_the_end", [](auto& r) { Trace(r, 3)->set_free_at(1, 1000000); },
+             "model.trace.free_at[1]:"},
         // An 8 KB id was echoed back whole in the error and broke the client.
         Case{"huge_estimator_id",
              [](auto& r) {
@@ -195,7 +225,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(Validation, AcceptsAValidRequestAndTrace) {
   v1::EstimateRequest r = ValidRequest();
-  Trace(r, 4)->set_free_at(0, 3);
+  Trace(r, 4)->set_free_at(0, 4);
   EXPECT_TRUE(ValidateRequest(r, ValidationLimits{}).ok());
 }
 
