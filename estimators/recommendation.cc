@@ -1,8 +1,11 @@
 #include "estimators/recommendation.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/units.h"
 
 namespace gpuest {
@@ -26,6 +29,45 @@ int Trust(const v1::EstimatorResult& r) {
 
 uint64_t SafeFigure(const v1::MemoryEstimate& m) {
   return std::max(m.upper_bytes(), m.point_bytes());
+}
+
+// The ways to hold a job to its reservation. PyTorch's set_per_process_memory_fraction
+// limits the caching allocator's reserved memory to fraction x the card
+// (CUDACachingAllocator.cpp, allowed_memory_maximum); the CUDA context lives outside
+// it, so the fraction leaves it out.
+v1::MemoryCap CapFor(uint64_t reserve_bytes, const v1::MemoryEstimate& memory,
+                     const GpuProfile* gpu) {
+  v1::MemoryCap cap;
+  cap.set_needed(memory.has_transient());
+  cap.set_hami_gpumem_mib((reserve_bytes + kMiB - 1) / kMiB);
+  std::string fraction = "on the target GPU (name one with --gpu)";
+  if (gpu != nullptr && gpu->memory_bytes > 0) {
+    const double f = static_cast<double>(reserve_bytes > gpu->context_bytes
+                                             ? reserve_bytes - gpu->context_bytes
+                                             : 0) /
+                     static_cast<double>(gpu->memory_bytes);
+    // Rounded down to 3 decimals: a fraction read from the text caps no higher.
+    cap.set_per_process_memory_fraction(
+        std::clamp(std::floor(f * 1000) / 1000, 0.0, 1.0));
+    fraction = absl::StrFormat(
+        "(%.3f on %s: the reservation less its %.0f MiB context, "
+        "over %.0f MiB)",
+        cap.per_process_memory_fraction(), gpu->id, InMiB(gpu->context_bytes),
+        InMiB(gpu->memory_bytes));
+  }
+  cap.set_how(absl::StrFormat(
+      "%s: a HAMi limit nvidia.com/gpumem: %d (MiB; HAMi-core enforces it and lowers "
+      "what "
+      "cudaMemGetInfo reports, so the search sizes itself within it), or "
+      "torch.cuda.set_per_process_memory_fraction(f) in the job %s, or "
+      "torch.backends.cudnn.benchmark = False (no search); schedulers that only count "
+      "memory (Volcano's and KAI's gpu-memory) do not enforce it",
+      cap.needed() ? "needed on a shared GPU: uncapped, the job's first step can take "
+                     "the card's free memory"
+                   : "not needed for a transient (none is known); to enforce the "
+                     "reservation anyway",
+      cap.hami_gpumem_mib(), fraction));
+  return cap;
 }
 
 }  // namespace
@@ -60,6 +102,9 @@ std::optional<v1::Recommendation> Recommend(
     fit.set_headroom_bytes(SignedHeadroom(gpu->memory_bytes, rec.memory_bytes()));
     fit.set_allocator_retry(best->memory().allocator_retry());
   }
+  *rec.mutable_cap() = CapFor(rec.memory_bytes(), best->memory(), gpu);
+  rec.set_uncapped_peak_bytes(
+      std::max(rec.memory_bytes(), best->memory().transient().reach_bytes()));
   return rec;
 }
 

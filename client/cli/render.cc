@@ -116,6 +116,36 @@ std::string BreakdownText(const v1::EstimatorResult& r) {
                       constants, "):\n", Table(rows));
 }
 
+// The recommended estimator's transient, if it has one: how far the job reaches
+// uncapped, beside the requirement.
+std::string TransientLine(const v1::EstimateResponse& response,
+                          const v1::Recommendation& rec) {
+  for (const v1::EstimatorResult& r : response.results()) {
+    if (r.estimator_id() != rec.estimator_id() || !r.memory().has_transient()) continue;
+    const v1::MemoryTransient& t = r.memory().transient();
+    return absl::StrCat(
+        "transient (cuDNN benchmark search): uncapped, ", t.when(), " can reach ",
+        FormatBytes(t.reach_bytes()), " (the card's free memory)",
+        t.declared() ? ""
+                     : "; assumed: the description does not say whether the job "
+                       "sets cudnn.benchmark",
+        "\n");
+  }
+  return "";
+}
+
+std::string CapLine(const v1::MemoryCap& cap) {
+  std::string fraction =
+      cap.per_process_memory_fraction() > 0
+          ? absl::StrFormat("torch.cuda.set_per_process_memory_fraction(%.3f)",
+                            cap.per_process_memory_fraction())
+          : std::string("torch.cuda.set_per_process_memory_fraction (name a --gpu)");
+  return absl::StrCat(
+      "cap: ", cap.needed() ? "NEEDED on a shared GPU" : "not needed (no transient)",
+      ": HAMi nvidia.com/gpumem: ", cap.hami_gpumem_mib(), ", or ", fraction,
+      ", or torch.backends.cudnn.benchmark = False\n");
+}
+
 // What the allocator's cache release and retry does on the fit's GPU, as the fit
 // line's ending; empty when the recommended estimator does not say.
 std::string AllocatorRetryText(v1::AllocatorRetry retry) {
@@ -200,8 +230,10 @@ std::string RenderEstimate(const v1::EstimateResponse& response,
 
   if (response.has_recommendation()) {
     const v1::Recommendation& rec = response.recommendation();
-    absl::StrAppend(&out, "\nrecommended: ", FormatBytes(rec.memory_bytes()), " (",
-                    rec.basis(), ")\n");
+    absl::StrAppend(&out, "\nrecommended: ", FormatBytes(rec.memory_bytes()),
+                    " to reserve: the requirement (", rec.basis(), ")\n");
+    absl::StrAppend(&out, TransientLine(response, rec));
+    if (rec.has_cap()) absl::StrAppend(&out, CapLine(rec.cap()));
     if (rec.has_fit()) {
       const v1::GpuFit& fit = rec.fit();
       const uint64_t headroom = static_cast<uint64_t>(std::abs(fit.headroom_bytes()));

@@ -81,13 +81,17 @@ def test_loss_and_cudnn_benchmark_are_recorded(monkeypatch):
     parse = lambda d: json_format.ParseDict(d, v1.ModelDescription())
     msg = parse(describe_json(_small(), input_shape=(8,), batch_size=4, loss="mse"))
     assert msg.loss == "mse"
-    # The job's cudnn.benchmark: this process's by default; false is an answer too,
-    # distinct from "not recorded".
+    # The job's cudnn.benchmark: on if this process turned it on; PyTorch's default
+    # (off) is not an answer, since the training script may still turn it on, so it is
+    # not recorded; an explicit false is recorded, distinct from "not recorded".
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
     d = describe_json(_small(), input_shape=(8,), batch_size=4, trace=False)
     assert d["cudnnBenchmark"] is True and parse(d).cudnn_benchmark
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
     d = describe_json(_small(), input_shape=(8,), batch_size=4, trace=False)
+    assert "cudnnBenchmark" not in d and not parse(d).HasField("cudnn_benchmark")
+    d = describe_json(_small(), input_shape=(8,), batch_size=4, trace=False,
+                      cudnn_benchmark=False)
     assert d["cudnnBenchmark"] is False
     msg = parse(d)
     assert msg.HasField("cudnn_benchmark") and not msg.cudnn_benchmark

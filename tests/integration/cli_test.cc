@@ -61,9 +61,10 @@ TEST_F(CliTest, TableAndJsonAgreeAndJsonSaysItDoesNotFit) {
   ASSERT_TRUE(rec.at("fit").contains("fits")) << json.out;
   EXPECT_EQ(rec.at("fit").at("fits"), false) << json.out;
   const uint64_t bytes = std::stoull(rec.at("memoryBytes").get<std::string>());
-  EXPECT_TRUE(absl::StrContains(
-      table.out, absl::StrCat("recommended: ", cli::FormatBytes(bytes), " (",
-                              rec.at("basis").get<std::string>(), ")\n")))
+  EXPECT_TRUE(absl::StrContains(table.out,
+                                absl::StrCat("recommended: ", cli::FormatBytes(bytes),
+                                             " to reserve: the requirement (",
+                                             rec.at("basis").get<std::string>(), ")\n")))
       << table.out << json.out;
   EXPECT_TRUE(absl::StrContains(table.out, "fits t4 (15.00 GiB): NO, short by "))
       << table.out;

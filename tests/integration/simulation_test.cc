@@ -228,20 +228,34 @@ TEST_F(SimulationTest, AModelOfNoKnownFamilyIsRecommendedByTheSimulator) {
   EXPECT_EQ(response->recommendation().memory_bytes(), sim->memory().upper_bytes());
 }
 
-// A job that sets cudnn.benchmark and has convolutions is told of the first
-// iteration's workspace search, which the bound does not cover.
-TEST_F(SimulationTest, CudnnBenchmarkOnAConvNetIsWarnedOf) {
+// A job with convolutions that sets cudnn.benchmark, or does not say, is told of the
+// first iteration's search beside its requirement, and how to cap it; one that turns it
+// off is not.
+TEST_F(SimulationTest, CudnnBenchmarkOnAConvNetIsATransientBesideTheRequirement) {
   std::string text =
       testing::ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/cnn.json");
-  const testing::CommandResult plain = Cli({"estimate", "-"}, text);
+  ASSERT_FALSE(absl::StrContains(text, "cudnnBenchmark"));
+  std::string off = text;
+  off.insert(off.find('{') + 1, "\"cudnnBenchmark\": false, ");
+  const testing::CommandResult plain = Cli({"estimate", "-", "--gpu", "a100-40gb"}, off);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_FALSE(absl::StrContains(plain.out, "CUDNN_BENCHMARK_TRANSIENT")) << plain.out;
-  text.insert(text.find('{') + 1, "\"cudnnBenchmark\": true, ");
-  const testing::CommandResult benchmark = Cli({"estimate", "-"}, text);
-  ASSERT_EQ(benchmark.exit_code, 0) << benchmark.err;
-  EXPECT_TRUE(absl::StrContains(benchmark.out, "CUDNN_BENCHMARK_TRANSIENT [analytic]: "))
-      << benchmark.out;
-  EXPECT_TRUE(absl::StrContains(benchmark.out, "free memory")) << benchmark.out;
+  EXPECT_TRUE(absl::StrContains(plain.out, "cap: not needed")) << plain.out;
+  for (const std::string& input :
+       {text, "{\"cudnnBenchmark\": true, " + text.substr(text.find('{') + 1)}) {
+    const testing::CommandResult benchmark =
+        Cli({"estimate", "-", "--gpu", "a100-40gb"}, input);
+    ASSERT_EQ(benchmark.exit_code, 0) << benchmark.err;
+    EXPECT_TRUE(
+        absl::StrContains(benchmark.out, "CUDNN_BENCHMARK_TRANSIENT [analytic]: "))
+        << benchmark.out;
+    EXPECT_TRUE(absl::StrContains(benchmark.out, "transient (cuDNN benchmark search)"))
+        << benchmark.out;
+    EXPECT_TRUE(absl::StrContains(benchmark.out, "cap: NEEDED on a shared GPU"))
+        << benchmark.out;
+    EXPECT_TRUE(absl::StrContains(benchmark.out, "set_per_process_memory_fraction(0."))
+        << benchmark.out;
+  }
 }
 
 TEST_F(SimulationTest, ListsTheSimulationsWithHeldOutMetrics) {

@@ -173,7 +173,7 @@ TEST(CliRender, ARecommendationThatDoesNotFitSaysSo) {
   v1::EstimateResponse response = Response();
   std::string text = RenderEstimate(response, "resnet", 32);
   EXPECT_EQ(LineStartingWith(text, "recommended:"),
-            "recommended: 18.00 GiB (allocsim upper bound)");
+            "recommended: 18.00 GiB to reserve: the requirement (allocsim upper bound)");
   EXPECT_EQ(LineStartingWith(text, "fits"), "fits t4 (15.00 GiB): NO, short by 3.00 GiB");
 
   v1::GpuFit* fit = response.mutable_recommendation()->mutable_fit();

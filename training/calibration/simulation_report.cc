@@ -1,8 +1,11 @@
 #include "training/calibration/simulation_report.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/quantile.h"
 
 namespace gpuest::calibration {
 
@@ -106,6 +109,25 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
           e.point ? absl::StrFormat("%.1f %%", e.point->mape) : std::string("-"),
           e.oom_above_card, f.oom_rows);
     }
+  }
+  absl::StrAppendFormat(
+      &md,
+      "\nRows by status (`shared/data/README.md`, timm section): the fits and the "
+      "table above use the OK rows, and the OOM and OOM_INFERRED rows as constraints "
+      "(the bound must exceed the card); %d CRASHED rows are ignored. SPIKE rows "
+      "completed, but their peak holds cuDNN benchmark mode's search (a transient sized "
+      "by the free memory, not a requirement: `data/h200-benchmark-mode/`); against "
+      "the served `allocsim` requirement (upper bound):\n\n"
+      "| family | SPIKE rows | above the requirement | measured / requirement: median | "
+      "max |\n|---|---|---|---|---|\n",
+      report.crashed_rows);
+  for (const auto& [family, spikes] : report.spikes) {
+    std::vector<double> ratios = spikes.ratios;
+    std::sort(ratios.begin(), ratios.end());
+    absl::StrAppendFormat(&md, "| %s | %d | %d | %.2f x | %.2f x |\n", family,
+                          spikes.rows, spikes.above_requirement,
+                          ratios.empty() ? 0.0 : Quantile(ratios, 0.5),
+                          ratios.empty() ? 0.0 : ratios.back());
   }
   return md + "\n";
 }

@@ -5,6 +5,7 @@
 // the held-out rows that crashed out of memory, and the calibration itself.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -48,8 +49,18 @@ struct RealModelsFamily {
   int oom_rows = 0;
 };
 
+// A family's SPIKE rows (completed runs holding cuDNN benchmark mode's search
+// transient) against the served allocsim requirement (its upper bound).
+struct SpikeRows {
+  int rows = 0;
+  int above_requirement = 0;   // Measured peak above the requirement's upper bound.
+  std::vector<double> ratios;  // Measured peak / the requirement's upper bound.
+};
+
 struct RealModelsReport {
-  std::string source;  // The dataset, in words.
+  std::string source;                       // The dataset, in words.
+  std::map<std::string, SpikeRows> spikes;  // By family.
+  int crashed_rows = 0;                     // Ignored: say nothing about the job.
   int models = 0, architecture_families = 0;
   double safe_quantile = 0;
   double card_mib = 0;

@@ -152,6 +152,10 @@ struct RealRows {
   std::map<std::string, std::set<std::string>> serves_fit;
   // Estimator id -> family -> the fit on GPUMemNet's training rows alone.
   std::map<std::string, std::map<std::string, FamilyCalibration>> gpumemnet_fit;
+  // Completed runs whose peak holds cuDNN benchmark mode's search transient (status
+  // SPIKE): kept out of every fit and score, reported apart against the requirement.
+  std::vector<RealRow> spikes;
+  int crashed = 0;  // Status CRASHED: died for another reason; says nothing, ignored.
 };
 
 // The shares of a family's measured real rows an upper bound keeps safe, and safe and
@@ -202,6 +206,10 @@ absl::Status LoadRealRows(const ValidationOptions& o, const GpuProfile& gpu,
   GPUEST_ASSIGN_OR_RETURN(out.file, data::ReadExportedRows(o.timm_rows));
   std::set<std::string> models, groups;
   for (const MeasuredRow& m : out.file.rows) {
+    if (m.status == "CRASHED") {
+      ++out.crashed;
+      continue;
+    }
     if (!m.model.has_trace() || (!m.oom && m.peak_mib <= 0)) continue;
     v1::EstimateRequest request;
     *request.mutable_model() = m.model;
@@ -210,12 +218,19 @@ absl::Status LoadRealRows(const ValidationOptions& o, const GpuProfile& gpu,
                 FamilyName(FeaturesOf(request).family()),
                 {}};
     GPUEST_ASSIGN_OR_RETURN(row.replay, ReplayEach(m.model, gpu, o.steps));
+    if (m.status == "SPIKE") {
+      out.spikes.push_back(std::move(row));
+      continue;
+    }
     models.insert(m.model.name());
     groups.insert(row.group);
     out.rows.push_back(std::move(row));
   }
-  std::fprintf(stderr, "%s: %zu traced rows of %zu models, %zu architecture families\n",
-               out.file.name.c_str(), out.rows.size(), models.size(), groups.size());
+  std::fprintf(stderr,
+               "%s: %zu traced rows of %zu models, %zu architecture families; %zu SPIKE "
+               "rows apart, %d CRASHED rows ignored\n",
+               out.file.name.c_str(), out.rows.size(), models.size(), groups.size(),
+               out.spikes.size(), out.crashed);
   return absl::OkStatus();
 }
 
@@ -575,6 +590,23 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
       e.oom_above_card = oom_above[family][id];
     }
   }
+  // The SPIKE rows against the requirement the served estimators give them.
+  for (const RealRow& r : real.spikes) {
+    const MeasuredRow& m = *r.measured;
+    v1::EstimateRequest request;
+    *request.mutable_model() = m.model;
+    const v1::FeatureVector features = FeaturesOf(request);
+    const EstimationInput input{request, features, gpu};
+    v1::EstimatorResult result;
+    std::vector<v1::Warning> warnings;
+    GPUEST_RETURN_IF_ERROR(served.at("allocsim")->Estimate(input, result, warnings));
+    SpikeRows& spikes = report.spikes[r.family];
+    ++spikes.rows;
+    const double ratio = m.peak_mib / (result.memory().upper_bytes() / kMiB);
+    spikes.above_requirement += ratio > 1;
+    spikes.ratios.push_back(ratio);
+  }
+  report.crashed_rows = real.crashed;
   report.models = static_cast<int>(models.size());
   report.architecture_families = static_cast<int>(groups.size());
   return report;

@@ -32,6 +32,14 @@ absl::StatusOr<MeasuredFile> ReadExportedRows(const std::string& path) {
       row.file_name = j.at("fileName").get<std::string>();
       row.peak_mib = j.at("maxMemoryMib").get<double>();
       row.oom = j.at("status").get<std::string>() == "OOM_CRASH";
+      row.status = j.value("measuredStatus", row.oom ? "OOM" : "OK");
+      if (row.status != "OK" && row.status != "OOM" && row.status != "OOM_INFERRED" &&
+          row.status != "SPIKE" && row.status != "CRASHED") {
+        return bad(absl::StrCat("unknown measuredStatus '", row.status, "'"));
+      }
+      if (row.oom != (row.status == "OOM" || row.status == "OOM_INFERRED")) {
+        return bad(absl::StrCat("status and measuredStatus '", row.status, "' disagree"));
+      }
       const auto status = google::protobuf::util::JsonStringToMessage(
           j.at("description").dump(), &row.model);
       if (!status.ok()) return bad(std::string(status.message()));

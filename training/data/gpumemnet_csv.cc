@@ -151,6 +151,7 @@ absl::StatusOr<MeasuredFile> ReadGpuMemNetCsv(const std::string& path,
       return bad("bad Max GPU Memory (MiB)");
     }
     row.oom = column.count("Status") && f[column["Status"]] == "OOM_CRASH";
+    row.status = row.oom ? "OOM" : "OK";
     for (size_t i = 0; i < header.size(); ++i) {
       double value = 0;
       if (!absl::SimpleAtod(f[i], &value)) continue;

@@ -24,6 +24,12 @@ struct MeasuredRow {
   // Peak nvidia-smi memory; not a peak for OOM rows, 0 where the monitor missed it.
   double peak_mib = 0;
   bool oom = false;  // Status OOM_CRASH: did not fit in the A100's 40 GB.
+  // What the row shows (shared/data/README.md, timm section): "OK" (a completed run,
+  // its peak the job's footprint), "OOM" / "OOM_INFERRED" (did not fit: oom is true),
+  // "SPIKE" (completed, but its peak holds cuDNN benchmark mode's search transient: not
+  // a requirement) or "CRASHED" (died for another reason: says nothing about the job).
+  // GPUMemNet's rows are "OK" or "OOM".
+  std::string status = "OK";
   // "SMACT" -> 0.2: the utilization metrics measured for this row (the CSV's "Avg ..."
   // columns; a -1 there, not measured, leaves the metric out).
   std::map<std::string, double> utilization;

@@ -72,8 +72,10 @@ def _parser() -> argparse.ArgumentParser:
                         "mean (output.mean(), no target); the description names it")
     p.add_argument("--cudnn-benchmark", default=None, action=argparse.BooleanOptionalAction,
                    help="whether the job sets torch.backends.cudnn.benchmark = True "
-                        "(recorded for the estimate; default: the setting after the "
-                        "model's module is imported and the factory has run)")
+                        "(recorded for the estimate; default: on if the model's "
+                        "module or factory turned it on, else not recorded, and the "
+                        "server treats a model with convolutions as benchmarking, as "
+                        "timm's train.py and torchvision's reference scripts do)")
     p.add_argument("--no-trace", dest="trace", action="store_false",
                    help="layer sequence only, no allocation trace")
     p.add_argument("--name", default=None, help="model name (default: its class name)")
