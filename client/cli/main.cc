@@ -62,7 +62,9 @@ constexpr char kEpilogue[] =
     "                  Patch (RFC 6902) setting the recommended memory as --scheduler\n"
     "                  reads it: hami nvidia.com/gpumem (MiB), volcano\n"
     "                  volcano.sh/gpu-memory (MiB), kai annotation gpu-memory (MiB),\n"
-    "                  alibaba aliyun.com/gpu-mem (GiB); always rounded up\n"
+    "                  alibaba aliyun.com/gpu-mem (GiB); always rounded up. Only HAMi\n"
+    "                  enforces it (HAMi-core); for the others a note on stderr\n"
+    "                  says how the job caps itself\n"
     "  models          list the estimators the server has loaded\n"
     "  health          report whether the server is serving\n"
     "\n"
@@ -138,6 +140,9 @@ int PodPatch(const gpuest::Client& client, const std::string& path) {
                                               response->recommendation().memory_bytes());
   if (!memory.ok()) return Fail(memory.status());
   std::cout << gpuest::cli::PodPatchJson(*memory, absl::GetFlag(FLAGS_container));
+  const gpuest::v1::MemoryCap& cap = response->recommendation().cap();
+  std::cerr << gpuest::cli::EnforcementNote(*scheduler, *memory, cap.needed(),
+                                            cap.per_process_memory_fraction());
   return kOk;
 }
 

@@ -1,6 +1,7 @@
 #include "client/cli/pod_patch.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "common/units.h"
 #include "nlohmann/json.hpp"
@@ -38,6 +39,7 @@ absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
   switch (scheduler) {
     case SharingScheduler::kHami:
       r.key = "nvidia.com/gpumem";
+      r.enforced = true;  // HAMi-core: a limit on the process's device memory.
       break;
     case SharingScheduler::kVolcano:
       r.key = "volcano.sh/gpu-memory";
@@ -55,6 +57,30 @@ absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
   r.amount = CeilDiv(bytes, kMiB);
   r.unit = "MiB";
   return r;
+}
+
+std::string EnforcementNote(SharingScheduler scheduler, const MemoryRequest& request,
+                            bool cap_needed, double per_process_memory_fraction) {
+  if (request.enforced) return "";
+  const char* name = scheduler == SharingScheduler::kVolcano ? "Volcano"
+                     : scheduler == SharingScheduler::kKai   ? "KAI"
+                                                             : "gpushare";
+  const std::string fraction =
+      per_process_memory_fraction > 0
+          ? absl::StrFormat("torch.cuda.set_per_process_memory_fraction(%.3f)",
+                            per_process_memory_fraction)
+          : std::string("torch.cuda.set_per_process_memory_fraction (estimate with "
+                        "--gpu for its value)");
+  return absl::StrCat(
+      "note: ", name, " schedules by ", request.key,
+      " but nothing enforces it on the job. ",
+      cap_needed ? "This job has a transient (cuDNN benchmark search): uncapped, its "
+                   "first step can take the GPU's free memory, other jobs' headroom "
+                   "included. Cap it in the job: "
+                 : "To hold the job to it, cap it in the job: ",
+      fraction, " before the first CUDA allocation, or torch.backends.cudnn.benchmark = "
+      "False; or use HAMi (--scheduler hami), whose nvidia.com/gpumem HAMi-core "
+      "enforces.\n");
 }
 
 std::string PodPatchJson(const MemoryRequest& request, int container_index) {

@@ -28,7 +28,16 @@ struct MemoryRequest {
   bool annotation = false;  // A pod annotation (KAI) rather than a container limit.
   uint64_t amount = 0;      // In unit, rounded up.
   std::string unit;         // "MiB" or "GiB".
+  // Whether the scheduler's stack enforces the figure on the job (HAMi: HAMi-core
+  // limits the process's device memory); the others only count it when placing.
+  bool enforced = false;
 };
+
+// What the user must know beside the patch: for a scheduler that does not enforce
+// memory, that it does not and how the job caps itself (the recommendation's cap),
+// more urgently when the job has a transient (cap.needed). Empty for HAMi.
+std::string EnforcementNote(SharingScheduler scheduler, const MemoryRequest& request,
+                            bool cap_needed, double per_process_memory_fraction);
 
 // InvalidArgument for 0 bytes (no figure to request).
 absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
