@@ -222,6 +222,23 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
           ? absl::StrCat(Gib(fit.headroom_bytes), " left")
           : absl::StrCat("short by ", Gib(-static_cast<double>(fit.headroom_bytes)))));
 
+  // Packed by the requirement: beside others, that holds only with each transient
+  // capped.
+  if (fit.fits && jobs.size() > 1) {
+    for (const ResolvedJob& job : jobs) {
+      if (!job.cap.needed()) continue;
+      response.add_needs_cap(job.name);
+      response.add_reasons(absl::StrFormat(
+          "safe only with a cap: '%s' has a cuDNN benchmark transient; uncapped, its "
+          "first step can take the GPU's free memory, the others' headroom included. "
+          "Cap it at its %s: HAMi nvidia.com/gpumem: %d, or "
+          "torch.cuda.set_per_process_memory_fraction(%.3f), or "
+          "torch.backends.cudnn.benchmark = False",
+          job.name, Gib(static_cast<double>(job.memory_bytes)), job.cap.hami_gpumem_mib(),
+          job.cap.per_process_memory_fraction()));
+    }
+  }
+
   double worst = 1;
   v1::ContentionVerdict overall = v1::CONTENTION_VERDICT_ALONE;
   std::set<std::string> seen;
@@ -309,6 +326,7 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
     r.set_estimator_id(job.estimator_id);
     r.set_fits(job.memory_bytes <= gpu.memory_bytes);
     r.set_headroom_bytes(SignedHeadroom(gpu.memory_bytes, job.memory_bytes));
+    r.set_needs_cap(job.cap.needed());
   }
   std::stable_sort(response.mutable_gpus()->begin(), response.mutable_gpus()->end(),
                    [](const v1::GpuRanking& a, const v1::GpuRanking& b) {

@@ -186,6 +186,7 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
       }
       out.memory_bytes = response->recommendation().memory_bytes();
       out.estimator_id = response->recommendation().estimator_id();
+      out.cap = response->recommendation().cap();
       out.memory_basis = absl::StrCat("estimated for ", gpu.id, ": ",
                                       response->recommendation().basis());
       out.warnings.assign(response->warnings().begin(), response->warnings().end());

@@ -36,6 +36,9 @@ struct ResolvedJob {
   UtilizationRange util;
   v1::UtilizationSource source = v1::UTILIZATION_SOURCE_UNKNOWN;
   std::vector<v1::Warning> warnings;  // The description's estimate's.
+  // For a description: how to hold it to memory_bytes (cap.needed: it has a transient
+  // that uncapped can take the GPU's free memory).
+  v1::MemoryCap cap;
 };
 
 // field names the job in errors ("candidate", "existing[2]"). gpu is the target, from

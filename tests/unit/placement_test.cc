@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/units.h"
 #include "estimators/default_factories.h"
 #include "estimators/engine.h"
@@ -244,6 +245,48 @@ TEST_F(PlacementEngineTest, ChecksMemoryAndContentionOnAMigSliceByItsNvidiaSmiNa
   EXPECT_LT(r->worst_predicted_speed(), 0.85);
   EXPECT_GT(r->jobs(1).confidence(), 0);
   EXPECT_FALSE(r->reasons().empty());
+}
+
+// Jobs are packed by their requirement; beside others, a job with cuDNN benchmark
+// mode's transient fits only if it is capped, and the response says so and how.
+TEST_F(PlacementEngineTest, AJobWithATransientBesideOthersFitsOnlyWithACap) {
+  v1::CheckPlacementRequest request;
+  request.mutable_gpu()->set_catalog_id("a100-80gb");
+  *request.mutable_candidate()->mutable_description() =
+      testing::ExampleRequest("cnn.json");  // Convolutions; benchmark not recorded.
+  request.mutable_candidate()->set_name("cnn");
+  auto alone = placement_->CheckPlacement(request);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_TRUE(alone->needs_cap().empty());  // Alone, the transient takes nobody's memory.
+
+  *request.add_existing() = testing::MeasuredJob("light", 4 * kGiB, 10);
+  auto beside = placement_->CheckPlacement(request);
+  ASSERT_TRUE(beside.ok()) << beside.status();
+  ASSERT_TRUE(beside->fits());
+  EXPECT_EQ(beside->candidate_bytes(), alone->candidate_bytes());  // The requirement.
+  ASSERT_EQ(beside->needs_cap_size(), 1);
+  EXPECT_EQ(beside->needs_cap(0), "cnn");
+  bool said = false;
+  for (const std::string& reason : beside->reasons()) {
+    said |= absl::StrContains(reason, "safe only with a cap: 'cnn'") &&
+            absl::StrContains(reason, "set_per_process_memory_fraction(0.");
+  }
+  EXPECT_TRUE(said) << absl::StrJoin(beside->reasons(), "\n");
+
+  request.mutable_candidate()
+      ->mutable_description()
+      ->mutable_model()
+      ->set_cudnn_benchmark(false);
+  auto off = placement_->CheckPlacement(request);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_TRUE(off->needs_cap().empty());
+
+  v1::RankGpusRequest rank;
+  *rank.mutable_job()->mutable_description() = testing::ExampleRequest("cnn.json");
+  auto ranked = placement_->RankGpus(rank);
+  ASSERT_TRUE(ranked.ok()) << ranked.status();
+  ASSERT_GT(ranked->gpus_size(), 0);
+  EXPECT_TRUE(ranked->gpus(0).needs_cap());
 }
 
 TEST_F(PlacementEngineTest, ADescribedCandidateUsesGpuestsOwnUtilizationEstimate) {
