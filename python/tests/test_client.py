@@ -53,6 +53,30 @@ def test_estimate_a_description(client):
     assert rec.fit.headroom_bytes == rec.fit.capacity_bytes - rec.memory_bytes
 
 
+def test_requirement_transient_and_cap(client):
+    """A CNN described without saying cudnn.benchmark: the requirement to reserve, the
+    benchmark search's transient beside it, and how to cap; with benchmark off, none."""
+    import torchvision
+    model = torchvision.models.resnet18()
+    described = gpuest.describe(model, input_shape=(3, 64, 64), batch_size=8)
+    assert not described.HasField("cudnn_benchmark")
+    response = client.estimate(described, gpu="a100-40gb")
+    rec = response.recommendation
+    sim = next(r for r in response.results if r.estimator_id == rec.estimator_id)
+    assert sim.memory.upper_bytes == rec.memory_bytes  # The requirement is reserved.
+    t = sim.memory.transient
+    assert t.cause == v1.TRANSIENT_CAUSE_CUDNN_BENCHMARK and not t.declared
+    assert t.reach_bytes == rec.fit.capacity_bytes == rec.uncapped_peak_bytes
+    assert rec.cap.needed and rec.cap.hami_gpumem_mib * 2**20 >= rec.memory_bytes
+    assert 0 < rec.cap.per_process_memory_fraction < rec.memory_bytes / rec.fit.capacity_bytes
+    off = gpuest.describe(model, input_shape=(3, 64, 64), batch_size=8,
+                          cudnn_benchmark=False)
+    answer = client.estimate(off, gpu="a100-40gb")
+    assert not answer.recommendation.cap.needed
+    assert answer.recommendation.memory_bytes == rec.memory_bytes
+    assert answer.recommendation.uncapped_peak_bytes == rec.memory_bytes
+
+
 def test_estimate_a_description_file_and_a_whole_request(client):
     with open(os.path.join(REPO, "examples", "resnet50.json")) as f:
         description = json.load(f)
