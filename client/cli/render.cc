@@ -112,8 +112,17 @@ std::string BreakdownText(const v1::EstimatorResult& r) {
   } else if (r.memory().gpu_constants() == v1::GPU_CONSTANTS_ASSUMED) {
     constants = ", assumed GPU constants";
   }
+  std::string peaks;
+  if (r.memory().reserved_peak_bytes() > 0) {
+    peaks = absl::StrCat("simulated step (", r.estimator_id(),
+                         "): max_memory_allocated ",
+                         FormatBytes(r.memory().allocated_peak_bytes()),
+                         ", max_memory_reserved ",
+                         FormatBytes(r.memory().reserved_peak_bytes()),
+                         " (PyTorch's figures: no context, no calibration)\n");
+  }
   return absl::StrCat("\nbreakdown (", r.estimator_id(), ", ", FormatBytes(total),
-                      constants, "):\n", Table(rows));
+                      constants, "):\n", Table(rows), peaks);
 }
 
 // The recommended estimator's transient, if it has one: how far the job reaches

@@ -68,6 +68,8 @@ v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfi
       std::max(m.point_bytes(), Bytes(outside + calibration.safe_factor * reserved)));
   m.set_gpu_constants(gpu.constants_calibrated ? v1::GPU_CONSTANTS_CALIBRATED
                                                : v1::GPU_CONSTANTS_ASSUMED);
+  m.set_allocated_peak_bytes(replay.peak_allocated_bytes);
+  m.set_reserved_peak_bytes(replay.peak_reserved_bytes);
 
   const CategoryBytes& live = replay.live_at_peak;
   v1::MemoryBreakdown& b = *m.mutable_breakdown();

@@ -183,6 +183,10 @@ TEST(SimulationEstimator, ReplaysTheRequestsTrace) {
   ASSERT_TRUE(replay.ok());
   EXPECT_EQ(run.result.memory().upper_bytes(),
             CalibratedEstimate(*replay, gpu, {100, 1.5, 100, 1.1}, 0).upper_bytes());
+  // PyTorch's own figures of the simulated step, as fields (what LLM tools compare).
+  EXPECT_EQ(run.result.memory().allocated_peak_bytes(), replay->peak_allocated_bytes);
+  EXPECT_EQ(run.result.memory().reserved_peak_bytes(), replay->peak_reserved_bytes);
+  EXPECT_GT(run.result.memory().reserved_peak_bytes(), 0u);
   EXPECT_DOUBLE_EQ(run.result.confidence(), 0.9);
   EXPECT_TRUE(absl::StrContains(run.result.basis(), "the request's trace"))
       << run.result.basis();
