@@ -27,15 +27,19 @@ if [[ ! -s build/datasets/transformer.jsonl ]]; then
     --csv "$DATA/transformer_sample.csv" --out build/datasets/transformer.jsonl
 fi
 # The real models: every timm row described with a trace (about an hour on 2 cores the
-# first time; resumable, so a second run continues where a killed one stopped).
+# first time; resumable, so a second run continues where a killed one stopped). The
+# shipped calibration used rows traced on a GPU machine's torch 2.11 in 14 shards
+# (training/gpu/device_run.sh): give such a file as GPUEST_TIMM_ROWS to use it as is.
 TIMM_CSV="${GPUEST_TIMM_CSV:-../shared/data/timm/timm_a100.csv}"
 TIMM_SRC_TARBALL="${GPUEST_TIMM_SOURCE:-../shared/vendor/timm-src-aa4b5850.tar.gz}"
-timm_rows=build/datasets/timm_traced.jsonl
-if [[ ! -d build/timm-src/timm/timm ]]; then
-  mkdir -p build/timm-src && tar -xzf "$TIMM_SRC_TARBALL" -C build/timm-src
+timm_rows="${GPUEST_TIMM_ROWS:-build/datasets/timm_traced.jsonl}"
+if [[ -z "${GPUEST_TIMM_ROWS:-}" ]]; then
+  if [[ ! -d build/timm-src/timm/timm ]]; then
+    mkdir -p build/timm-src && tar -xzf "$TIMM_SRC_TARBALL" -C build/timm-src
+  fi
+  PYTHONPATH="python:build/timm-src/timm" /usr/bin/python3 training/data/describe_timm.py \
+    --csv "$TIMM_CSV" --out "$timm_rows"
 fi
-PYTHONPATH="python:build/timm-src/timm" /usr/bin/python3 training/data/describe_timm.py \
-  --csv "$TIMM_CSV" --out "$timm_rows"
 build/training/calibration/gpuest-validate-memory --data-dir "$DATA" --models models \
   --timm-rows "$timm_rows" --write-models --report docs/accuracy.md "$@"
 echo "models/allocsim, models/analytic, models/gpu_profiles.json and docs/accuracy.md rewritten"

@@ -196,9 +196,10 @@ def main(argv=None) -> int:
         emit(off)
         emit(run_child(model, batch, True, 0, args.steps, args.timeout_s))
         need = max(off.get("first_reserved_mib", 0), off.get("steady_reserved_mib", 0))
-        cap_list = [f * need for f in map(float, args.cap_factors.split(",")) if need]
+        factors = [float(f) for f in args.cap_factors.split(",") if f]
+        cap_list = [f * need for f in factors if need]
         if job in caps:
-            cap_list.append(float(caps[job]))
+            cap_list.append(float(caps[job]))  # A cap a run under it must not pass.
         # Smallest cap first; a larger one is tried only if a smaller one ran out.
         for cap in sorted(cap_list):
             row = run_child(model, batch, True, cap, args.steps, args.timeout_s)
