@@ -112,3 +112,40 @@ def test_torch2_attention_computes_the_reference_on_real_tensors():
     causal = scaled_dot_product_attention(q, k, v, is_causal=True)
     # The first query sees only the first key.
     assert torch.allclose(causal[..., 0, :], v[..., 0, :], atol=1e-6)
+
+
+class BlockedSdpa(nn.Module):
+    """NesT's call: attention within T blocks, inputs (batch, heads, T, L, dim), 5-D.
+    No fused CUDA kernel takes 5-D inputs (sdp_utils_cpp.h check_tensor_shapes), so
+    torch 2.x runs the math path and keeps the L x L weights for backward."""
+
+    def __init__(self, blocks=2):
+        super().__init__()
+        self.blocks = blocks
+        self.embed = nn.Embedding(100, E)
+        self.qkv = nn.Linear(E, 3 * E)
+        self.head = nn.Linear(E, 3)
+
+    def forward(self, x):
+        x = self.embed(x)  # (B, T * L, E)
+        t = self.blocks
+        q, k, v = self.qkv(x).view(x.shape[0], t, L, 3, H, E // H).permute(3, 0, 4, 1, 2, 5)
+        x = F.scaled_dot_product_attention(q, k, v)  # (B, H, T, L, dim)
+        return self.head(x.permute(0, 2, 3, 1, 4).reshape(x.shape[0], t * L, E).mean(dim=1))
+
+
+def test_five_dimensional_attention_takes_the_math_path_and_keeps_its_weights():
+    def trace():
+        d = describe_dict(BlockedSdpa(), input_shape=(2 * L,), input_dtype="int64",
+                          batch_size=B)
+        check_trace_shape(d["trace"])
+        return d["trace"]
+
+    blocked = _with_torch2_attention(trace)
+    weights = 2 * WEIGHTS  # B x H x T x L x L, fp32, T = 2 blocks
+    sizes = [int(s) for s, c in zip(blocked["sizeBytes"], blocked["category"])
+             if c == "ALLOCATION_CATEGORY_ACTIVATION"]
+    assert weights in sizes  # the softmax's output, saved for backward
+    # The same attention in 4-D takes the fused kernel: no L x L weights at all.
+    four_d = _with_torch2_attention(lambda: _trace(SdpaBlock()))
+    assert WEIGHTS not in [int(s) for s in four_d["sizeBytes"]]

@@ -140,16 +140,26 @@ def _math_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     return weights @ value
 
 
+def _fused_kernel_takes(query, key, value) -> bool:
+    """Whether torch 2.x's CUDA dispatch can pick a fused kernel for these inputs.
+    Both flash and memory-efficient attention need 4-D (batch, heads, L, dim) inputs
+    (aten/src/ATen/native/transformers/sdp_utils_cpp.h, check_tensor_shapes: "Both fused
+    kernels requires query, key and value to be 4 dimensional"); anything else runs the
+    math path, which materialises the L x L weights and keeps them for backward. timm's
+    NesT calls it with (batch, heads, blocks, L, dim): 5-D."""
+    return query.dim() == 4 and key.dim() == 4 and value.dim() == 4
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None):
     """torch 2.x's ``F.scaled_dot_product_attention`` for torch 1.13: on fake tensors
     (a traced step) it allocates as the CUDA memory-efficient kernel does, which is
     what torch 2.x runs for float32 inputs (flash attention needs half precision):
-    nothing of size L x L, dropout drawn in the kernel; on real tensors it computes
-    the reference result."""
+    nothing of size L x L, dropout drawn in the kernel; where no fused kernel takes the
+    inputs (not 4-D), and on real tensors, it runs the reference ("math") path."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    if not isinstance(query, FakeTensor):
+    if not isinstance(query, FakeTensor) or not _fused_kernel_takes(query, key, value):
         return _math_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
     if attn_mask is None or attn_mask.dtype == torch.bool:
         # A boolean mask is applied in the kernel, like causality: no extra memory.
