@@ -69,8 +69,9 @@ std::string EnforcementNote(SharingScheduler scheduler, const MemoryRequest& req
       per_process_memory_fraction > 0
           ? absl::StrFormat("torch.cuda.set_per_process_memory_fraction(%.3f)",
                             per_process_memory_fraction)
-          : std::string("torch.cuda.set_per_process_memory_fraction (estimate with "
-                        "--gpu for its value)");
+          : std::string(
+                "torch.cuda.set_per_process_memory_fraction (estimate with "
+                "--gpu for its value)");
   return absl::StrCat(
       "note: ", name, " schedules by ", request.key,
       " but nothing enforces it on the job. ",
@@ -78,7 +79,8 @@ std::string EnforcementNote(SharingScheduler scheduler, const MemoryRequest& req
                    "first step can take the GPU's free memory, other jobs' headroom "
                    "included. Cap it in the job: "
                  : "To hold the job to it, cap it in the job: ",
-      fraction, " before the first CUDA allocation, or torch.backends.cudnn.benchmark = "
+      fraction,
+      " before the first CUDA allocation, or torch.backends.cudnn.benchmark = "
       "False; or use HAMi (--scheduler hami), whose nvidia.com/gpumem HAMi-core "
       "enforces.\n");
 }

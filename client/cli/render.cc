@@ -114,8 +114,7 @@ std::string BreakdownText(const v1::EstimatorResult& r) {
   }
   std::string peaks;
   if (r.memory().reserved_peak_bytes() > 0) {
-    peaks = absl::StrCat("simulated step (", r.estimator_id(),
-                         "): max_memory_allocated ",
+    peaks = absl::StrCat("simulated step (", r.estimator_id(), "): max_memory_allocated ",
                          FormatBytes(r.memory().allocated_peak_bytes()),
                          ", max_memory_reserved ",
                          FormatBytes(r.memory().reserved_peak_bytes()),

@@ -74,7 +74,7 @@ TEST(Manifests, AMissingKeyIsNamedWithItsFile) {
   const std::string sim_path = kModels + "/allocsim/manifest.json";
   const std::string sim = Read(sim_path);
   auto no_factor = allocsim::SimulationManifest::Parse(
-      ReplaceOnce(sim, "\"safe_factor\": 1.1448,", ""), sim_path);
+      ReplaceOnce(sim, "\"safe_factor\": 1.153,", ""), sim_path);
   ASSERT_FALSE(no_factor.ok());
   EXPECT_EQ(no_factor.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(no_factor.status().message(), sim_path))
