@@ -313,6 +313,33 @@ def test_calibration_from_the_cleaned_csv_rewrites_one_gpu(tmp_path, capsys):
         context_residuals([dict(r, status="DRY_RUN") for r in rows])
 
 
+def test_the_cleaner_marks_benchmark_transients_as_the_shared_data_does(tmp_path):
+    # resnetaa50d on the A100 (timm_a100.csv): 38,835 MiB at batch 8 and 32, 4,489 at
+    # 16: memory needed cannot fall as the batch grows. And an interior batch far above
+    # the line between its neighbours. Another model's rows are judged on their own.
+    peaks = {8: 38835.0, 16: 4489.0, 32: 38835.0, 64: 10151.0, 128: 18015.0}
+    rows = [gpu_row(0, p, p - 1400, model="resnetaa50d", batch=b) for b, p in peaks.items()]
+    rows += [gpu_row(0, p, p - 1400, model="regnety", batch=b)
+             for b, p in {8: 14000.0, 16: 30000.0, 32: 15000.0}.items()]
+    rows += [gpu_row(0, p, p - 1400, model="resnet50", batch=b)
+             for b, p in {8: 2875.0, 16: 3733.0, 32: 5229.0}.items()]
+    rows.append(gpu_row(0, 41000.0, 40000.0, status="OOM", model="resnet50", batch=256))
+    assert clean.spikes(rows) == {"timm/resnetaa50d/b8/sgd_momentum/fp32",
+                                  "timm/resnetaa50d/b32/sgd_momentum/fp32",
+                                  "timm/regnety/b16/sgd_momentum/fp32"}
+    clean.clean(rows, str(tmp_path))
+    status = {(r["model"], r["batch_size"]): r["status"]
+              for r in clean.read_table(str(tmp_path / "measurements.csv"))}
+    assert status[("resnetaa50d", "8")] == "SPIKE" and status[("resnetaa50d", "16")] == "OK"
+    assert status[("regnety", "16")] == "SPIKE" and status[("resnet50", "256")] == "OOM"
+    assert list(status.values()).count("SPIKE") == 3
+    # The export keeps a SPIKE row as a completed run with its own status, which the
+    # calibration reads (training/data/exported_rows.cc) and never fits.
+    row = dict(rows[0], description={"layers": []})
+    record = clean.export_record(row, clean.spikes(rows))
+    assert record["status"] == "SUCCESSFUL" and record["measuredStatus"] == "SPIKE"
+
+
 def test_measured_rows_export_for_the_calibration_tools(killed_and_resumed):
     # The exporter's shape (training/data/exported_rows.cc reads it): a dry-run row's
     # real description, with what a GPU would have measured.

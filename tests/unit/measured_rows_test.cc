@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "estimators/sha256.h"
 #include "estimators/text_file.h"
 #include "gtest/gtest.h"
@@ -102,6 +103,36 @@ TEST(MeasuredRows, ReadsTheExportersJsonLines) {
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "bad.jsonl line 1"))
       << bad.status();
+}
+
+// Each timm row keeps what it shows (measuredStatus): the calibration fits OK rows,
+// reports SPIKE rows apart and ignores CRASHED ones. A status it does not know, or one
+// at odds with the exporter's, is refused with the line.
+TEST(MeasuredRows, ReadsEachRowsMeasuredStatus) {
+  auto line = [](const std::string& status, const std::string& measured) {
+    const std::string own =
+        measured.empty() ? "" : absl::StrCat(R"(,"measuredStatus":")", measured, R"(")");
+    return absl::StrCat(R"({"fileName":"t","description":{"name":"t"},)",
+                        R"("maxMemoryMib":100,"status":")", status, R"(")", own, "}\n");
+  };
+  auto file = ReadExportedRows(TempFile(
+      "statuses.jsonl", line("SUCCESSFUL", "SPIKE") + line("OOM_CRASH", "OOM_INFERRED") +
+                            line("CRASHED", "CRASHED") + line("SUCCESSFUL", "")));
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->rows.size(), 4u);
+  EXPECT_EQ(file->rows[0].status, "SPIKE");
+  EXPECT_FALSE(file->rows[0].oom);
+  EXPECT_EQ(file->rows[1].status, "OOM_INFERRED");
+  EXPECT_TRUE(file->rows[1].oom);
+  EXPECT_EQ(file->rows[2].status, "CRASHED");
+  EXPECT_EQ(file->rows[3].status, "OK");  // An older export: from the status.
+  for (const std::string& bad :
+       {line("SUCCESSFUL", "MAYBE"), line("SUCCESSFUL", "OOM_INFERRED")}) {
+    auto refused = ReadExportedRows(TempFile("bad_status.jsonl", bad));
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(refused.status().message(), "bad_status.jsonl line 1"))
+        << refused.status();
+  }
 }
 
 }  // namespace

@@ -41,8 +41,17 @@ LUCID_COLUMNS = ("model1", "dataset1", "batchsize1", "amp1", "speed1", "model2",
 PAIR_COLUMNS = LUCID_COLUMNS + ("status", "job_id1", "job_id2", "gpu_name", "driver",
                                 "torch", "error")
 
-# The exporter's status names (training/data/exported_rows.cc reads OOM_CRASH).
-EXPORT_STATUS = {"OK": "SUCCESSFUL", "OOM": "OOM_CRASH"}
+# The exporter's status names (training/data/exported_rows.cc reads OOM_CRASH, and the
+# row's own status as measuredStatus).
+EXPORT_STATUS = {"OK": "SUCCESSFUL", "SPIKE": "SUCCESSFUL", "OOM": "OOM_CRASH"}
+
+# A completed run whose peak is not a requirement (../shared/data/README.md, timm
+# section, the same rules): above the completed peak of a *larger* batch of the same
+# job by more than 2 % and 64 MiB (memory needed cannot fall as the batch grows), or an
+# interior batch more than 1.15 x the straight line between its neighbours + 256 MiB.
+# The usual cause is cuDNN benchmark mode's search, sized by the free memory.
+SPIKE_ABOVE_LARGER = (1.02, 64.0)
+SPIKE_ABOVE_LINE = (1.15, 256.0)
 
 
 class TableError(ValueError):
@@ -80,6 +89,37 @@ def peak_mib(row: dict) -> Optional[float]:
     return m.get("smi_process_mib") or m.get("smi_device_mib")
 
 
+def spikes(jobs: List[dict]) -> set:
+    """The ids of completed job rows whose peak holds a transient (SPIKE_* above):
+    compared within one job (model, source, optimizer, precision, input, GPU) across
+    batch sizes."""
+    groups: dict = {}
+    for r in jobs:
+        peak = peak_mib(r)
+        if r.get("status") != "OK" or not peak:
+            continue
+        j = r["job"]
+        key = (j["model"], j["source"], j["optimizer"], j["precision"],
+               tuple(r.get("input_shape") or ()), r.get("gpu_name"))
+        groups.setdefault(key, []).append((int(j["batch_size"]), float(peak), r["id"]))
+    out = set()
+    for runs in groups.values():
+        runs.sort()
+        for i, (batch, peak, rid) in enumerate(runs):
+            factor, margin = SPIKE_ABOVE_LARGER
+            if any(b > batch and peak > p * factor and peak - p > margin
+                   for b, p, _ in runs[i + 1:]):
+                out.add(rid)
+                continue
+            if 0 < i < len(runs) - 1:
+                (b0, p0, _), (b1, p1, _) = runs[i - 1], runs[i + 1]
+                line = p0 + (p1 - p0) * (batch - b0) / (b1 - b0)
+                factor, margin = SPIKE_ABOVE_LINE
+                if peak > line * factor + margin:
+                    out.add(rid)
+    return out
+
+
 def _fmt(value) -> str:
     if value is None:
         return ""
@@ -88,14 +128,16 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def measurement_row(row: dict) -> dict:
+def measurement_row(row: dict, spiked: frozenset = frozenset()) -> dict:
+    """The row in measurements.csv; its status is SPIKE when its id is in ``spiked``."""
     job, m, v = row["job"], row.get("measurement") or {}, row.get("versions") or {}
     d = row.get("description") or {}
     shape = row.get("input_shape") or []
     return {
         "model": job["model"], "input_size": "x".join(str(x) for x in shape),
         "batch_size": job["batch_size"], "max_gpu_memory_mib": peak_mib(row),
-        "status": row["status"], "faketensor_mib": trace_peak_mib(d.get("trace")),
+        "status": "SPIKE" if row["id"] in spiked else row["status"],
+        "faketensor_mib": trace_peak_mib(d.get("trace")),
         "job_id": row["id"], "source": job["source"], "optimizer": job["optimizer"],
         "precision": job["precision"], "loss": d.get("loss") or job["loss"],
         **{k: m.get(k) for k in ("smi_process_mib", "smi_device_mib",
@@ -128,15 +170,18 @@ def pair_row(row: dict) -> dict:
     }
 
 
-def export_record(row: dict) -> Optional[dict]:
+def export_record(row: dict, spiked: frozenset = frozenset()) -> Optional[dict]:
     """The exporter's line for a measured row with a description; None otherwise (a
-    dry run, a crash: nothing measured to calibrate on)."""
+    dry run, a crash: nothing measured to calibrate on). A row in ``spiked`` keeps its
+    measurement, marked SPIKE: the calibration reports it apart, never fits it."""
     memory = peak_mib(row)
     if row["status"] not in EXPORT_STATUS or not row.get("description") or memory is None:
         return None
+    status = "SPIKE" if row["id"] in spiked else row["status"]
     d = row["description"]
     return {"fileName": row["id"], "model": row["job"]["model"], "description": d,
-            "maxMemoryMib": memory, "status": EXPORT_STATUS[row["status"]],
+            "maxMemoryMib": memory, "status": EXPORT_STATUS[status],
+            "measuredStatus": status,
             "fakeTensorMib": trace_peak_mib(d.get("trace")) or 0.0}
 
 
@@ -187,13 +232,15 @@ def clean(rows: List[dict], out_dir: str) -> dict:
     and summary.md into ``out_dir``; returns how many rows each file has."""
     jobs = [r for r in rows if r.get("kind") == "job"]
     pairs = [r for r in rows if r.get("kind") == "pair"]
-    counts = {"measurements.csv": _write_csv(os.path.join(out_dir, "measurements.csv"),
-                                             COLUMNS, map(measurement_row, jobs))}
+    spiked = frozenset(spikes(jobs))
+    counts = {"measurements.csv": _write_csv(
+        os.path.join(out_dir, "measurements.csv"), COLUMNS,
+        (measurement_row(r, spiked) for r in jobs))}
     if pairs:
         counts["colocation.csv"] = _write_csv(os.path.join(out_dir, "colocation.csv"),
                                               PAIR_COLUMNS, map(pair_row, pairs))
     path = os.path.join(out_dir, "exported.jsonl")
-    exported = [e for e in map(export_record, jobs) if e is not None]
+    exported = [e for e in (export_record(r, spiked) for r in jobs) if e is not None]
     with open(path + ".tmp", "w") as f:
         for e in exported:
             f.write(json.dumps(e, separators=(",", ":")) + "\n")
