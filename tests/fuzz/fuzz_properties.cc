@@ -6,8 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/input.h"
 #include "client/parsers/summary_parser.h"
+#include "common/json_guard.h"
 #include "estimators/validation.h"
 #include "gpuest/v1/estimate.pb.h"
+#include "nlohmann/json.hpp"
+#include "server/kube_extender.h"
+#include "server/kube_nodes.h"
 
 namespace gpuest::fuzz {
 namespace {
@@ -91,6 +95,39 @@ absl::Status RequestValidationProperties(absl::string_view data) {
       return Broken(absl::StrCat("a refusal is at most ", kMaxMessageBytes, " bytes"),
                     absl::Status(status.code(), message.substr(0, 200)));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExtenderArgsProperties(absl::string_view data) {
+  const std::string body(data);
+  nlohmann::json reply = {{"Error", ""}};
+  try {
+    if (absl::Status deep = CheckJsonDepth(body, "the body"); !deep.ok()) {
+      if (deep.code() != absl::StatusCode::kInvalidArgument) {
+        return Broken("the depth check refuses with InvalidArgument", deep);
+      }
+      reply["Error"] = std::string(deep.message());
+    } else {
+      const nlohmann::json args = nlohmann::json::parse(body, nullptr, false);
+      const nlohmann::json* items = nullptr;
+      if (args.is_object() && args.contains("Nodes") && args["Nodes"].is_object() &&
+          args["Nodes"].contains("items") && args["Nodes"]["items"].is_array()) {
+        items = &args["Nodes"]["items"];
+      }
+      for (size_t i = 0; items != nullptr && i < items->size(); ++i) {
+        const absl::StatusOr<std::vector<NodeGpu>> gpus = NodeGpus((*items)[i]);
+        if (!gpus.ok() && gpus.status().code() != absl::StatusCode::kInvalidArgument) {
+          return Broken("a node's refusal is InvalidArgument", gpus.status());
+        }
+        reply["FailedNodes"][NodeName((*items)[i])] =
+            gpus.ok() ? "" : std::string(gpus.status().message());
+      }
+      if (items != nullptr) reply["Nodes"] = args["Nodes"];  // Echoed, as Filter does.
+    }
+    (void)ReplyText(reply);
+  } catch (const std::exception& e) {
+    return Broken("nothing throws", absl::InternalError(e.what()));
   }
   return absl::OkStatus();
 }

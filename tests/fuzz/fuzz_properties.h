@@ -27,4 +27,10 @@ absl::Status SummaryParserProperties(absl::string_view data);
 // input's size.
 absl::Status RequestValidationProperties(absl::string_view data);
 
+// extender_args: a body as kube-scheduler POSTs it to the extender (ExtenderArgs: Pod,
+// Nodes), through what the extender does before any estimate: the depth check, the
+// parse, each Node's GPUs (server/kube_nodes.h) and the reply's text. Never a throw or
+// a crash, whatever the nesting or the bytes; a node's refusal is InvalidArgument.
+absl::Status ExtenderArgsProperties(absl::string_view data);
+
 }  // namespace gpuest::fuzz
