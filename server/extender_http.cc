@@ -9,6 +9,11 @@
 #include "spdlog/spdlog.h"
 
 namespace gpuest {
+namespace {
+
+constexpr size_t kExtenderWorkers = 64;
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
     KubeExtender& extender, const std::string& listen_address, size_t max_body_bytes) {
@@ -62,7 +67,13 @@ absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  http.set_read_timeout(5, 0);
+  // cpp-httplib serves each connection on a worker until it closes or goes idle past
+  // its timeout: with its default 8 workers and 5 s, 200 idle connections stopped the
+  // extender for about two minutes. Many workers and a short wait keep an idle crowd
+  // from stopping it (a mitigation: an event-driven server would remove the bound).
+  http.new_task_queue = [] { return new httplib::ThreadPool(kExtenderWorkers); };
+  http.set_keep_alive_timeout(1);
+  http.set_read_timeout(1, 0);
   http.set_write_timeout(5, 0);
   auto serve = [](httplib::Response& res, const ExtenderReply& reply) {
     res.status = reply.status;
