@@ -4,8 +4,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "httplib.h"
 #include "server/kube_extender.h"
+#include "server/metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace gpuest {
@@ -16,7 +18,8 @@ constexpr size_t kExtenderWorkers = 64;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
-    KubeExtender& extender, const std::string& listen_address, size_t max_body_bytes) {
+    KubeExtender& extender, const std::string& listen_address, size_t max_body_bytes,
+    absl::Duration timeout, Metrics* metrics) {
   const size_t colon = listen_address.rfind(':');
   int port = -1;
   if (colon == std::string::npos ||
@@ -75,18 +78,29 @@ absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
   http.set_keep_alive_timeout(1);
   http.set_read_timeout(1, 0);
   http.set_write_timeout(5, 0);
-  auto serve = [](httplib::Response& res, const ExtenderReply& reply) {
+  // One verb's call: its deadline from its arrival, its outcome and time counted.
+  auto serve = [&extender, timeout, metrics](RpcMethod method,
+                                             const httplib::Request& req,
+                                             httplib::Response& res) {
+    const absl::Time start = absl::Now();
+    if (metrics != nullptr) metrics->RequestStarted(method);
+    const WorkDeadline deadline(start + timeout);
+    const ExtenderReply reply = method == RpcMethod::kExtenderFilter
+                                    ? extender.Filter(req.body, deadline)
+                                    : extender.Prioritize(req.body, deadline);
+    if (metrics != nullptr) {
+      metrics->RequestFinished(method, reply.code,
+                               absl::ToDoubleSeconds(absl::Now() - start));
+    }
     res.status = reply.status;
     res.set_content(reply.body, "application/json");
   };
-  http.Post("/filter",
-            [&extender, serve](const httplib::Request& req, httplib::Response& res) {
-              serve(res, extender.Filter(req.body));
-            });
-  http.Post("/prioritize",
-            [&extender, serve](const httplib::Request& req, httplib::Response& res) {
-              serve(res, extender.Prioritize(req.body));
-            });
+  http.Post("/filter", [serve](const httplib::Request& req, httplib::Response& res) {
+    serve(RpcMethod::kExtenderFilter, req, res);
+  });
+  http.Post("/prioritize", [serve](const httplib::Request& req, httplib::Response& res) {
+    serve(RpcMethod::kExtenderPrioritize, req, res);
+  });
   http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });

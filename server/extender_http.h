@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace httplib {
 class Server;
@@ -20,13 +21,17 @@ class Server;
 namespace gpuest {
 
 class KubeExtender;
+class Metrics;
 
 class ExtenderHttpServer {
  public:
   // Binds listen_address (host:port, port 0 picks one) and serves on a thread of its
-  // own; extender must outlive the server. Unavailable when it cannot bind.
+  // own; extender (and metrics, when given) must outlive the server. Each call's work
+  // stops timeout after it arrived, and is counted in the request metrics by verb.
+  // Unavailable when it cannot bind.
   static absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> Start(
-      KubeExtender& extender, const std::string& listen_address, size_t max_body_bytes);
+      KubeExtender& extender, const std::string& listen_address, size_t max_body_bytes,
+      absl::Duration timeout, Metrics* metrics);
   ~ExtenderHttpServer();  // Stop().
 
   int port() const { return port_; }

@@ -192,7 +192,8 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string&
 
 absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
     const std::shared_ptr<const EstimatorRegistry>& registry,
-    const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu) {
+    const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu,
+    const WorkDeadline& deadline) {
   const std::string key = absl::StrCat(gpu, "|", job_key);
   {
     absl::MutexLock lock(&cache_mu_);
@@ -205,7 +206,7 @@ absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
   v1::EstimateRequest request = job;
   request.set_gpu(gpu);
   absl::StatusOr<v1::EstimateResponse> estimate =
-      engine_.Estimate(*registry, request, WorkDeadline::Never());
+      engine_.Estimate(*registry, request, deadline);
   if (!estimate.ok()) return estimate.status();
   v1::EstimatedJob figures;
   figures.set_peak_bytes(estimate->recommendation().memory_bytes());
@@ -216,7 +217,22 @@ absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
   return figures;
 }
 
-KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
+// Before node i of n: a fatal verdict once the call's deadline has passed (the nodes
+// after it are not judged), else an empty one.
+KubeExtender::NodeVerdict KubeExtender::NodeVerdictBefore(const WorkDeadline& deadline,
+                                                          size_t i, size_t n) {
+  NodeVerdict verdict;
+  if (absl::Status s = deadline.Check(); !s.ok()) {
+    verdict.fatal =
+        absl::Status(s.code(), absl::StrCat("gpuest: stopped at the extender's deadline "
+                                            "(--extender_timeout) after judging ",
+                                            i, " of ", n, " nodes: ", s.message()));
+  }
+  return verdict;
+}
+
+KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
+                                                  const WorkDeadline& deadline) {
   NodeVerdict verdict;
   const std::string& name = request.names[i];
   if (!request.node_errors[i].ok()) {
@@ -258,7 +274,7 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
       cached = request.estimates
                    .emplace(profile->id,
                             CandidateFigures(request.models.registry, *request.job,
-                                             request.job_key, profile->id))
+                                             request.job_key, profile->id, deadline))
                    .first;
     }
     if (!cached->second.ok()) {
@@ -289,7 +305,11 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
     check.mutable_candidate()->set_name(request.pod);
     *check.mutable_candidate()->mutable_estimate() = *cached->second;
     absl::StatusOr<v1::CheckPlacementResponse> placed =
-        placement_.CheckPlacement(request.models, check, WorkDeadline::Never());
+        placement_.CheckPlacement(request.models, check, deadline);
+    if (!placed.ok() && StoppedByCaller(placed.status())) {
+      verdict.fatal = placed.status();
+      return verdict;
+    }
     if (!placed.ok()) {
       misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", placed.status().message()));
       continue;
@@ -315,7 +335,8 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i) {
   return verdict;
 }
 
-ExtenderReply KubeExtender::Filter(const std::string& body) {
+ExtenderReply KubeExtender::Filter(const std::string& body,
+                                   const WorkDeadline& deadline) {
   absl::StatusOr<Request> request = ParseArgs(body);
   nlohmann::json result = {{"Nodes", nullptr},
                            {"NodeNames", nullptr},
@@ -324,19 +345,20 @@ ExtenderReply KubeExtender::Filter(const std::string& body) {
                            {"Error", ""}};
   if (!request.ok()) {
     result["Error"] = std::string(request.status().message());
-    return {400, ReplyText(result)};
+    return {400, ReplyText(result), request.status().code()};
   }
   if (!request->description_error.ok()) {
     result["Error"] = std::string(request->description_error.message());
-    return {200, ReplyText(result)};
+    return {200, ReplyText(result), request->description_error.code()};
   }
   std::vector<bool> passes(request->names.size(), true);
   if (request->job) {
     for (size_t i = 0; i < request->names.size(); ++i) {
-      NodeVerdict verdict = JudgeNode(*request, i);
+      NodeVerdict verdict = NodeVerdictBefore(deadline, i, request->names.size());
+      if (verdict.fatal.ok()) verdict = JudgeNode(*request, i, deadline);
       if (!verdict.fatal.ok()) {
         result["Error"] = std::string(verdict.fatal.message());
-        return {200, ReplyText(result)};
+        return {200, ReplyText(result), verdict.fatal.code()};
       }
       passes[i] = verdict.passes;
       if (!verdict.passes) {
@@ -361,28 +383,24 @@ ExtenderReply KubeExtender::Filter(const std::string& body) {
   return {200, ReplyText(result)};
 }
 
-ExtenderReply KubeExtender::Prioritize(const std::string& body) {
+ExtenderReply KubeExtender::Prioritize(const std::string& body,
+                                       const WorkDeadline& deadline) {
   absl::StatusOr<Request> request = ParseArgs(body);
-  if (!request.ok()) {
-    // HostPriorityList has no error field: kube-scheduler logs a non-200 and ignores
-    // this extender's scores for the pod (fail open).
-    return {400, ReplyText(
-                     nlohmann::json{{"Error", std::string(request.status().message())}})};
-  }
-  if (!request->description_error.ok()) {
-    return {400, ReplyText(nlohmann::json{
-                     {"Error", std::string(request->description_error.message())}})};
-  }
+  // HostPriorityList has no error field: kube-scheduler logs a non-200 and ignores this
+  // extender's scores for the pod (fail open).
+  auto refuse = [](const absl::Status& status) -> ExtenderReply {
+    return {400, ReplyText(nlohmann::json{{"Error", std::string(status.message())}}),
+            status.code()};
+  };
+  if (!request.ok()) return refuse(request.status());
+  if (!request->description_error.ok()) return refuse(request->description_error);
   nlohmann::json list = nlohmann::json::array();
   for (size_t i = 0; i < request->names.size(); ++i) {
     int score = 0;
     if (request->job) {
-      NodeVerdict verdict = JudgeNode(*request, i);
-      if (!verdict.fatal.ok()) {
-        return {
-            400,
-            ReplyText(nlohmann::json{{"Error", std::string(verdict.fatal.message())}})};
-      }
+      NodeVerdict verdict = NodeVerdictBefore(deadline, i, request->names.size());
+      if (verdict.fatal.ok()) verdict = JudgeNode(*request, i, deadline);
+      if (!verdict.fatal.ok()) return refuse(verdict.fatal);
       score = std::clamp(verdict.score, 0, kMaxExtenderPriority);
     }
     list.push_back({{"Host", request->names[i]}, {"Score", score}});

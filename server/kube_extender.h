@@ -31,6 +31,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "estimators/engine.h"
+#include "estimators/work_deadline.h"
 #include "placement/placement_engine.h"
 #include "server/kube_nodes.h"
 #include "server/options.h"
@@ -44,6 +45,9 @@ inline constexpr int kMaxExtenderPriority = 10;  // extender/v1 MaxExtenderPrior
 struct ExtenderReply {
   int status = 200;
   std::string body;
+  // The call's outcome for the request metrics: OK, InvalidArgument for a body or
+  // description refused, DeadlineExceeded when the work stopped at its deadline.
+  absl::StatusCode code = absl::StatusCode::kOk;
 };
 
 // A reply's text. Node objects and reasons echo what the request carried: bytes that
@@ -60,9 +64,10 @@ class KubeExtender {
         options_(options),
         node_cache_(options.nodes_file) {}
 
-  // Bodies of the POSTs; thread-safe. A body that is not an ExtenderArgs is 400.
-  ExtenderReply Filter(const std::string& body);
-  ExtenderReply Prioritize(const std::string& body);
+  // Bodies of the POSTs; thread-safe. A body that is not an ExtenderArgs is 400. The
+  // work stops at deadline: the answer is then an Error naming it.
+  ExtenderReply Filter(const std::string& body, const WorkDeadline& deadline);
+  ExtenderReply Prioritize(const std::string& body, const WorkDeadline& deadline);
 
  private:
   struct Request;
@@ -70,14 +75,16 @@ class KubeExtender {
 
   absl::StatusOr<Request> ParseArgs(const std::string& body);
   // Node i of the request; request's estimate cache fills as GPU models are met.
-  NodeVerdict JudgeNode(Request& request, size_t i);
+  NodeVerdict JudgeNode(Request& request, size_t i, const WorkDeadline& deadline);
+  static NodeVerdict NodeVerdictBefore(const WorkDeadline& deadline, size_t i, size_t n);
   // The job's memory figure and utilization class on a catalog GPU, estimated with
   // registry. kube-scheduler asks filter and then prioritize for the same pod: the
   // estimate is made once and kept, keyed by GPU and the description text's SHA-256,
   // and reused only while the same registry serves (not after a reload).
   absl::StatusOr<v1::EstimatedJob> CandidateFigures(
       const std::shared_ptr<const EstimatorRegistry>& registry,
-      const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu);
+      const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu,
+      const WorkDeadline& deadline);
 
   static constexpr size_t kEstimateCacheEntries = 1024;  // Then cleared, and refilled.
   struct CachedFigures {

@@ -66,6 +66,10 @@ ABSL_FLAG(
     std::string, extender_descriptions_dir, "",
     "extender: directory of mounted ConfigMaps, for pods whose "
     "gpuest.io/description annotation names one (NAME or NAME/KEY -> DIR/NAME/KEY)");
+ABSL_FLAG(absl::Duration, extender_timeout, absl::Milliseconds(4500),
+          "extender: a filter or prioritize call's work stops this long after it "
+          "arrived and answers an Error (kube-scheduler then skips an ignorable "
+          "extender for the pod); keep it under the scheduler's httpTimeout");
 ABSL_FLAG(std::string, extender_nodes_file, "",
           "extender: a v1.NodeList JSON file (kubectl get nodes -o json), re-read when "
           "it changes, for kube-scheduler's nodeCacheCapable requests (node names only)");
@@ -101,6 +105,7 @@ gpuest::ServerOptions OptionsFromFlags() {
   o.extender.listen_address = absl::GetFlag(FLAGS_extender_listen);
   o.extender.descriptions_dir = absl::GetFlag(FLAGS_extender_descriptions_dir);
   o.extender.nodes_file = absl::GetFlag(FLAGS_extender_nodes_file);
+  o.extender.timeout = absl::GetFlag(FLAGS_extender_timeout);
   return o;
 }
 

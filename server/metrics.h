@@ -19,8 +19,11 @@ enum class RpcMethod {
   kListEstimators = 1,
   kCheckPlacement = 2,
   kRankGpus = 3,
+  // The Kubernetes scheduler extender's verbs (HTTP), counted beside the gRPC methods.
+  kExtenderFilter = 4,
+  kExtenderPrioritize = 5,
 };
-inline constexpr int kRpcMethodCount = 4;
+inline constexpr int kRpcMethodCount = 6;
 
 class Metrics {
  public:

@@ -53,6 +53,9 @@ struct ExtenderOptions {
   std::string listen_address;    // host:port; empty: no extender.
   std::string descriptions_dir;  // ConfigMaps mounted here as NAME/KEY; empty: none.
   std::string nodes_file;        // v1.NodeList JSON for NodeNames-only requests.
+  // A call's work stops here and it answers an Error (kube-scheduler then skips an
+  // ignorable extender for the pod): under kube-scheduler's httpTimeout, with a margin.
+  absl::Duration timeout = absl::Milliseconds(4500);
 };
 
 struct ServerOptions {

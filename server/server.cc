@@ -148,7 +148,8 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,
         ExtenderHttpServer::Start(*s->extender_, options.extender.listen_address,
-                                  static_cast<size_t>(options.grpc.max_message_bytes)));
+                                  static_cast<size_t>(options.grpc.max_message_bytes),
+                                  options.extender.timeout, s->metrics_.get()));
   }
   if (!options.ready_file.empty()) {
     GPUEST_RETURN_IF_ERROR(WriteReadyFile(options.ready_file, s->grpc_port_,

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/units.h"
 #include "gpuest/client.h"
@@ -17,6 +18,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/examples.h"
+#include "tests/support/prometheus_text.h"
 #include "tests/support/server_process.h"
 
 namespace gpuest {
@@ -337,6 +339,46 @@ TEST_F(ExtenderTest, IdleConnectionsDoNotStopTheExtender) {
   for (int fd : idle) close(fd);
   EXPECT_EQ(status, 200);
   EXPECT_LT(waited, absl::Seconds(15)) << "the call waited behind idle connections";
+}
+
+// The extender's calls go by its deadline (--extender_timeout) and are counted in the
+// same request metrics as the gRPC methods, by verb and outcome: one past its deadline
+// stops before judging the nodes, answers an Error (kube-scheduler then skips an
+// ignorable extender) and is counted DEADLINE_EXCEEDED.
+TEST(ExtenderDeadline, ACallPastItsDeadlineIsStoppedAndCounted) {
+  auto server =
+      ServerProcess::Start({"--extender-listen=127.0.0.1:0", "--extender-timeout=1us"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const json pod = Pod("late", {{"gpuest.io/description", ExampleText("cnn.json")}});
+  json items = json::array();
+  for (int i = 0; i < 3; ++i) {
+    items.push_back(
+        Node(absl::StrCat("n", i), {}, GpusAnnotation("a100-40gb", 40960, 40960)));
+  }
+  const json args = {{"Pod", pod}, {"Nodes", {{"kind", "NodeList"}, {"items", items}}}};
+  httplib::Client http("127.0.0.1", (*server)->extender_port());
+  http.set_read_timeout(30, 0);
+  auto res = http.Post("/filter", args.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const json answer = json::parse(res->body, nullptr, false);
+  EXPECT_NE(answer["Error"].get<std::string>().find("stopped at the extender's deadline"),
+            std::string::npos)
+      << res->body;
+  auto prioritized = http.Post("/prioritize", args.dump(), "application/json");
+  ASSERT_TRUE(prioritized);
+  EXPECT_EQ(prioritized->status, 400);  // HostPriorityList has no Error field.
+
+  auto text = testing::HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto samples = testing::ParsePrometheusText(*text);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  for (const char* verb : {"extender/filter", "extender/prioritize"}) {
+    EXPECT_EQ(testing::SumSamples(*samples, "gpuest_requests_total",
+                                  {{"method", verb}, {"code", "DEADLINE_EXCEEDED"}}),
+              1.0)
+        << verb;
+  }
 }
 
 TEST_F(ExtenderTest, AConfigMapReferenceReadsTheMountedConfigMap) {
