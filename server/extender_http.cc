@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "httplib.h"
 #include "server/kube_extender.h"
-#include "server/metrics.h"
+#include "server/service.h"
 #include "spdlog/spdlog.h"
 
 namespace gpuest {
@@ -19,7 +19,7 @@ constexpr size_t kExtenderWorkers = 64;
 
 absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
     KubeExtender& extender, const std::string& listen_address, size_t max_body_bytes,
-    absl::Duration timeout, Metrics* metrics) {
+    absl::Duration timeout, CallDispatcher& dispatcher) {
   const size_t colon = listen_address.rfind(':');
   int port = -1;
   if (colon == std::string::npos ||
@@ -78,19 +78,24 @@ absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
   http.set_keep_alive_timeout(1);
   http.set_read_timeout(1, 0);
   http.set_write_timeout(5, 0);
-  // One verb's call: its deadline from its arrival, its outcome and time counted.
-  auto serve = [&extender, timeout, metrics](RpcMethod method,
-                                             const httplib::Request& req,
-                                             httplib::Response& res) {
-    const absl::Time start = absl::Now();
-    if (metrics != nullptr) metrics->RequestStarted(method);
-    const WorkDeadline deadline(start + timeout);
-    const ExtenderReply reply = method == RpcMethod::kExtenderFilter
-                                    ? extender.Filter(req.body, deadline)
-                                    : extender.Prioritize(req.body, deadline);
-    if (metrics != nullptr) {
-      metrics->RequestFinished(method, reply.code,
-                               absl::ToDoubleSeconds(absl::Now() - start));
+  // One verb's call, through the dispatcher with its deadline from its arrival. Shed
+  // (overloaded, or it could not start in time) it answers 503 with the reason.
+  auto serve = [&extender, &dispatcher, timeout](RpcMethod method,
+                                                 const httplib::Request& req,
+                                                 httplib::Response& res) {
+    ExtenderReply reply;
+    const absl::Status status =
+        dispatcher.RunBlocking(method, static_cast<int64_t>(req.body.size()),
+                               absl::Now() + timeout, [&](const WorkDeadline& deadline) {
+                                 reply = method == RpcMethod::kExtenderFilter
+                                             ? extender.Filter(req.body, deadline)
+                                             : extender.Prioritize(req.body, deadline);
+                                 return absl::Status(reply.code, "");
+                               });
+    if (!status.ok() && reply.body.empty()) {
+      reply.status = 503;
+      reply.body = ReplyText(
+          nlohmann::json{{"Error", absl::StrCat("gpuest: ", status.message())}});
     }
     res.status = reply.status;
     res.set_content(reply.body, "application/json");

@@ -1,10 +1,11 @@
 // File: extender_http.h
 //
-// Serves a KubeExtender over HTTP with cpp-httplib on its own threads (never gRPC's):
-// POST /filter and /prioritize (kube-scheduler appends the verb to urlPrefix), GET
-// /healthz. Each call does bounded work: one estimate of the pod's job per GPU model
-// met, then arithmetic per GPU, well inside kube-scheduler's httpTimeout (default 30 s;
-// deploy/kubernetes/scheduler-extender.yaml sets 5 s).
+// Serves a KubeExtender over HTTP with cpp-httplib: POST /filter and /prioritize
+// (kube-scheduler appends the verb to urlPrefix), GET /healthz. Each call goes through
+// the server's CallDispatcher (admission, the workers' bounded queue, deadline,
+// metrics), as a gRPC call does. Each call does bounded work: one estimate of the pod's
+// job per GPU model met, then arithmetic per GPU, well inside kube-scheduler's
+// httpTimeout (default 30 s; deploy/kubernetes/scheduler-extender.yaml sets 5 s).
 #pragma once
 
 #include <memory>
@@ -21,17 +22,18 @@ class Server;
 namespace gpuest {
 
 class KubeExtender;
-class Metrics;
+class CallDispatcher;
 
 class ExtenderHttpServer {
  public:
   // Binds listen_address (host:port, port 0 picks one) and serves on a thread of its
-  // own; extender (and metrics, when given) must outlive the server. Each call's work
-  // stops timeout after it arrived, and is counted in the request metrics by verb.
+  // own; extender and dispatcher must outlive the server. Each call goes through the
+  // dispatcher (admission, the workers' bounded queue, metrics by verb) like a gRPC
+  // call, and its work stops timeout after it arrived.
   // Unavailable when it cannot bind.
   static absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> Start(
       KubeExtender& extender, const std::string& listen_address, size_t max_body_bytes,
-      absl::Duration timeout, Metrics* metrics);
+      absl::Duration timeout, CallDispatcher& dispatcher);
   ~ExtenderHttpServer();  // Stop().
 
   int port() const { return port_; }

@@ -141,15 +141,15 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
                s->metrics_port() ? absl::StrCat("port ", s->metrics_port()) : "nothing",
                s->admin_port_ ? absl::StrCat("port ", s->admin_port_) : "nothing");
   if (!options.extender.listen_address.empty()) {
-    // The extender answers from the same engines as the gRPC services, on threads of
-    // its own.
+    // The extender answers from the same engines as the gRPC services, through the
+    // same dispatcher (admission, queue, deadlines, metrics).
     s->extender_ = std::make_unique<KubeExtender>(
         s->models_->engine(), s->models_->placement(), options.extender);
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,
         ExtenderHttpServer::Start(*s->extender_, options.extender.listen_address,
                                   static_cast<size_t>(options.grpc.max_message_bytes),
-                                  options.extender.timeout, s->metrics_.get()));
+                                  options.extender.timeout, *s->dispatcher_));
   }
   if (!options.ready_file.empty()) {
     GPUEST_RETURN_IF_ERROR(WriteReadyFile(options.ready_file, s->grpc_port_,

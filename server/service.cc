@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "server/status_util.h"
 #include "spdlog/spdlog.h"
@@ -56,6 +57,66 @@ void CallDispatcher::Run(RpcMethod method, grpc::CallbackServerContext* context,
   }
   release();
   finish(status);
+}
+
+absl::Status CallDispatcher::RunBlocking(
+    RpcMethod method, int64_t request_bytes, absl::Time deadline,
+    const std::function<absl::Status(const WorkDeadline&)>& work) {
+  const absl::Time start = absl::Now();
+  metrics_.RequestStarted(method);
+  auto finish = [&](const absl::Status& status) {
+    metrics_.RequestFinished(method, status.code(),
+                             absl::ToDoubleSeconds(absl::Now() - start));
+    return status;
+  };
+  if (absl::Status s = admission_.ReserveBytes(request_bytes); !s.ok()) {
+    metrics_.RequestShed(method, ShedReason::kBytesInFlight);
+    return finish(s);
+  }
+  metrics_.BytesInFlightChanged(request_bytes);
+  auto release = [&] {
+    admission_.ReleaseBytes(request_bytes);
+    metrics_.BytesInFlightChanged(-request_bytes);
+  };
+  if (absl::Status s = admission_.CheckStartsInTime(pool_.queued(), start, deadline);
+      !s.ok()) {
+    release();
+    metrics_.RequestShed(method, ShedReason::kDeadlineUnmeetable);
+    return finish(s);
+  }
+  const WorkDeadline work_deadline(deadline);
+  absl::Status status;
+  auto run = [&](bool queued) {
+    ShedReason reason;
+    status = Admissible(work_deadline, queued, reason);
+    if (!status.ok()) {
+      metrics_.RequestShed(method, reason);
+      return;
+    }
+    const absl::Time work_start = absl::Now();
+    status = work(work_deadline);
+    admission_.RecordServiceTime(absl::Now() - work_start);
+  };
+  if (!pool_.RunHereIfRoom([&] { run(/*queued=*/false); })) {
+    absl::Notification done;
+    metrics_.QueuedChanged(1);
+    const bool queued = pool_.Submit([&] {
+      metrics_.QueuedChanged(-1);
+      run(/*queued=*/true);
+      done.Notify();
+    });
+    if (!queued) {
+      metrics_.QueuedChanged(-1);
+      release();
+      metrics_.RequestShed(method, ShedReason::kQueueFull);
+      return finish(absl::ResourceExhaustedError(
+          absl::StrCat("the server is overloaded: its queue holds ", pool_.max_queued(),
+                       " calls; retry later")));
+    }
+    done.WaitForNotification();
+  }
+  release();
+  return finish(status);
 }
 
 // Admits the call or refuses it at once, runs work with the call's deadline (on the

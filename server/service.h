@@ -5,6 +5,7 @@
 // bound), then handed to the worker pool, so gRPC's threads never run estimator work.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "estimators/engine.h"
@@ -43,6 +44,13 @@ class CallDispatcher {
                                      grpc::CallbackServerContext* context,
                                      const google::protobuf::Message& request,
                                      google::protobuf::Message* response, Work work);
+
+  // For an entry point that answers on a thread of its own (the scheduler extender's
+  // HTTP): the same admission, queue bound, deadline and metrics as a gRPC call. The
+  // calling thread runs work itself while the pool has room, else waits for a worker;
+  // the status is the call's outcome (RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED when shed).
+  absl::Status RunBlocking(RpcMethod method, int64_t request_bytes, absl::Time deadline,
+                           const std::function<absl::Status(const WorkDeadline&)>& work);
 
   Metrics& metrics() { return metrics_; }
 

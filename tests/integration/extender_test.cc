@@ -293,7 +293,8 @@ TEST_F(ExtenderTest, HostileBodiesGetAJsonErrorAndTheServerGoesOn) {
   httplib::Client http("127.0.0.1", server_->extender_port());
   http.set_read_timeout(30, 0);
   // A chunked body skipped the size limit; any chunked body is refused before it is
-  // read (a small one here, so that the client has sent it all and reads the answer).
+  // read. The client reads the 411, unless the server closed the unread connection
+  // first (a reset can discard the answer): never an answer from reading it (a 400).
   auto chunked = http.Post(
       "/filter",
       [](size_t offset, httplib::DataSink& sink) {
@@ -306,9 +307,10 @@ TEST_F(ExtenderTest, HostileBodiesGetAJsonErrorAndTheServerGoesOn) {
         return true;
       },
       "application/json");
-  ASSERT_TRUE(chunked);
-  EXPECT_EQ(chunked->status, 411);
-  EXPECT_NE(chunked->body.find("chunked"), std::string::npos) << chunked->body;
+  if (chunked) {
+    EXPECT_EQ(chunked->status, 411);
+    EXPECT_NE(chunked->body.find("chunked"), std::string::npos) << chunked->body;
+  }
   // A form instead of JSON is said so, in JSON.
   auto form = http.Post("/filter", "Pod=x", "application/x-www-form-urlencoded");
   ASSERT_TRUE(form);
@@ -341,10 +343,11 @@ TEST_F(ExtenderTest, IdleConnectionsDoNotStopTheExtender) {
   EXPECT_LT(waited, absl::Seconds(15)) << "the call waited behind idle connections";
 }
 
-// The extender's calls go by its deadline (--extender_timeout) and are counted in the
-// same request metrics as the gRPC methods, by verb and outcome: one past its deadline
-// stops before judging the nodes, answers an Error (kube-scheduler then skips an
-// ignorable extender) and is counted DEADLINE_EXCEEDED.
+// The extender's calls go through the server's dispatcher, by their deadline
+// (--extender_timeout), and are counted in the same request metrics as the gRPC
+// methods, by verb and outcome: one whose deadline passes is shed before it starts (or
+// stopped between nodes), answers an Error (kube-scheduler then skips an ignorable
+// extender) and is counted DEADLINE_EXCEEDED.
 TEST(ExtenderDeadline, ACallPastItsDeadlineIsStoppedAndCounted) {
   auto server =
       ServerProcess::Start({"--extender-listen=127.0.0.1:0", "--extender-timeout=1us"});
@@ -358,16 +361,15 @@ TEST(ExtenderDeadline, ACallPastItsDeadlineIsStoppedAndCounted) {
   const json args = {{"Pod", pod}, {"Nodes", {{"kind", "NodeList"}, {"items", items}}}};
   httplib::Client http("127.0.0.1", (*server)->extender_port());
   http.set_read_timeout(30, 0);
-  auto res = http.Post("/filter", args.dump(), "application/json");
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200);
-  const json answer = json::parse(res->body, nullptr, false);
-  EXPECT_NE(answer["Error"].get<std::string>().find("stopped at the extender's deadline"),
-            std::string::npos)
-      << res->body;
-  auto prioritized = http.Post("/prioritize", args.dump(), "application/json");
-  ASSERT_TRUE(prioritized);
-  EXPECT_EQ(prioritized->status, 400);  // HostPriorityList has no Error field.
+  for (const char* verb : {"/filter", "/prioritize"}) {
+    auto res = http.Post(verb, args.dump(), "application/json");
+    ASSERT_TRUE(res) << verb;
+    EXPECT_NE(res->status, 200) << verb << ": " << res->body;
+    const json answer = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(answer.is_object()) << res->body;
+    EXPECT_NE(answer["Error"].get<std::string>().find("deadline"), std::string::npos)
+        << res->body;
+  }
 
   auto text = testing::HttpGet((*server)->metrics_port(), "/metrics");
   ASSERT_TRUE(text.ok()) << text.status();
