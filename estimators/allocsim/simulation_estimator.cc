@@ -29,7 +29,7 @@ constexpr char kCudnnSearchKnownSize[] =
     "up to the free memory: the search takes the largest candidate workspace that fits. "
     "Measured (data/h200-benchmark-mode, H200, torch 2.11, five timm models): the first "
     "step reserved 4.8-5.9x what the same step reserves without benchmark mode "
-    "(4.4-29 GiB more), the steady state 1.0-1.14x; capped at the benchmark-off need, "
+    "(4.4-29 GiB more), the steady state 0.96-1.14x; capped at the benchmark-off need, "
     "all five completed. On the A100 40GB (shared timm data, torch 2.4.1), 39 runs "
     "marked SPIKE peaked at up to the card's 40 GB";
 
