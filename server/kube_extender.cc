@@ -217,23 +217,17 @@ absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
   return figures;
 }
 
-// Before node i of n: a fatal verdict once the call's deadline has passed (the nodes
-// after it are not judged), else an empty one.
-KubeExtender::NodeVerdict KubeExtender::NodeVerdictBefore(const WorkDeadline& deadline,
-                                                          size_t i, size_t n) {
-  NodeVerdict verdict;
-  if (absl::Status s = deadline.Check(); !s.ok()) {
-    verdict.fatal =
-        absl::Status(s.code(), absl::StrCat("gpuest: stopped at the extender's deadline "
-                                            "(--extender_timeout) after judging ",
-                                            i, " of ", n, " nodes: ", s.message()));
-  }
-  return verdict;
-}
-
 KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
                                                   const WorkDeadline& deadline) {
   NodeVerdict verdict;
+  // Once the call's deadline has passed, this node and those after it go unjudged.
+  if (absl::Status s = deadline.Check(); !s.ok()) {
+    verdict.fatal = absl::Status(
+        s.code(), absl::StrCat("gpuest: stopped at the extender's deadline "
+                               "(--extender_timeout) after judging ",
+                               i, " of ", request.names.size(), " nodes: ", s.message()));
+    return verdict;
+  }
   const std::string& name = request.names[i];
   if (!request.node_errors[i].ok()) {
     // Fail open: with no Node object there is nothing to judge; say so in the log.
@@ -354,8 +348,7 @@ ExtenderReply KubeExtender::Filter(const std::string& body,
   std::vector<bool> passes(request->names.size(), true);
   if (request->job) {
     for (size_t i = 0; i < request->names.size(); ++i) {
-      NodeVerdict verdict = NodeVerdictBefore(deadline, i, request->names.size());
-      if (verdict.fatal.ok()) verdict = JudgeNode(*request, i, deadline);
+      NodeVerdict verdict = JudgeNode(*request, i, deadline);
       if (!verdict.fatal.ok()) {
         result["Error"] = std::string(verdict.fatal.message());
         return {200, ReplyText(result), verdict.fatal.code()};
@@ -398,8 +391,7 @@ ExtenderReply KubeExtender::Prioritize(const std::string& body,
   for (size_t i = 0; i < request->names.size(); ++i) {
     int score = 0;
     if (request->job) {
-      NodeVerdict verdict = NodeVerdictBefore(deadline, i, request->names.size());
-      if (verdict.fatal.ok()) verdict = JudgeNode(*request, i, deadline);
+      NodeVerdict verdict = JudgeNode(*request, i, deadline);
       if (!verdict.fatal.ok()) return refuse(verdict.fatal);
       score = std::clamp(verdict.score, 0, kMaxExtenderPriority);
     }

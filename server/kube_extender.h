@@ -74,9 +74,9 @@ class KubeExtender {
   struct NodeVerdict;
 
   absl::StatusOr<Request> ParseArgs(const std::string& body);
-  // Node i of the request; request's estimate cache fills as GPU models are met.
+  // Node i of the request; request's estimate cache fills as GPU models are met. Once
+  // deadline has passed, a fatal verdict that says so.
   NodeVerdict JudgeNode(Request& request, size_t i, const WorkDeadline& deadline);
-  static NodeVerdict NodeVerdictBefore(const WorkDeadline& deadline, size_t i, size_t n);
   // The job's memory figure and utilization class on a catalog GPU, estimated with
   // registry. kube-scheduler asks filter and then prioritize for the same pod: the
   // estimate is made once and kept, keyed by GPU and the description text's SHA-256,

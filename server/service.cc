@@ -35,28 +35,64 @@ void CallDispatcher::Run(RpcMethod method, grpc::CallbackServerContext* context,
                          const Finish& finish, const Release& release) {
   const WorkDeadline work_deadline(deadline,
                                    [context] { return context->IsCancelled(); });
-  ShedReason reason;
-  absl::Status status = Admissible(work_deadline, queued, reason);
-  if (!status.ok()) {
-    metrics_.RequestShed(method, reason);
-  } else {
-    const absl::Time work_start = absl::Now();
-    status = work(start, work_deadline);
-    admission_.RecordServiceTime(absl::Now() - work_start);
-    // gRPC would refuse to send it, and the call would be counted OK here.
-    if (status.ok()) {
-      if (const size_t size = response.ByteSizeLong();
-          static_cast<int64_t>(size) > max_response_bytes_) {
-        response.Clear();
-        status = absl::ResourceExhaustedError(
-            absl::StrCat("the response (", size,
-                         " bytes) is larger than the server's max message size (",
-                         max_response_bytes_, " bytes)"));
-      }
+  absl::Status status = RunAdmitted(method, work_deadline, queued,
+                                    [&] { return work(start, work_deadline); });
+  // gRPC would refuse to send it, and the call would be counted OK here.
+  if (status.ok()) {
+    if (const size_t size = response.ByteSizeLong();
+        static_cast<int64_t>(size) > max_response_bytes_) {
+      response.Clear();
+      status = absl::ResourceExhaustedError(
+          absl::StrCat("the response (", size,
+                       " bytes) is larger than the server's max message size (",
+                       max_response_bytes_, " bytes)"));
     }
   }
   release();
   finish(status);
+}
+
+absl::Status CallDispatcher::Admit(RpcMethod method, int64_t bytes, absl::Time start,
+                                   absl::Time deadline) {
+  if (absl::Status s = admission_.ReserveBytes(bytes); !s.ok()) {
+    metrics_.RequestShed(method, ShedReason::kBytesInFlight);
+    return s;
+  }
+  metrics_.BytesInFlightChanged(bytes);
+  if (absl::Status s = admission_.CheckStartsInTime(pool_.queued(), start, deadline);
+      !s.ok()) {
+    ReleaseBytes(bytes);
+    metrics_.RequestShed(method, ShedReason::kDeadlineUnmeetable);
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+void CallDispatcher::ReleaseBytes(int64_t bytes) {
+  admission_.ReleaseBytes(bytes);
+  metrics_.BytesInFlightChanged(-bytes);
+}
+
+absl::Status CallDispatcher::RunAdmitted(RpcMethod method, const WorkDeadline& deadline,
+                                         bool queued,
+                                         const std::function<absl::Status()>& work) {
+  ShedReason reason;
+  if (absl::Status s = Admissible(deadline, queued, reason); !s.ok()) {
+    metrics_.RequestShed(method, reason);
+    return s;
+  }
+  const absl::Time work_start = absl::Now();
+  absl::Status status = work();
+  admission_.RecordServiceTime(absl::Now() - work_start);
+  return status;
+}
+
+absl::Status CallDispatcher::QueueFull(RpcMethod method) {
+  metrics_.QueuedChanged(-1);
+  metrics_.RequestShed(method, ShedReason::kQueueFull);
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the server is overloaded: its queue holds ", pool_.max_queued(),
+                   " calls; retry later"));
 }
 
 absl::Status CallDispatcher::RunBlocking(
@@ -69,33 +105,14 @@ absl::Status CallDispatcher::RunBlocking(
                              absl::ToDoubleSeconds(absl::Now() - start));
     return status;
   };
-  if (absl::Status s = admission_.ReserveBytes(request_bytes); !s.ok()) {
-    metrics_.RequestShed(method, ShedReason::kBytesInFlight);
-    return finish(s);
-  }
-  metrics_.BytesInFlightChanged(request_bytes);
-  auto release = [&] {
-    admission_.ReleaseBytes(request_bytes);
-    metrics_.BytesInFlightChanged(-request_bytes);
-  };
-  if (absl::Status s = admission_.CheckStartsInTime(pool_.queued(), start, deadline);
-      !s.ok()) {
-    release();
-    metrics_.RequestShed(method, ShedReason::kDeadlineUnmeetable);
+  if (absl::Status s = Admit(method, request_bytes, start, deadline); !s.ok()) {
     return finish(s);
   }
   const WorkDeadline work_deadline(deadline);
   absl::Status status;
   auto run = [&](bool queued) {
-    ShedReason reason;
-    status = Admissible(work_deadline, queued, reason);
-    if (!status.ok()) {
-      metrics_.RequestShed(method, reason);
-      return;
-    }
-    const absl::Time work_start = absl::Now();
-    status = work(work_deadline);
-    admission_.RecordServiceTime(absl::Now() - work_start);
+    status =
+        RunAdmitted(method, work_deadline, queued, [&] { return work(work_deadline); });
   };
   if (!pool_.RunHereIfRoom([&] { run(/*queued=*/false); })) {
     absl::Notification done;
@@ -106,16 +123,12 @@ absl::Status CallDispatcher::RunBlocking(
       done.Notify();
     });
     if (!queued) {
-      metrics_.QueuedChanged(-1);
-      release();
-      metrics_.RequestShed(method, ShedReason::kQueueFull);
-      return finish(absl::ResourceExhaustedError(
-          absl::StrCat("the server is overloaded: its queue holds ", pool_.max_queued(),
-                       " calls; retry later")));
+      ReleaseBytes(request_bytes);
+      return finish(QueueFull(method));
     }
     done.WaitForNotification();
   }
-  release();
+  ReleaseBytes(request_bytes);
   return finish(status);
 }
 
@@ -137,26 +150,12 @@ grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
                              absl::ToDoubleSeconds(absl::Now() - start));
     reactor->Finish(ToGrpcStatus(status));
   };
-  auto shed = [this, method, &finish](ShedReason reason, const absl::Status& status) {
-    metrics_.RequestShed(method, reason);
-    finish(status);
-  };
-  if (absl::Status s = admission_.ReserveBytes(bytes); !s.ok()) {
-    shed(ShedReason::kBytesInFlight, s);
-    return reactor;
-  }
-  metrics_.BytesInFlightChanged(bytes);
-  auto release = [this, bytes] {
-    admission_.ReleaseBytes(bytes);
-    metrics_.BytesInFlightChanged(-bytes);
-  };
   const absl::Time deadline = absl::FromChrono(context->deadline());
-  if (absl::Status s = admission_.CheckStartsInTime(pool_.queued(), start, deadline);
-      !s.ok()) {
-    release();
-    shed(ShedReason::kDeadlineUnmeetable, s);
+  if (absl::Status s = Admit(method, bytes, start, deadline); !s.ok()) {
+    finish(s);
     return reactor;
   }
+  auto release = [this, bytes] { ReleaseBytes(bytes); };
   // Short requests skip the hand-off to a worker while the workers have room (a
   // thread wake-up, at concurrency 1 about as long as the work itself).
   if (bytes <= inline_max_request_bytes_ && pool_.RunHereIfRoom([&] {
@@ -174,11 +173,8 @@ grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
         release);
   });
   if (!queued) {
-    metrics_.QueuedChanged(-1);
     release();
-    shed(ShedReason::kQueueFull, absl::ResourceExhaustedError(absl::StrCat(
-                                     "the server is overloaded: its queue holds ",
-                                     pool_.max_queued(), " calls; retry later")));
+    finish(QueueFull(method));
   }
   return reactor;
 }

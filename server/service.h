@@ -60,6 +60,18 @@ class CallDispatcher {
            absl::Time deadline, bool queued, google::protobuf::Message& response,
            Work& work, const Finish& finish, const Release& release);
 
+  // The steps every entry point shares. Admit: the request's bytes fit the in-flight
+  // bound (then held until ReleaseBytes) and the call can start before its deadline;
+  // a refusal is counted shed. RunAdmitted: an admitted call's work, unless its deadline
+  // passed or its caller went away before it started (counted shed), with its service
+  // time recorded. QueueFull: the refusal of a call the workers' queue had no room for.
+  absl::Status Admit(RpcMethod method, int64_t bytes, absl::Time start,
+                     absl::Time deadline);
+  void ReleaseBytes(int64_t bytes);
+  absl::Status RunAdmitted(RpcMethod method, const WorkDeadline& deadline, bool queued,
+                           const std::function<absl::Status()>& work);
+  absl::Status QueueFull(RpcMethod method);
+
   Metrics& metrics_;
   WorkerPool& pool_;
   Admission& admission_;
