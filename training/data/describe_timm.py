@@ -26,12 +26,6 @@ import sys
 import time
 from collections import OrderedDict
 
-# The CSV's row status (shared/data/README.md, timm section) -> the exporter's status.
-# SPIKE rows completed (their peak holds a benchmark-mode transient) and CRASHED rows
-# say nothing about the job: both keep their own status in "measuredStatus" and the
-# calibration decides what each is for.
-STATUS = {"OK": "SUCCESSFUL", "SPIKE": "SUCCESSFUL", "OOM": "OOM_CRASH",
-          "OOM_INFERRED": "OOM_CRASH", "CRASHED": "CRASHED"}
 
 
 def _done(path):
@@ -82,6 +76,7 @@ def main(argv=None) -> int:
 
     import torch
 
+    from gpuest.collect.clean import EXPORT_STATUS
     from gpuest.collect.zoo import import_timm
     from gpuest.describe.api import describe_json
 
@@ -149,7 +144,7 @@ def main(argv=None) -> int:
                 record = {"fileName": f"{name}@{batch}", "model": name,
                           "description": d,
                           "maxMemoryMib": float(row["max_gpu_memory_mib"]),
-                          "status": STATUS[row["status"]],
+                          "status": EXPORT_STATUS[row["status"]],
                           "measuredStatus": row["status"],
                           "fakeTensorMib": float(row["faketensor_mib"] or 0)}
                 out.write(json.dumps(record, separators=(",", ":")) + "\n")

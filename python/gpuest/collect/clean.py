@@ -41,9 +41,13 @@ LUCID_COLUMNS = ("model1", "dataset1", "batchsize1", "amp1", "speed1", "model2",
 PAIR_COLUMNS = LUCID_COLUMNS + ("status", "job_id1", "job_id2", "gpu_name", "driver",
                                 "torch", "error")
 
-# The exporter's status names (training/data/exported_rows.cc reads OOM_CRASH, and the
-# row's own status as measuredStatus).
-EXPORT_STATUS = {"OK": "SUCCESSFUL", "SPIKE": "SUCCESSFUL", "OOM": "OOM_CRASH"}
+# A row's status (../shared/data/README.md, timm section) -> the exporter's status
+# (training/data/exported_rows.cc reads OOM_CRASH, and the row's own status as
+# measuredStatus). SPIKE rows completed (their peak holds a benchmark-mode transient);
+# CRASHED rows say nothing about the job: the calibration decides what each is for. The
+# collector's own rows are OK, SPIKE or OOM; the timm export (describe_timm.py) has all.
+EXPORT_STATUS = {"OK": "SUCCESSFUL", "SPIKE": "SUCCESSFUL", "OOM": "OOM_CRASH",
+                 "OOM_INFERRED": "OOM_CRASH", "CRASHED": "CRASHED"}
 
 # A completed run whose peak is not a requirement (../shared/data/README.md, timm
 # section, the same rules): above the completed peak of a *larger* batch of the same
