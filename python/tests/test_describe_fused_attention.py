@@ -149,3 +149,74 @@ def test_five_dimensional_attention_takes_the_math_path_and_keeps_its_weights():
     # The same attention in 4-D takes the fused kernel: no L x L weights at all.
     four_d = _with_torch2_attention(lambda: _trace(SdpaBlock()))
     assert WEIGHTS not in [int(s) for s in four_d["sizeBytes"]]
+
+
+KV_HEADS = 2
+
+
+class GroupedQueryBlock(nn.Module):
+    """Llama-3/Mistral-style grouped-query attention as transformers calls it on torch
+    2.5+: fewer key/value heads than query heads, and ``enable_gqa=True``."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(100, E)
+        self.q = nn.Linear(E, E)
+        self.kv = nn.Linear(E, 2 * KV_HEADS * (E // H))
+        self.head = nn.Linear(E, 3)
+        # Stands for Llama's rotary cos/sin, kept in fp32: under autocast, q and k
+        # come out of it in fp32 (elementwise ops are not cast).
+        self.register_buffer("rotary", torch.ones(L, E // H))
+
+    def forward(self, x):
+        x = self.embed(x)
+        q = self.q(x).view(x.shape[0], L, H, E // H).transpose(1, 2) * self.rotary
+        k, v = self.kv(x).view(x.shape[0], L, 2, KV_HEADS, E // H).permute(2, 0, 3, 1, 4)
+        k = k * self.rotary
+        x = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return self.head(x.transpose(1, 2).reshape(x.shape[0], L, E).mean(dim=1))
+
+
+def _grouped_trace(dtype, amp=False):
+    def trace():
+        d = describe_dict(GroupedQueryBlock(), input_shape=(L,), input_dtype="int64",
+                          batch_size=B, dtype=dtype, amp=amp)
+        assert "trace" in d, d.get("traceUnavailableReason")
+        check_trace_shape(d["trace"])
+        return [int(s) for s in d["trace"]["sizeBytes"]]
+
+    return _with_torch2_attention(trace)
+
+
+def test_grouped_query_attention_in_half_precision_takes_flash_with_expanded_grads():
+    sizes = _grouped_trace("bfloat16")
+    assert B * H * L * L * 2 not in sizes  # no L x L weights
+    # flash's backward writes dK and dV at the query's head count before summing the
+    # groups: two such bf16 temporaries beside dQ (the same size) and the query.
+    query_bytes = B * H * L * (E // H) * 2
+    assert sizes.count(query_bytes) >= 4
+
+
+def test_grouped_query_attention_in_float32_takes_the_math_path_with_repeated_heads():
+    sizes = _grouped_trace("float32")
+    assert WEIGHTS in sizes  # the reference path keeps the softmax for backward
+    assert sizes.count(B * H * L * (E // H) * 4) >= 3  # K and V repeated, and Q
+
+
+def test_grouped_query_attention_computes_the_reference_on_real_tensors():
+    from gpuest.describe.fused_attention import scaled_dot_product_attention
+    torch.manual_seed(0)
+    q = torch.randn(2, H, 5, 8)
+    k, v = torch.randn(2, KV_HEADS, 5, 8), torch.randn(2, KV_HEADS, 5, 8)
+    groups = H // KV_HEADS
+    full_k, full_v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
+    expected = torch.softmax(q @ full_k.transpose(-1, -2) / 8 ** 0.5, -1) @ full_v
+    assert torch.allclose(scaled_dot_product_attention(q, k, v, enable_gqa=True), expected,
+                          atol=1e-6)
+
+
+def test_grouped_query_attention_under_amp_is_cast_to_16_bits_and_takes_flash():
+    # Llama's rotary embedding leaves q and k in fp32 under autocast; CUDA autocast
+    # casts attention's inputs to 16 bits, so flash takes them: no L x L weights.
+    sizes = _grouped_trace("float32", amp=True)
+    assert WEIGHTS not in sizes and B * H * L * L * 2 not in sizes

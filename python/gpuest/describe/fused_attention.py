@@ -74,9 +74,13 @@ def _takes_fused_path(p: dict) -> bool:
 
 
 @contextlib.contextmanager
-def cuda_attention():
+def cuda_attention(autocast=None):
     """Within the block, eligible self-attention calls allocate as the CUDA fused
-    kernels do; the original function is restored after, whatever happens."""
+    kernels do; the original function is restored after, whatever happens.
+    ``autocast`` (a CudaAutocast) says, through ``dtype()``, when its region casts:
+    CUDA autocast casts scaled_dot_product_attention's inputs to 16 bits (a
+    lower_precision_fp op in autocast_mode.h), which the Python function installed here
+    must do itself, being called in place of the aten op the emulation casts."""
     original = F.multi_head_attention_forward
     signature = inspect.signature(original)
 
@@ -91,8 +95,17 @@ def cuda_attention():
     # torch 2.x's own function (or the one provide_torch2_attention gave 1.13) would
     # take the CPU's path on fake tensors; the CUDA kernel's memory is what the job has.
     original_sdpa = getattr(F, "scaled_dot_product_attention", None)
+
+    def autocast_sdpa(query, key, value, attn_mask=None, *args, **kwargs):
+        lower = autocast.dtype() if autocast is not None else None
+        if lower is not None:
+            query, key, value, attn_mask = (
+                t.to(lower) if t is not None and t.is_floating_point() else t
+                for t in (query, key, value, attn_mask))
+        return scaled_dot_product_attention(query, key, value, attn_mask, *args, **kwargs)
+
     if original_sdpa is not None:
-        F.scaled_dot_product_attention = scaled_dot_product_attention
+        F.scaled_dot_product_attention = autocast_sdpa
     try:
         yield
     finally:
@@ -120,9 +133,48 @@ class _FusedBiasedAttention(torch.autograd.Function):
         return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), grad_bias
 
 
+class _FlashGqaAttention(torch.autograd.Function):
+    """Flash attention with grouped-query (or multi-query) key and value: the kernel
+    reads the shared heads in place, so forward is _FusedAttention's; its backward
+    (flash_api.cpp mha_bwd) writes dK and dV at the query's head count ("dk_expanded",
+    "dv_expanded") and sums each group into the real gradients after."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        out = torch.empty_like(q)
+        logsumexp = q.new_empty(q.shape[:-1], dtype=torch.float32)
+        ctx.save_for_backward(q, k, v, out, logsumexp)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, _, _ = ctx.saved_tensors
+        grads = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        expanded = (*k.shape[:-3], q.shape[-3], *k.shape[-2:])
+        dk_expanded, dv_expanded = k.new_empty(expanded), v.new_empty(expanded)
+        del dk_expanded, dv_expanded  # summed into grads[1:], then freed
+        return grads
+
+
+def _repeat_kv_heads(query, key, value):
+    """The reference path's grouped-query step (aten's math SDPA with enable_gqa): key
+    and value repeated to the query's head count, real copies (expand then reshape, as
+    repeat_interleave does, without its data-dependent form on fake tensors)."""
+    groups = query.shape[-3] // key.shape[-3]
+
+    def repeat(t):
+        *lead, heads, length, dim = t.shape
+        return t.unsqueeze(-3).expand(*lead, heads, groups, length, dim).reshape(
+            *lead, heads * groups, length, dim)
+
+    return repeat(key), repeat(value)
+
+
 def _math_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-               scale=None):
+               scale=None, enable_gqa=False):
     """torch 2.x's reference ("math") scaled_dot_product_attention, for real tensors."""
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        key, value = _repeat_kv_heads(query, key, value)
     scale = query.shape[-1] ** -0.5 if scale is None else scale
     weights = query @ key.transpose(-2, -1) * scale
     if is_causal:
@@ -150,17 +202,36 @@ def _fused_kernel_takes(query, key, value) -> bool:
     return query.dim() == 4 and key.dim() == 4 and value.dim() == 4
 
 
+def _flash_takes_grouped(query, key, value, attn_mask) -> bool:
+    """Whether torch 2.x's CUDA dispatch can run grouped-query inputs (fewer key/value
+    heads than query heads, ``enable_gqa=True``) in a fused kernel. Flash attention is
+    the one that takes them (sdp_utils.cpp: check_batch_size_and_num_heads_dense with
+    supports_gqa for flash; the memory-efficient kernel requires equal head counts): it
+    needs half precision and no additive mask. Otherwise the math path repeats K and V
+    (what transformers' repeat_kv does by hand where it does not pass enable_gqa)."""
+    half = (torch.float16, torch.bfloat16)
+    return query.dtype in half and attn_mask is None and query.shape[-3] % key.shape[-3] == 0
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None):
+                                 is_causal=False, scale=None, enable_gqa=False):
     """torch 2.x's ``F.scaled_dot_product_attention`` for torch 1.13: on fake tensors
     (a traced step) it allocates as the CUDA memory-efficient kernel does, which is
     what torch 2.x runs for float32 inputs (flash attention needs half precision):
     nothing of size L x L, dropout drawn in the kernel; where no fused kernel takes the
-    inputs (not 4-D), and on real tensors, it runs the reference ("math") path."""
+    inputs (not 4-D), and on real tensors, it runs the reference ("math") path.
+    ``enable_gqa`` (torch 2.5+, passed by transformers for Llama-3/Mistral/Qwen-style
+    grouped-query attention) takes flash attention's path or the math path's copies."""
     from torch._subclasses.fake_tensor import FakeTensor
 
     if not isinstance(query, FakeTensor) or not _fused_kernel_takes(query, key, value):
-        return _math_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
+        return _math_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                          enable_gqa)
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        if _flash_takes_grouped(query, key, value, attn_mask):
+            return _FlashGqaAttention.apply(query, key, value)
+        return _math_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                          enable_gqa)
     if attn_mask is None or attn_mask.dtype == torch.bool:
         # A boolean mask is applied in the kernel, like causality: no extra memory.
         return _FusedAttention.apply(query, key, value)

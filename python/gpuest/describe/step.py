@@ -186,7 +186,7 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
                 return target
 
             autocast = _autocast(amp)
-            with mode, tracer, cuda_attention(), cudnn_recurrent(autocast):
+            with mode, tracer, cuda_attention(autocast), cudnn_recurrent(autocast):
                 tracer.phase = "forward"
                 with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
                     # The forward and loss under autocast, as a training loop writes
