@@ -220,7 +220,7 @@ class Replay {
         speed_sum += speed;
         out.work += speed;
         ++out.shared_jobs;
-        if (speed < placement_.models().contention->bad_threshold) ++out.bad_jobs;
+        if (speed < placement_.contention().bad_threshold) ++out.bad_jobs;
       }
     }
     if (out.shared_jobs > 0) out.mean_speed_shared = speed_sum / out.shared_jobs;

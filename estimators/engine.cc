@@ -10,28 +10,9 @@
 
 namespace gpuest {
 
-std::shared_ptr<const EstimatorRegistry> Engine::registry() const {
-  absl::MutexLock lock(&mu_);
-  return registry_;
-}
-
-std::shared_ptr<const EstimatorRegistry> Engine::ReplaceRegistry(
-    std::shared_ptr<const EstimatorRegistry> registry) {
-  absl::MutexLock lock(&mu_);
-  registry_.swap(registry);
-  return registry;
-}
-
 absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
     const v1::EstimateRequest& request, const WorkDeadline& deadline) const {
-  // One registry for the whole call, even if a reload replaces it meanwhile.
-  const std::shared_ptr<const EstimatorRegistry> registry = this->registry();
-  return Estimate(*registry, request, deadline);
-}
-
-absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
-    const EstimatorRegistry& registry, const v1::EstimateRequest& request,
-    const WorkDeadline& deadline) const {
+  const EstimatorRegistry& registry = *registry_;
   GPUEST_RETURN_IF_ERROR(ValidateRequest(request, limits_));
 
   const GpuProfile* gpu = &registry.gpus().Default();
@@ -116,10 +97,9 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
 }
 
 v1::ListEstimatorsResponse Engine::ListEstimators() const {
-  const std::shared_ptr<const EstimatorRegistry> registry = this->registry();
   v1::ListEstimatorsResponse response;
-  for (const auto& e : registry->estimators()) *response.add_estimators() = e->Info();
-  response.set_models_version(registry->models_version());
+  for (const auto& e : registry_->estimators()) *response.add_estimators() = e->Info();
+  response.set_models_version(registry_->models_version());
   return response;
 }
 

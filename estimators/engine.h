@@ -4,15 +4,14 @@
 // validation, feature extraction, estimator choice, warnings and the recommendation.
 // The gRPC service is a thin shell around it; tests and benchmarks call it directly.
 //
-// The registry can be replaced while calls run (the server's model reload): each call
-// answers with the registry it started with, which lives until the last such call ends.
+// An Engine is immutable and answers with its one registry. The server's model reload
+// does not change an Engine: it builds a new model set (placement/model_set.h) around
+// the new registry, and each call answers with the set it took at its start.
 #pragma once
 
 #include <memory>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "estimators/registry.h"
 #include "estimators/validation.h"
 #include "estimators/work_deadline.h"
@@ -33,26 +32,14 @@ class Engine {
   absl::StatusOr<v1::EstimateResponse> Estimate(
       const v1::EstimateRequest& request,
       const WorkDeadline& deadline = WorkDeadline::Never()) const;
-  // The same with a registry the caller took (registry()) and holds: a caller that
-  // estimates several times within one answer (a placement) answers all of it with the
-  // same models, even if a reload replaces them meanwhile.
-  absl::StatusOr<v1::EstimateResponse> Estimate(const EstimatorRegistry& registry,
-                                                const v1::EstimateRequest& request,
-                                                const WorkDeadline& deadline) const;
 
   v1::ListEstimatorsResponse ListEstimators() const;
 
-  // The registry that calls starting now answer with.
-  std::shared_ptr<const EstimatorRegistry> registry() const;
-
-  // Calls that start from now on answer with this registry; calls in flight finish on
-  // the one they started with. Returns the registry it replaces.
-  std::shared_ptr<const EstimatorRegistry> ReplaceRegistry(
-      std::shared_ptr<const EstimatorRegistry> registry);
+  // The registry every call answers with.
+  const std::shared_ptr<const EstimatorRegistry>& registry() const { return registry_; }
 
  private:
-  mutable absl::Mutex mu_;
-  std::shared_ptr<const EstimatorRegistry> registry_ ABSL_GUARDED_BY(mu_);
+  const std::shared_ptr<const EstimatorRegistry> registry_;
   const ValidationLimits limits_;
 };
 

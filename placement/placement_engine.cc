@@ -112,18 +112,6 @@ void AddWarnings(const std::vector<v1::Warning>& warnings,
 
 }  // namespace
 
-PlacementModels PlacementEngine::models() const {
-  absl::MutexLock lock(&mu_);
-  return {engine_.registry(), contention_};
-}
-
-PlacementModels PlacementEngine::ReplaceModels(PlacementModels models) {
-  absl::MutexLock lock(&mu_);
-  models.registry = engine_.ReplaceRegistry(std::move(models.registry));
-  contention_.swap(models.contention);
-  return models;
-}
-
 namespace {
 
 // Reasons and outcomes name jobs: two jobs of one name would read as one.
@@ -147,17 +135,9 @@ absl::Status CheckJobNamesDistinct(const v1::CheckPlacementRequest& request) {
 
 absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     const v1::CheckPlacementRequest& request, const WorkDeadline& deadline) const {
-  // One registry (GPU profiles and estimators) and one contention model for the whole
-  // call, even if a reload replaces them.
-  return CheckPlacement(models(), request, deadline);
-}
-
-absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
-    const PlacementModels& models, const v1::CheckPlacementRequest& request,
-    const WorkDeadline& deadline) const {
-  const ContentionModel& contention = *models.contention;
+  const ContentionModel& contention = *contention_;
   GPUEST_ASSIGN_OR_RETURN(const Target target,
-                          ResolveGpu(request.gpu(), models.registry->gpus()));
+                          ResolveGpu(request.gpu(), engine_.registry()->gpus()));
   if (!request.has_candidate()) return absl::InvalidArgumentError("candidate: missing");
   // Each job's reasons name the others: the response grows with the square of the
   // count. No GPU holds more than a few dozen training jobs.
@@ -174,13 +154,13 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     GPUEST_ASSIGN_OR_RETURN(
         ResolvedJob job,
         ResolveJob(request.existing(i), absl::StrCat("existing[", i, "]"),
-                   *target.profile, engine_, models, deadline));
+                   *target.profile, engine_, contention, deadline));
     jobs.push_back(std::move(job));
   }
   GPUEST_RETURN_IF_ERROR(deadline.Check());
   GPUEST_ASSIGN_OR_RETURN(ResolvedJob candidate,
                           ResolveJob(request.candidate(), "candidate", *target.profile,
-                                     engine_, models, deadline));
+                                     engine_, contention, deadline));
   jobs.push_back(std::move(candidate));
 
   v1::CheckPlacementResponse response;
@@ -199,6 +179,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
   response.set_fits(fit.fits);
   response.set_headroom_bytes(fit.headroom_bytes);
   response.set_contention_model_version(contention.version);
+  response.set_models_version(engine_.registry()->models_version());
 
   const std::string gpu_words =
       target.node_reported
@@ -307,15 +288,14 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
     const v1::RankGpusRequest& request, const WorkDeadline& deadline) const {
   if (!request.has_job()) return absl::InvalidArgumentError("job: missing");
   v1::RankGpusResponse response;
+  response.set_models_version(engine_.registry()->models_version());
   std::set<std::string> seen;
-  // One registry (GPU catalog and estimators) and one contention model for the whole
-  // call, even if a reload replaces them.
-  const PlacementModels models = this->models();
-  for (const GpuProfile& gpu : models.registry->gpus().All()) {
+  for (const GpuProfile& gpu : engine_.registry()->gpus().All()) {
     // Each GPU is one more estimate: none starts past the deadline.
     GPUEST_RETURN_IF_ERROR(deadline.Check());
-    GPUEST_ASSIGN_OR_RETURN(const ResolvedJob job, ResolveJob(request.job(), "job", gpu,
-                                                              engine_, models, deadline));
+    GPUEST_ASSIGN_OR_RETURN(
+        const ResolvedJob job,
+        ResolveJob(request.job(), "job", gpu, engine_, *contention_, deadline));
     AddWarnings(job.warnings, response.mutable_warnings(), seen);
     v1::GpuRanking& r = *response.add_gpus();
     r.set_gpu(gpu.id);

@@ -10,9 +10,7 @@
 
 #include <memory>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "estimators/engine.h"
 #include "estimators/work_deadline.h"
 #include "gpuest/v1/placement.pb.h"
@@ -25,16 +23,15 @@ namespace gpuest {
 // clients included, a GPU holds a few dozen at most); more is refused, naming the bound.
 inline constexpr int kMaxExistingJobs = 256;
 
-// The models (the engine's registry and the contention model) can be replaced while
-// calls run (the server's model reload): each call answers with the pair it started
-// with, both replaced together.
+// Immutable, like the Engine it estimates with: the server's model reload builds a new
+// model set (model_set.h) rather than changing one in use.
 class PlacementEngine {
  public:
-  // The engine estimates jobs given by description, and its registry is replaced with
-  // the contention model by ReplaceModels; it must outlive this object.
-  PlacementEngine(Engine& engine, std::shared_ptr<const ContentionModel> contention)
+  // The engine estimates jobs given by description and its registry is the GPU
+  // catalog; it must outlive this object.
+  PlacementEngine(const Engine& engine, std::shared_ptr<const ContentionModel> contention)
       : engine_(engine), contention_(std::move(contention)) {}
-  PlacementEngine(Engine& engine, ContentionModel contention)
+  PlacementEngine(const Engine& engine, ContentionModel contention)
       : PlacementEngine(engine,
                         std::make_shared<const ContentionModel>(std::move(contention))) {}
 
@@ -45,26 +42,16 @@ class PlacementEngine {
   absl::StatusOr<v1::CheckPlacementResponse> CheckPlacement(
       const v1::CheckPlacementRequest& request,
       const WorkDeadline& deadline = WorkDeadline::Never()) const;
-  // The same with models the caller took (models()), for a caller that answers with
-  // several placements (the Kubernetes extender, per node) on one set.
-  absl::StatusOr<v1::CheckPlacementResponse> CheckPlacement(
-      const PlacementModels& models, const v1::CheckPlacementRequest& request,
-      const WorkDeadline& deadline) const;
   absl::StatusOr<v1::RankGpusResponse> RankGpus(
       const v1::RankGpusRequest& request,
       const WorkDeadline& deadline = WorkDeadline::Never()) const;
 
-  // The models that calls starting now answer with, taken together.
-  PlacementModels models() const;
-  // Calls that start from now on answer with these (Estimate calls with the registry);
-  // calls in flight finish on the ones they started with. Both are replaced under one
-  // lock, so that no placement sees one without the other. Returns those replaced.
-  PlacementModels ReplaceModels(PlacementModels models);
+  const Engine& engine() const { return engine_; }
+  const ContentionModel& contention() const { return *contention_; }
 
  private:
-  Engine& engine_;
-  mutable absl::Mutex mu_;
-  std::shared_ptr<const ContentionModel> contention_ ABSL_GUARDED_BY(mu_);
+  const Engine& engine_;
+  const std::shared_ptr<const ContentionModel> contention_;
 };
 
 }  // namespace gpuest

@@ -126,7 +126,7 @@ absl::Status CheckDescriptionGpu(const v1::EstimateRequest& description,
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const std::string& field, const GpuProfile& gpu,
                                        const Engine& engine,
-                                       const PlacementModels& models,
+                                       const ContentionModel& contention,
                                        const WorkDeadline& deadline) {
   ResolvedJob out;
   out.name = job.name().empty() ? field : job.name();
@@ -137,8 +137,7 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
         return Invalid(field + ".measured.memory_in_use_bytes", "must be above 0");
       out.memory_bytes = m.memory_in_use_bytes();
       out.memory_basis = "measured in use (its CUDA context included)";
-      GPUEST_ASSIGN_OR_RETURN(out.util,
-                              FromMeasured(m, field + ".measured", *models.contention));
+      GPUEST_ASSIGN_OR_RETURN(out.util, FromMeasured(m, field + ".measured", contention));
       out.source = m.source();
       return out;
     }
@@ -168,10 +167,9 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
     case v1::PlacementJob::kDescription: {
       v1::EstimateRequest request = job.description();
       GPUEST_RETURN_IF_ERROR(CheckDescriptionGpu(request, field + ".description", gpu,
-                                                 models.registry->gpus()));
+                                                 engine.registry()->gpus()));
       request.set_gpu(gpu.id);
-      absl::StatusOr<v1::EstimateResponse> response =
-          engine.Estimate(*models.registry, request, deadline);
+      absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request, deadline);
       // Stopped by the deadline or the caller: the call's outcome, not this field's.
       if (!response.ok() && StoppedByCaller(response.status())) return response.status();
       if (!response.ok()) {

@@ -20,14 +20,6 @@
 
 namespace gpuest {
 
-// The models one placement call answers with, taken together when it starts and held
-// to its end: the registry that estimates its descriptions and whose GPU catalog it
-// resolves against, and the contention model.
-struct PlacementModels {
-  std::shared_ptr<const EstimatorRegistry> registry;
-  std::shared_ptr<const ContentionModel> contention;
-};
-
 struct ResolvedJob {
   std::string name;
   uint64_t memory_bytes = 0;
@@ -42,13 +34,14 @@ struct ResolvedJob {
 };
 
 // field names the job in errors ("candidate", "existing[2]"). gpu is the target, from
-// models.registry's catalog; its context is added to an estimate that leaves it out. A
-// description is estimated by engine with models.registry, within deadline: work it
-// stops is DeadlineExceeded or Cancelled, the call's outcome.
+// engine's catalog; its context is added to an estimate that leaves it out. A
+// description is estimated by engine, within deadline: work it stops is
+// DeadlineExceeded or Cancelled, the call's outcome. A measured job's utilization is
+// read as contention's data was.
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const std::string& field, const GpuProfile& gpu,
                                        const Engine& engine,
-                                       const PlacementModels& models,
+                                       const ContentionModel& contention,
                                        const WorkDeadline& deadline);
 
 // A job given by description is estimated for the GPU it is placed on (target): its

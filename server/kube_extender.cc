@@ -33,9 +33,9 @@ struct KubeExtender::Request {
   std::vector<absl::Status> node_errors;  // Per node: why its object is unknown.
   // The candidate's figures per catalog GPU id, estimated once per request.
   std::map<std::string, absl::StatusOr<v1::EstimatedJob>> estimates;
-  // The models every node of the request is judged with: a reload may replace them
-  // meanwhile.
-  PlacementModels models;
+  // The set every node of the request is judged with, taken when the call starts: a
+  // reload may replace the current one meanwhile.
+  std::shared_ptr<const ModelSet> models;
 };
 
 struct KubeExtender::NodeVerdict {
@@ -125,7 +125,7 @@ std::string ReplyText(const nlohmann::json& reply) {
 
 absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string& body) {
   Request request;
-  request.models = placement_.models();
+  request.models = models_.Current();
   // Before parsing: the echoed Node objects are written back with a recursive dump().
   if (absl::Status deep = CheckJsonDepth(body, "the body"); !deep.ok()) return deep;
   request.args = nlohmann::json::parse(body, nullptr, false);
@@ -191,29 +191,28 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string&
 }
 
 absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
-    const std::shared_ptr<const EstimatorRegistry>& registry,
-    const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu,
-    const WorkDeadline& deadline) {
+    const std::shared_ptr<const ModelSet>& models, const v1::EstimateRequest& job,
+    const std::string& job_key, const std::string& gpu, const WorkDeadline& deadline) {
   const std::string key = absl::StrCat(gpu, "|", job_key);
   {
     absl::MutexLock lock(&cache_mu_);
     // Figures made with other models than these (before a reload) are not reused.
     if (auto it = cache_.find(key);
-        it != cache_.end() && it->second.registry.lock() == registry) {
+        it != cache_.end() && it->second.models.lock() == models) {
       return it->second.figures;
     }
   }
   v1::EstimateRequest request = job;
   request.set_gpu(gpu);
   absl::StatusOr<v1::EstimateResponse> estimate =
-      engine_.Estimate(*registry, request, deadline);
+      models->engine().Estimate(request, deadline);
   if (!estimate.ok()) return estimate.status();
   v1::EstimatedJob figures;
   figures.set_peak_bytes(estimate->recommendation().memory_bytes());
   if (auto util = GractEstimate(*estimate)) *figures.mutable_utilization() = *util;
   absl::MutexLock lock(&cache_mu_);
   if (cache_.size() >= kEstimateCacheEntries) cache_.clear();
-  cache_[key] = {registry, figures};
+  cache_[key] = {models, figures};
   return figures;
 }
 
@@ -244,7 +243,7 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   }
   if (gpus->empty()) return verdict;  // No GPU data: gpuest has no opinion.
 
-  const GpuProfiles& catalog = request.models.registry->gpus();
+  const GpuProfiles& catalog = request.models->registry().gpus();
   bool fits_somewhere = false, fits_empty_somewhere = false;
   std::vector<std::string> misses;
   for (const NodeGpu& gpu : *gpus) {
@@ -267,7 +266,7 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
     if (cached == request.estimates.end()) {
       cached = request.estimates
                    .emplace(profile->id,
-                            CandidateFigures(request.models.registry, *request.job,
+                            CandidateFigures(request.models, *request.job,
                                              request.job_key, profile->id, deadline))
                    .first;
     }
@@ -299,7 +298,7 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
     check.mutable_candidate()->set_name(request.pod);
     *check.mutable_candidate()->mutable_estimate() = *cached->second;
     absl::StatusOr<v1::CheckPlacementResponse> placed =
-        placement_.CheckPlacement(request.models, check, deadline);
+        request.models->placement().CheckPlacement(check, deadline);
     if (!placed.ok() && StoppedByCaller(placed.status())) {
       verdict.fatal = placed.status();
       return verdict;

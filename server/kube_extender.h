@@ -30,9 +30,8 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
-#include "estimators/engine.h"
 #include "estimators/work_deadline.h"
-#include "placement/placement_engine.h"
+#include "placement/model_set.h"
 #include "server/kube_nodes.h"
 #include "server/options.h"
 
@@ -56,13 +55,10 @@ std::string ReplyText(const nlohmann::json& reply);
 
 class KubeExtender {
  public:
-  // engine and placement must outlive this object.
-  KubeExtender(const Engine& engine, const PlacementEngine& placement,
-               const ExtenderOptions& options)
-      : engine_(engine),
-        placement_(placement),
-        options_(options),
-        node_cache_(options.nodes_file) {}
+  // Each call judges with the set models holds at its start; models must outlive this
+  // object.
+  KubeExtender(const ModelSetSource& models, const ExtenderOptions& options)
+      : models_(models), options_(options), node_cache_(options.nodes_file) {}
 
   // Bodies of the POSTs; thread-safe. A body that is not an ExtenderArgs is 400. The
   // work stops at deadline: the answer is then an Error naming it.
@@ -78,24 +74,22 @@ class KubeExtender {
   // deadline has passed, a fatal verdict that says so.
   NodeVerdict JudgeNode(Request& request, size_t i, const WorkDeadline& deadline);
   // The job's memory figure and utilization class on a catalog GPU, estimated with
-  // registry. kube-scheduler asks filter and then prioritize for the same pod: the
+  // models. kube-scheduler asks filter and then prioritize for the same pod: the
   // estimate is made once and kept, keyed by GPU and the description text's SHA-256,
-  // and reused only while the same registry serves (not after a reload).
+  // and reused only while the same set serves (not after a reload).
   absl::StatusOr<v1::EstimatedJob> CandidateFigures(
-      const std::shared_ptr<const EstimatorRegistry>& registry,
-      const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu,
-      const WorkDeadline& deadline);
+      const std::shared_ptr<const ModelSet>& models, const v1::EstimateRequest& job,
+      const std::string& job_key, const std::string& gpu, const WorkDeadline& deadline);
 
   static constexpr size_t kEstimateCacheEntries = 1024;  // Then cleared, and refilled.
   struct CachedFigures {
-    // The registry they were made with; weak, so that the cache keeps no old models
-    // alive after a reload.
-    std::weak_ptr<const EstimatorRegistry> registry;
+    // The set they were made with; weak, so that the cache keeps no old set alive
+    // after a reload.
+    std::weak_ptr<const ModelSet> models;
     v1::EstimatedJob figures;
   };
 
-  const Engine& engine_;
-  const PlacementEngine& placement_;
+  const ModelSetSource& models_;
   const ExtenderOptions options_;
   NodeCache node_cache_;
   absl::Mutex cache_mu_;

@@ -15,26 +15,33 @@
 namespace gpuest {
 
 ModelLifecycle::ModelLifecycle(const ModelOptions& options, std::string device,
-                               Metrics& metrics, const PlacementModels& set,
-                               const ValidationLimits& limits)
+                               Metrics& metrics, const ValidationLimits& limits,
+                               std::shared_ptr<const ModelSet> set)
     : options_(options),
       device_(std::move(device)),
+      limits_(limits),
       metrics_(metrics),
-      engine_(set.registry, limits),
-      placement_(engine_, set.contention) {}
+      current_(std::move(set)) {}
 
 absl::StatusOr<std::unique_ptr<ModelLifecycle>> ModelLifecycle::Create(
     const ModelOptions& options, const ValidationLimits& limits, Metrics& metrics) {
   GPUEST_ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.device));
-  GPUEST_ASSIGN_OR_RETURN(const PlacementModels set, LoadSet(options, device));
+  GPUEST_ASSIGN_OR_RETURN(std::shared_ptr<const ModelSet> set,
+                          LoadSet(options, device, limits));
   std::unique_ptr<ModelLifecycle> lifecycle(
-      new ModelLifecycle(options, std::move(device), metrics, set, limits));
-  lifecycle->Announce(set);
+      new ModelLifecycle(options, std::move(device), metrics, limits, set));
+  lifecycle->Announce(*set);
   return lifecycle;
 }
 
-absl::StatusOr<PlacementModels> ModelLifecycle::LoadSet(const ModelOptions& options,
-                                                        const std::string& device) {
+std::shared_ptr<const ModelSet> ModelLifecycle::Current() const {
+  absl::MutexLock lock(&current_mu_);
+  return current_;
+}
+
+absl::StatusOr<std::shared_ptr<const ModelSet>> ModelLifecycle::LoadSet(
+    const ModelOptions& options, const std::string& device,
+    const ValidationLimits& limits) {
   // One scan: the registry and the contention model are loaded from the bytes the
   // version is computed from.
   GPUEST_ASSIGN_OR_RETURN(const ModelRepositoryContents contents,
@@ -50,12 +57,13 @@ absl::StatusOr<PlacementModels> ModelLifecycle::LoadSet(const ModelOptions& opti
   registry_options.factories = DefaultEstimatorFactories();
   GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<EstimatorRegistry> registry,
                           EstimatorRegistry::Load(contents, registry_options));
-  return PlacementModels{std::move(registry),
-                         std::make_shared<const ContentionModel>(std::move(contention))};
+  return std::make_shared<const ModelSet>(
+      std::move(registry), std::make_shared<const ContentionModel>(std::move(contention)),
+      limits);
 }
 
-void ModelLifecycle::Announce(const PlacementModels& set) {
-  const EstimatorRegistry& registry = *set.registry;
+void ModelLifecycle::Announce(const ModelSet& set) {
+  const EstimatorRegistry& registry = set.registry();
   std::vector<std::string> ids;
   for (const auto& e : registry.estimators()) {
     const v1::EstimatorInfo& info = e->Info();
@@ -66,7 +74,7 @@ void ModelLifecycle::Announce(const PlacementModels& set) {
   spdlog::info("model repository {}: version {}, {} estimators, {} GPU profiles",
                options_.directory, registry.models_version(), ids.size(),
                registry.gpus().All().size());
-  spdlog::info("contention model {} from {}", set.contention->version,
+  spdlog::info("contention model {} from {}", set.contention().version,
                ContentionModelPath(options_.directory));
   metrics_.SetModels(registry.models_version(), ids);
 }
@@ -74,30 +82,35 @@ void ModelLifecycle::Announce(const PlacementModels& set) {
 ReloadOutcome ModelLifecycle::Reload() {
   absl::MutexLock lock(&reload_mu_);
   ReloadOutcome outcome;
-  std::shared_ptr<const EstimatorRegistry> current = engine_.registry();
-  outcome.old_models_version = current->models_version();
+  const std::shared_ptr<const ModelSet> current = Current();
+  outcome.old_models_version = current->version();
   spdlog::info("reloading models from {} (serving version {})", options_.directory,
                outcome.old_models_version);
-  absl::StatusOr<PlacementModels> loaded = LoadSet(options_, device_);
+  absl::StatusOr<std::shared_ptr<const ModelSet>> loaded =
+      LoadSet(options_, device_, limits_);
   if (!loaded.ok()) {
     outcome.new_models_version = outcome.old_models_version;
-    outcome.estimators = static_cast<int>(current->estimators().size());
+    outcome.estimators = static_cast<int>(current->registry().estimators().size());
     outcome.status = loaded.status();
     metrics_.ModelsReloaded(false);
     spdlog::error("model reload failed; still serving version {}: {}",
                   outcome.old_models_version, outcome.status.ToString());
     return outcome;
   }
-  outcome.new_models_version = loaded->registry->models_version();
-  outcome.estimators = static_cast<int>(loaded->registry->estimators().size());
-  // Both are swapped at once, together; the old ones are freed when the last call that
-  // started on them ends.
-  const PlacementModels old = placement_.ReplaceModels(*loaded);
-  Announce(*loaded);
+  const ModelSet& set = **loaded;
+  outcome.new_models_version = set.version();
+  outcome.estimators = static_cast<int>(set.registry().estimators().size());
+  {
+    // One pointer: every call from now on takes the whole new set; the old set is
+    // freed when the last call that took it ends.
+    absl::MutexLock lock(&current_mu_);
+    current_ = *loaded;
+  }
+  Announce(set);
   metrics_.ModelsReloaded(true);
   spdlog::info("models reloaded: version {} -> {} (contention model {} -> {})",
                outcome.old_models_version, outcome.new_models_version,
-               old.contention->version, loaded->contention->version);
+               current->contention().version, set.contention().version);
   return outcome;
 }
 

@@ -1,8 +1,8 @@
 // File: model_lifecycle.h
 //
-// The model set the server answers with: the estimators and GPU profiles (the
-// engine's registry) and the contention model (the placement's), loaded at start,
-// replaced on a reload (SIGHUP, the Admin RPC). Finding and reading the files is the
+// The model set the server answers with (placement/model_set.h: the estimators, GPU
+// profiles and contention model), loaded at start, replaced on a reload (SIGHUP, the
+// Admin RPC) by swapping one pointer. Finding and reading the files is the
 // model repository's job (estimators/model_repository.h), verifying each model its
 // loader's (sha256 against the manifest, finite outputs on a probe input; the
 // contention model's keys and values); this file loads the whole set, swaps it into
@@ -17,9 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "estimators/engine.h"
-#include "placement/contention_model.h"
-#include "placement/placement_engine.h"
+#include "placement/model_set.h"
 #include "server/options.h"
 
 namespace gpuest {
@@ -36,7 +34,7 @@ struct ReloadOutcome {
   absl::Status status;
 };
 
-class ModelLifecycle {
+class ModelLifecycle final : public ModelSetSource {
  public:
   // Loads the models of options.directory onto options.device (resolved here, once:
   // a reload uses the same device). An error names what is wrong; metrics must
@@ -44,9 +42,7 @@ class ModelLifecycle {
   static absl::StatusOr<std::unique_ptr<ModelLifecycle>> Create(
       const ModelOptions& options, const ValidationLimits& limits, Metrics& metrics);
 
-  // The engine and the placement every call answers with; they outlive the reloads.
-  const Engine& engine() const { return engine_; }
-  const PlacementEngine& placement() const { return placement_; }
+  std::shared_ptr<const ModelSet> Current() const override;
 
   // Loads every model of the directory again and, when the whole set loads, swaps it
   // in; calls in flight finish on the set they started with. One reload at a time: a
@@ -55,22 +51,24 @@ class ModelLifecycle {
 
  private:
   ModelLifecycle(const ModelOptions& options, std::string device, Metrics& metrics,
-                 const PlacementModels& set, const ValidationLimits& limits);
+                 const ValidationLimits& limits, std::shared_ptr<const ModelSet> set);
 
   // One scan of the repository, loaded and verified; nothing serves it yet. Its
   // version (the registry's) covers the contention model's bytes too.
-  static absl::StatusOr<PlacementModels> LoadSet(const ModelOptions& options,
-                                                 const std::string& device);
+  static absl::StatusOr<std::shared_ptr<const ModelSet>> LoadSet(
+      const ModelOptions& options, const std::string& device,
+      const ValidationLimits& limits);
   // Puts the set's version, estimators and contention model into the log and the
   // metrics.
-  void Announce(const PlacementModels& set);
+  void Announce(const ModelSet& set);
 
   const ModelOptions options_;
   const std::string device_;
+  const ValidationLimits limits_;
   Metrics& metrics_;
-  Engine engine_;
-  PlacementEngine placement_;  // Refers to engine_.
-  absl::Mutex reload_mu_;      // Held for a whole reload: one at a time.
+  absl::Mutex reload_mu_;  // Held for a whole reload: one at a time.
+  mutable absl::Mutex current_mu_;
+  std::shared_ptr<const ModelSet> current_ ABSL_GUARDED_BY(current_mu_);
 };
 
 }  // namespace gpuest

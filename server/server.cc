@@ -91,9 +91,9 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   s->dispatcher_ = std::make_unique<CallDispatcher>(
       *s->metrics_, *s->pool_, *s->admission_, options.grpc.max_message_bytes,
       options.work.inline_max_request_bytes);
-  s->service_ = std::make_unique<EstimatorService>(s->models_->engine(), *s->dispatcher_);
+  s->service_ = std::make_unique<EstimatorService>(*s->models_, *s->dispatcher_);
   s->placement_service_ =
-      std::make_unique<PlacementService>(s->models_->placement(), *s->dispatcher_);
+      std::make_unique<PlacementService>(*s->models_, *s->dispatcher_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -143,8 +143,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   if (!options.extender.listen_address.empty()) {
     // The extender answers from the same engines as the gRPC services, through the
     // same dispatcher (admission, queue, deadlines, metrics).
-    s->extender_ = std::make_unique<KubeExtender>(
-        s->models_->engine(), s->models_->placement(), options.extender);
+    s->extender_ = std::make_unique<KubeExtender>(*s->models_, options.extender);
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,
         ExtenderHttpServer::Start(*s->extender_, options.extender.listen_address,

@@ -186,8 +186,10 @@ grpc::ServerUnaryReactor* EstimatorService::Estimate(grpc::CallbackServerContext
       RpcMethod::kEstimate, context, *request, response,
       [this, request, response](absl::Time start,
                                 const WorkDeadline& deadline) -> absl::Status {
+        // The set current now answers the whole call, whatever is reloaded meanwhile.
+        const std::shared_ptr<const ModelSet> models = models_.Current();
         absl::StatusOr<v1::EstimateResponse> result =
-            engine_.Estimate(*request, deadline);
+            models->engine().Estimate(*request, deadline);
         if (!result.ok()) {
           spdlog::debug("Estimate: {}", result.status().ToString());
           return result.status();
@@ -210,7 +212,7 @@ grpc::ServerUnaryReactor* EstimatorService::ListEstimators(
   return dispatcher_.Dispatch(
       RpcMethod::kListEstimators, context, *request, response,
       [this, response](absl::Time, const WorkDeadline&) -> absl::Status {
-        *response = engine_.ListEstimators();
+        *response = models_.Current()->engine().ListEstimators();
         return absl::OkStatus();
       });
 }
@@ -235,8 +237,9 @@ grpc::ServerUnaryReactor* PlacementService::CheckPlacement(
   return dispatcher_.Dispatch(
       RpcMethod::kCheckPlacement, context, *request, response,
       [this, request, response](absl::Time start, const WorkDeadline& deadline) {
+        const std::shared_ptr<const ModelSet> models = models_.Current();
         return PlacementAnswer("CheckPlacement", start, response, [&] {
-          return engine_.CheckPlacement(*request, deadline);
+          return models->placement().CheckPlacement(*request, deadline);
         });
       });
 }
@@ -247,8 +250,10 @@ grpc::ServerUnaryReactor* PlacementService::RankGpus(grpc::CallbackServerContext
   return dispatcher_.Dispatch(
       RpcMethod::kRankGpus, context, *request, response,
       [this, request, response](absl::Time start, const WorkDeadline& deadline) {
-        return PlacementAnswer("RankGpus", start, response,
-                               [&] { return engine_.RankGpus(*request, deadline); });
+        const std::shared_ptr<const ModelSet> models = models_.Current();
+        return PlacementAnswer("RankGpus", start, response, [&] {
+          return models->placement().RankGpus(*request, deadline);
+        });
       });
 }
 

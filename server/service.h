@@ -11,7 +11,7 @@
 #include "estimators/engine.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
 #include "gpuest/v1/placement.grpc.pb.h"
-#include "placement/placement_engine.h"
+#include "placement/model_set.h"
 #include "server/admission.h"
 #include "server/metrics.h"
 #include "server/worker_pool.h"
@@ -81,9 +81,10 @@ class CallDispatcher {
 
 class EstimatorService final : public v1::Estimator::CallbackService {
  public:
-  // The engine and dispatcher must outlive the service.
-  EstimatorService(const Engine& engine, CallDispatcher& dispatcher)
-      : engine_(engine), dispatcher_(dispatcher) {}
+  // Each call answers with the set models holds at its start; models and dispatcher
+  // must outlive the service.
+  EstimatorService(const ModelSetSource& models, CallDispatcher& dispatcher)
+      : models_(models), dispatcher_(dispatcher) {}
 
   grpc::ServerUnaryReactor* Estimate(grpc::CallbackServerContext* context,
                                      const v1::EstimateRequest* request,
@@ -94,16 +95,16 @@ class EstimatorService final : public v1::Estimator::CallbackService {
                                            v1::ListEstimatorsResponse* response) override;
 
  private:
-  const Engine& engine_;
+  const ModelSetSource& models_;
   CallDispatcher& dispatcher_;
 };
 
 // gpuest.v1.Placement on the same workers, bounds and metrics as the Estimator service.
 class PlacementService final : public v1::Placement::CallbackService {
  public:
-  // The engine and dispatcher must outlive the service.
-  PlacementService(const PlacementEngine& engine, CallDispatcher& dispatcher)
-      : engine_(engine), dispatcher_(dispatcher) {}
+  // As EstimatorService.
+  PlacementService(const ModelSetSource& models, CallDispatcher& dispatcher)
+      : models_(models), dispatcher_(dispatcher) {}
 
   grpc::ServerUnaryReactor* CheckPlacement(grpc::CallbackServerContext* context,
                                            const v1::CheckPlacementRequest* request,
@@ -114,7 +115,7 @@ class PlacementService final : public v1::Placement::CallbackService {
                                      v1::RankGpusResponse* response) override;
 
  private:
-  const PlacementEngine& engine_;
+  const ModelSetSource& models_;
   CallDispatcher& dispatcher_;
 };
 

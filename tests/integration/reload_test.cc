@@ -5,14 +5,19 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "estimators/text_file.h"
 #include "gpuest/client.h"
@@ -336,6 +341,76 @@ TEST_F(ReloadTest, AdminRpcReloadsTheContentionModelWithTheRestOrNothing) {
   EXPECT_EQ(EstimatorVersion(*client_, "allocsim"), "1");
   EXPECT_EQ(Reloads(*server_, "success"), 1);
   EXPECT_EQ(Reloads(*server_, "failure"), 1);
+}
+
+// One model set per call: reloads of a contention model that changes every time, under
+// a load of CheckPlacement calls that use both halves of the set (a description the
+// estimators answer for, a measured job the contention model reads). Every answer names
+// its set (models_version) and its contention model: each pair must be one a reload
+// served together, never the estimators of one set with the contention model of another.
+TEST_F(ReloadTest, EveryCallUnderReloadsIsAnsweredFromOneWholeSet) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--admin-listen=127.0.0.1:0"}));
+  v1::CheckPlacementRequest request = MeasuredPair();
+  *request.mutable_candidate()->mutable_description() =
+      testing::ExampleRequest("cnn.json");
+  auto first = client_->CheckPlacement(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->models_version(), old_version_);
+
+  // models_version -> the contention model version served with it.
+  std::map<std::string, std::string> served = {
+      {old_version_, first->contention_model_version()}};
+  absl::Mutex mu;
+  std::set<std::pair<std::string, std::string>> answered;  // Guarded by mu.
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0}, failed{0};
+  std::vector<std::thread> load;
+  for (int t = 0; t < 4; ++t) {
+    load.emplace_back([&] {
+      while (!stop.load()) {
+        auto r = client_->CheckPlacement(request);
+        if (!r.ok()) {
+          if (failed++ == 0) ADD_FAILURE() << "first failed call: " << r.status();
+          continue;
+        }
+        ++calls;
+        absl::MutexLock lock(&mu);
+        answered.emplace(r->models_version(), r->contention_model_version());
+      }
+    });
+  }
+
+  const std::string path = models_.Path("contention", "contention.json");
+  nlohmann::ordered_json contention =
+      nlohmann::ordered_json::parse(testing::ReadFileOrDie(path));
+  constexpr int kReloads = 6;
+  for (int i = 1; i <= kReloads; ++i) {
+    const int before = calls.load();
+    contention["version"] = absl::StrCat("reload-", i);
+    ASSERT_TRUE(WriteTextFile(path, contention.dump(2) + "\n").ok());
+    v1::ReloadModelsResponse reloaded;
+    const grpc::Status status = AdminReload(reloaded);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    served[reloaded.new_models_version()] = absl::StrCat("reload-", i);
+    // Calls answered on each set before the next replaces it.
+    EXPECT_TRUE(WaitFor([&] { return calls.load() >= before + 8; }, absl::Seconds(30)));
+  }
+  stop = true;
+  for (std::thread& t : load) t.join();
+
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(served.size(), kReloads + 1u);  // Each reload served a set of its own.
+  absl::MutexLock lock(&mu);
+  std::set<std::string> versions_seen;
+  for (const auto& [models_version, contention_version] : answered) {
+    versions_seen.insert(models_version);
+    auto it = served.find(models_version);
+    ASSERT_NE(it, served.end())
+        << "an answer from a set no reload served: " << models_version;
+    EXPECT_EQ(contention_version, it->second)
+        << "set " << models_version << " answered with another set's contention model";
+  }
+  EXPECT_GE(versions_seen.size(), 3u);  // The load did run across the reloads.
 }
 
 // Without --admin-listen nothing serves Admin: not the Estimator's port either.

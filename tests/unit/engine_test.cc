@@ -128,33 +128,6 @@ TEST_F(EngineTest, ListsTheLoadedEstimators) {
   EXPECT_EQ(list.models_version(), engine_->registry()->models_version());
 }
 
-// A replaced registry answers the calls that start afterwards; whoever still holds
-// the old one (a call in flight) keeps it whole.
-TEST_F(EngineTest, ReplacingTheRegistryAnswersNewCallsWithTheNewOne) {
-  const std::shared_ptr<const EstimatorRegistry> old_registry = engine_->registry();
-  // The same profiles and one more estimator: another version.
-  const std::string dir =
-      RepositoryOf("replaced", {"gpu_profiles.json", "allocsim/manifest.json"});
-  auto registry = EstimatorRegistry::Load(
-      {dir, "cpu", {{"allocsim", allocsim::CreateSimulationEstimator}}});
-  ASSERT_TRUE(registry.ok()) << registry.status();
-  std::shared_ptr<const EstimatorRegistry> new_registry = std::move(*registry);
-  ASSERT_NE(new_registry->models_version(), old_registry->models_version());
-
-  EXPECT_EQ(engine_->ReplaceRegistry(new_registry), old_registry);
-  EXPECT_EQ(engine_->registry(), new_registry);
-  const v1::ListEstimatorsResponse list = engine_->ListEstimators();
-  EXPECT_EQ(list.models_version(), new_registry->models_version());
-  EXPECT_EQ(list.estimators_size(), 2);
-  auto response = engine_->Estimate(Request());
-  ASSERT_TRUE(response.ok()) << response.status();
-  EXPECT_EQ(response->models_version(), new_registry->models_version());
-  // The old registry, held here as a call in flight holds it, is intact.
-  EXPECT_EQ(old_registry->estimators().size(), 1u);
-  EXPECT_NE(old_registry->Find("horus"), nullptr);
-  std::filesystem::remove_all(dir);
-}
-
 // A model of no known family (an LSTM language model, traced by the describer) still
 // gets the simulator's answer, with its most conservative calibration, and the
 // recommendation rests on it, not on the formula's larger figure.

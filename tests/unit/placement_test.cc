@@ -302,7 +302,7 @@ TEST_F(PlacementEngineTest, ADescribedCandidateUsesGpuestsOwnUtilizationEstimate
   EXPECT_LE(c.gpu_util_low(), c.gpu_util());
   EXPECT_GE(c.gpu_util_high(), c.gpu_util());
   // Lower than the measured neighbour's judgement would be with both measured.
-  EXPECT_LT(c.confidence(), placement_->models().contention->interval_coverage);
+  EXPECT_LT(c.confidence(), placement_->contention().interval_coverage);
   EXPECT_EQ(r->candidate_bytes(), c.memory_bytes());
   EXPECT_GT(c.memory_bytes(), 0u);
 }
@@ -405,91 +405,6 @@ TEST_F(PlacementEngineTest, RanksEveryCatalogGpuAndMigProfile) {
   EXPECT_GE(mig, 14);                 // A100 40GB, A100 80GB and H100 profiles.
   EXPECT_EQ(r->gpus(0).gpu(), "t4");  // 15 GiB: the 15 GiB T4 is the tightest fit.
   EXPECT_TRUE(r->gpus(0).fits());
-}
-
-// A reload replaces the registry and the contention model while calls run. A
-// placement call estimates its jobs several times (once per GPU ranked, once per job
-// placed) and must answer all of it with the models it started with, never partly with
-// the new ones. The "reload" here happens at the call's first deadline check, after it
-// took its models; the new set is the same repository with only the built-in Horus
-// formula (every factory leaves its artifact out) and a renamed contention model.
-TEST(PlacementModelsTest, AReloadDuringACallLeavesItsAnswerOnTheModelsItStartedWith) {
-  auto loaded = EstimatorRegistry::Load(WithDefaultFactories({GPUEST_MODELS_DIR, "cpu"}));
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const std::shared_ptr<const EstimatorRegistry> old_registry = std::move(*loaded);
-  RegistryOptions horus_only = WithDefaultFactories({GPUEST_MODELS_DIR, "cpu"});
-  for (auto& [type, factory] : horus_only.factories) {
-    factory = [](const ModelArtifact&,
-                 const RegistryOptions&) -> absl::StatusOr<std::unique_ptr<Estimator>> {
-      return nullptr;
-    };
-  }
-  auto replacement = EstimatorRegistry::Load(horus_only);
-  ASSERT_TRUE(replacement.ok()) << replacement.status();
-  const std::shared_ptr<const EstimatorRegistry> new_registry = std::move(*replacement);
-  auto contention = ContentionModel::Load(kContentionFile);
-  ASSERT_TRUE(contention.ok()) << contention.status();
-  ContentionModel renamed = *contention;
-  renamed.version = "the replacement";
-
-  Engine engine(old_registry, ValidationLimits{});
-  PlacementEngine placement(engine, *contention);
-  const v1::EstimateRequest description = testing::ExampleRequest("cnn.json");
-  // What the old and the new registry recommend for the description on a GPU.
-  auto recommended = [&](const EstimatorRegistry& registry, const std::string& gpu) {
-    v1::EstimateRequest request = description;
-    request.set_gpu(gpu);
-    auto r = engine.Estimate(registry, request, WorkDeadline::Never());
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->recommendation() : v1::Recommendation();
-  };
-  // The two sets answer differently, so that an answer mixing them shows.
-  ASSERT_NE(recommended(*old_registry, "a100-40gb").estimator_id(),
-            recommended(*new_registry, "a100-40gb").estimator_id());
-
-  // Swaps the models in at the first deadline check; restores the old ones after.
-  auto reload_once = [&] {
-    bool reloaded = false;
-    return WorkDeadline(absl::InfiniteFuture(), [&placement, &new_registry, &renamed,
-                                                 reloaded]() mutable {
-      if (!reloaded) {
-        placement.ReplaceModels(
-            {new_registry, std::make_shared<const ContentionModel>(renamed)});
-        reloaded = true;
-      }
-      return false;
-    });
-  };
-  auto restore = [&] {
-    placement.ReplaceModels(
-        {old_registry, std::make_shared<const ContentionModel>(*contention)});
-  };
-
-  v1::RankGpusRequest rank;
-  *rank.mutable_job()->mutable_description() = description;
-  auto ranked = placement.RankGpus(rank, reload_once());
-  ASSERT_TRUE(ranked.ok()) << ranked.status();
-  EXPECT_EQ(placement.models().registry, new_registry);  // The reload did happen.
-  EXPECT_EQ(static_cast<size_t>(ranked->gpus_size()), old_registry->gpus().All().size());
-  for (const v1::GpuRanking& g : ranked->gpus()) {
-    const v1::Recommendation want = recommended(*old_registry, g.gpu());
-    EXPECT_EQ(g.estimator_id(), want.estimator_id()) << g.gpu();
-    EXPECT_EQ(g.peak_bytes(), want.memory_bytes()) << g.gpu();
-  }
-  restore();
-
-  v1::CheckPlacementRequest check;
-  check.mutable_gpu()->set_catalog_id("a100-40gb");
-  *check.add_existing()->mutable_description() = description;
-  *check.mutable_candidate()->mutable_description() = description;
-  auto checked = placement.CheckPlacement(check, reload_once());
-  ASSERT_TRUE(checked.ok()) << checked.status();
-  EXPECT_EQ(checked->contention_model_version(), contention->version);
-  const v1::Recommendation want = recommended(*old_registry, "a100-40gb");
-  ASSERT_EQ(checked->jobs_size(), 2);
-  for (const v1::JobOutcome& job : checked->jobs()) {
-    EXPECT_EQ(job.memory_bytes(), want.memory_bytes()) << job.name();
-  }
 }
 
 }  // namespace
