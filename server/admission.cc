@@ -16,6 +16,8 @@ const char* ShedReasonName(ShedReason reason) {
       return "deadline_in_queue";
     case ShedReason::kCancelledInQueue:
       return "cancelled_in_queue";
+    case ShedReason::kEntryPointShare:
+      return "entry_point_share";
   }
   return "unknown";
 }
@@ -59,6 +61,22 @@ void Admission::RecordServiceTime(absl::Duration took) {
 
 absl::Duration Admission::recent_service_time() const {
   return absl::Nanoseconds(service_ns_.load(std::memory_order_relaxed));
+}
+
+bool EntryPointShare::Acquire(absl::Time until) {
+  if (!mu_.LockWhenWithDeadline(absl::Condition(this, &EntryPointShare::HasRoom),
+                                until)) {
+    mu_.Unlock();
+    return false;
+  }
+  ++held_;
+  mu_.Unlock();
+  return true;
+}
+
+void EntryPointShare::Release() {
+  absl::MutexLock lock(&mu_);
+  --held_;
 }
 
 }  // namespace gpuest

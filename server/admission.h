@@ -13,7 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace gpuest {
@@ -25,8 +27,9 @@ enum class ShedReason {
   kDeadlineUnmeetable = 2,  // The queue ahead would outlast its deadline.
   kDeadlineInQueue = 3,     // Its deadline passed while it waited for a worker.
   kCancelledInQueue = 4,    // Its caller went away while it waited.
+  kEntryPointShare = 5,     // Its entry point's share of the workers stayed taken.
 };
-inline constexpr int kShedReasonCount = 5;
+inline constexpr int kShedReasonCount = 6;
 const char* ShedReasonName(ShedReason reason);
 
 class Admission {
@@ -57,6 +60,27 @@ class Admission {
   std::atomic<int64_t> bytes_{0};
   // Exponentially weighted mean of the time per call, in nanoseconds.
   std::atomic<int64_t> service_ns_{0};
+};
+
+// The workers that calls from an entry point answering on threads of its own (the
+// scheduler extender's HTTP, which has dozens) may hold at once, running or queued, so
+// that a flood of them leaves the rest of the workers and the queue to the gRPC API.
+// A call beyond the share waits for one of them to finish, up to a time.
+class EntryPointShare {
+ public:
+  explicit EntryPointShare(int limit) : limit_(limit > 0 ? limit : 1) {}
+
+  // True once the caller holds a place (Release it); false if none freed before until.
+  bool Acquire(absl::Time until);
+  void Release();
+  int limit() const { return limit_; }
+
+ private:
+  bool HasRoom() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return held_ < limit_; }
+
+  const int limit_;
+  mutable absl::Mutex mu_;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpuest

@@ -88,9 +88,11 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
                           : std::max(1u, std::thread::hardware_concurrency());
   s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
   s->admission_ = std::make_unique<Admission>(options.work.max_bytes_in_flight, threads);
+  // The extender's calls may hold half the workers (at least one): a flood of them
+  // leaves the others to the gRPC API.
   s->dispatcher_ = std::make_unique<CallDispatcher>(
       *s->metrics_, *s->pool_, *s->admission_, options.grpc.max_message_bytes,
-      options.work.inline_max_request_bytes);
+      options.work.inline_max_request_bytes, std::max(1, static_cast<int>(threads) / 2));
   s->service_ = std::make_unique<EstimatorService>(*s->models_, *s->dispatcher_);
   s->placement_service_ =
       std::make_unique<PlacementService>(*s->models_, *s->dispatcher_);

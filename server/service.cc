@@ -108,6 +108,14 @@ absl::Status CallDispatcher::RunBlocking(
   if (absl::Status s = Admit(method, request_bytes, start, deadline); !s.ok()) {
     return finish(s);
   }
+  // Waits for a place in the share no longer than the call could still be worked on.
+  if (!blocking_share_.Acquire(deadline - admission_.recent_service_time())) {
+    ReleaseBytes(request_bytes);
+    metrics_.RequestShed(method, ShedReason::kEntryPointShare);
+    return finish(absl::ResourceExhaustedError(absl::StrCat(
+        "the server is busy with this entry point's calls: ", blocking_share_.limit(),
+        " of its workers run them and none freed in time; the rest serve its gRPC API")));
+  }
   const WorkDeadline work_deadline(deadline);
   absl::Status status;
   auto run = [&](bool queued) {
@@ -123,11 +131,13 @@ absl::Status CallDispatcher::RunBlocking(
       done.Notify();
     });
     if (!queued) {
+      blocking_share_.Release();
       ReleaseBytes(request_bytes);
       return finish(QueueFull(method));
     }
     done.WaitForNotification();
   }
+  blocking_share_.Release();
   ReleaseBytes(request_bytes);
   return finish(status);
 }

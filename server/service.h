@@ -28,14 +28,17 @@ class CallDispatcher {
   // than max_response_bytes is answered RESOURCE_EXHAUSTED (gRPC would refuse to send
   // it). A request of at most inline_max_request_bytes (in memory) is worked on by the
   // gRPC thread that received it while the pool has room (WorkerPool::RunHereIfRoom);
-  // 0 sends every call to a worker.
+  // 0 sends every call to a worker. RunBlocking's calls hold at most blocking_share
+  // workers (running or queued) at once: the rest are the gRPC API's.
   CallDispatcher(Metrics& metrics, WorkerPool& pool, Admission& admission,
-                 int64_t max_response_bytes, int64_t inline_max_request_bytes)
+                 int64_t max_response_bytes, int64_t inline_max_request_bytes,
+                 int blocking_share)
       : metrics_(metrics),
         pool_(pool),
         admission_(admission),
         max_response_bytes_(max_response_bytes),
-        inline_max_request_bytes_(inline_max_request_bytes) {}
+        inline_max_request_bytes_(inline_max_request_bytes),
+        blocking_share_(blocking_share) {}
 
   // work(start, deadline) -> absl::Status fills response; it runs on a worker, or for
   // a short request on the calling gRPC thread.
@@ -46,7 +49,8 @@ class CallDispatcher {
                                      google::protobuf::Message* response, Work work);
 
   // For an entry point that answers on a thread of its own (the scheduler extender's
-  // HTTP): the same admission, queue bound, deadline and metrics as a gRPC call. The
+  // HTTP): the same admission, queue bound, deadline and metrics as a gRPC call, within
+  // the blocking share (a call beyond it waits for a place until its deadline). The
   // calling thread runs work itself while the pool has room, else waits for a worker;
   // the status is the call's outcome (RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED when shed).
   absl::Status RunBlocking(RpcMethod method, int64_t request_bytes, absl::Time deadline,
@@ -77,6 +81,7 @@ class CallDispatcher {
   Admission& admission_;
   const int64_t max_response_bytes_;
   const int64_t inline_max_request_bytes_;
+  EntryPointShare blocking_share_;
 };
 
 class EstimatorService final : public v1::Estimator::CallbackService {

@@ -487,15 +487,21 @@ TEST(MetricsEndpoint, IdleAndHalfSentConnectionsDoNotBlockAScrape) {
   auto server = ServerProcess::Start();
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->metrics_port();
-  std::vector<int> held = {OpenConnection(port, ""), OpenConnection(port, ""),
-                           OpenConnection(port, "GET /metrics HTTP/1.1\r\nHost: 12")};
+  // 49 silent connections and one that sent half a request.
+  std::vector<int> held;
+  for (int i = 0; i < 49; ++i) held.push_back(OpenConnection(port, ""));
+  held.push_back(OpenConnection(port, "GET /metrics HTTP/1.1\r\nHost: 12"));
   for (int fd : held) ASSERT_GE(fd, 0);
-  absl::SleepFor(absl::Milliseconds(200));  // Let the server take all three.
-  // Before, each such connection held one of /metrics' two threads for 30 s.
+  absl::SleepFor(absl::Milliseconds(200));  // Let the server take them all.
+  // Before, each such connection held one of /metrics' threads for its request
+  // timeout: 2 threads x 30 s, then 8 x 2 s (50 of them: 12 s).
+  const absl::Time start = absl::Now();
   auto scrape = std::async(std::launch::async,
                            [port] { return testing::HttpGet(port, "/metrics"); });
-  ASSERT_EQ(scrape.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+  ASSERT_EQ(scrape.wait_for(std::chrono::seconds(20)), std::future_status::ready)
       << "/metrics did not answer beside idle connections";
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3))
+      << "/metrics answered only after the idle connections timed out";
   const auto text = scrape.get();
   ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_NE(text->find("gpuest_build_info"), std::string::npos);

@@ -2,6 +2,9 @@
 // gives it.
 #include "server/admission.h"
 
+#include <thread>
+
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {
@@ -43,6 +46,22 @@ TEST(Admission, TheTimePerCallFollowsRecentCalls) {
   for (int i = 0; i < 200; ++i) admission.RecordServiceTime(absl::Milliseconds(1));
   EXPECT_LT(admission.recent_service_time(), absl::Microseconds(1100));
   EXPECT_GE(admission.recent_service_time(), absl::Milliseconds(1));
+}
+
+TEST(EntryPointShare, ACallBeyondTheShareWaitsForAPlaceAndNoLongerThanItsTime) {
+  EntryPointShare share(2);
+  EXPECT_TRUE(share.Acquire(absl::Now()));
+  EXPECT_TRUE(share.Acquire(absl::Now()));
+  // Both places are held: a third gives up at its time.
+  EXPECT_FALSE(share.Acquire(absl::Now() + absl::Milliseconds(20)));
+  // One is released while a third waits: it gets the place.
+  std::thread release([&share] {
+    absl::SleepFor(absl::Milliseconds(50));
+    share.Release();
+  });
+  EXPECT_TRUE(share.Acquire(absl::InfiniteFuture()));
+  release.join();
+  EXPECT_EQ(share.limit(), 2);
 }
 
 }  // namespace
