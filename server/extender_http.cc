@@ -5,8 +5,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "extender/kube_extender.h"
 #include "httplib.h"
-#include "server/kube_extender.h"
 #include "server/service.h"
 #include "spdlog/spdlog.h"
 

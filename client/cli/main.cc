@@ -9,11 +9,11 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "client/cli/input.h"
 #include "client/cli/pod_patch.h"
 #include "client/cli/render.h"
 #include "common/flags.h"
 #include "gpuest/client.h"
+#include "requests/request_files.h"
 
 ABSL_FLAG(std::string, target, "",
           "server address(es), host:port[,host:port...]; default $GPUEST_TARGET, else "
@@ -98,9 +98,9 @@ int Fail(const absl::Status& status) {
 
 // FILE read and sent as the estimate flags say.
 absl::StatusOr<gpuest::v1::EstimateRequest> RequestFromFlags(const std::string& path) {
-  gpuest::cli::ReadOptions read_options;
+  gpuest::requests::ReadOptions read_options;
   read_options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  auto request = gpuest::cli::ReadRequest(path, read_options);
+  auto request = gpuest::requests::ReadRequest(path, read_options);
   if (!request.ok()) return request.status();
   if (!absl::GetFlag(FLAGS_gpu).empty()) request->set_gpu(absl::GetFlag(FLAGS_gpu));
   for (absl::string_view id :
@@ -147,11 +147,11 @@ int PodPatch(const gpuest::Client& client, const std::string& path) {
 }
 
 int Place(const gpuest::Client& client, const std::string& path) {
-  gpuest::cli::PlacementReadOptions read_options;
+  gpuest::requests::PlacementReadOptions read_options;
   read_options.job.batch_size = absl::GetFlag(FLAGS_batch_size);
   read_options.gpu = absl::GetFlag(FLAGS_gpu);
   read_options.beside = absl::GetFlag(FLAGS_beside);
-  auto request = gpuest::cli::ReadPlacementRequest(path, read_options);
+  auto request = gpuest::requests::ReadPlacementRequest(path, read_options);
   if (!request.ok()) return Fail(request.status());
   auto response = client.CheckPlacement(*request, absl::GetFlag(FLAGS_timeout));
   if (!response.ok()) return Fail(response.status());
@@ -161,9 +161,9 @@ int Place(const gpuest::Client& client, const std::string& path) {
 }
 
 int Rank(const gpuest::Client& client, const std::string& path) {
-  gpuest::cli::ReadOptions read_options;
+  gpuest::requests::ReadOptions read_options;
   read_options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  auto request = gpuest::cli::ReadRankRequest(path, read_options);
+  auto request = gpuest::requests::ReadRankRequest(path, read_options);
   if (!request.ok()) return Fail(request.status());
   auto response = client.RankGpus(*request, absl::GetFlag(FLAGS_timeout));
   if (!response.ok()) return Fail(response.status());

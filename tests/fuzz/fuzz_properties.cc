@@ -4,14 +4,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/cli/input.h"
-#include "client/parsers/summary_parser.h"
 #include "common/json_guard.h"
 #include "estimators/validation.h"
+#include "extender/kube_extender.h"
+#include "extender/kube_nodes.h"
 #include "gpuest/v1/estimate.pb.h"
 #include "nlohmann/json.hpp"
-#include "server/kube_extender.h"
-#include "server/kube_nodes.h"
+#include "requests/request_files.h"
+#include "requests/summary_parser.h"
 
 namespace gpuest::fuzz {
 namespace {
@@ -41,9 +41,10 @@ absl::Status CheckSummary(const absl::StatusOr<v1::ModelDescription>& model) {
 }  // namespace
 
 absl::Status DescriptionTextProperties(absl::string_view data) {
-  cli::ReadOptions options;
+  requests::ReadOptions options;
   options.batch_size = 32;  // A summary needs one; a description takes it.
-  const auto request = cli::ParseRequestText(std::string(data), "fuzz.json", options);
+  const auto request =
+      requests::ParseRequestText(std::string(data), "fuzz.json", options);
   if (!request.ok()) {
     if (!absl::StrContains(request.status().message(), "fuzz.json")) {
       return Broken("a refusal names the input", request.status());

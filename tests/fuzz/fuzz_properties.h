@@ -12,7 +12,7 @@
 
 namespace gpuest::fuzz {
 
-// description_json: the text `gpuest estimate` reads (client/cli/input.h): JSON
+// description_json: the text `gpuest estimate` reads (requests/request_files.h): JSON
 // ModelDescription / EstimateRequest or a summary table, then the server's validation.
 // A refusal must name the input.
 absl::Status DescriptionTextProperties(absl::string_view data);
@@ -29,7 +29,7 @@ absl::Status RequestValidationProperties(absl::string_view data);
 
 // extender_args: a body as kube-scheduler POSTs it to the extender (ExtenderArgs: Pod,
 // Nodes), through what the extender does before any estimate: the depth check, the
-// parse, each Node's GPUs (server/kube_nodes.h) and the reply's text. Never a throw or
+// parse, each Node's GPUs (extender/kube_nodes.h) and the reply's text. Never a throw or
 // a crash, whatever the nesting or the bytes; a node's refusal is InvalidArgument.
 absl::Status ExtenderArgsProperties(absl::string_view data);
 

@@ -1,4 +1,4 @@
-#include "client/parsers/summary_parser.h"
+#include "requests/summary_parser.h"
 
 #include <fstream>
 #include <sstream>

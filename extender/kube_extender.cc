@@ -1,4 +1,4 @@
-#include "server/kube_extender.h"
+#include "extender/kube_extender.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,11 +12,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "client/cli/input.h"
 #include "common/json_guard.h"
 #include "common/units.h"
 #include "estimators/sha256.h"
 #include "placement/placement_job.h"
+#include "requests/request_files.h"
 #include "spdlog/spdlog.h"
 
 namespace gpuest {
@@ -179,7 +179,7 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string&
   absl::StatusOr<std::string> text =
       DescriptionText(description->get<std::string>(), options_.descriptions_dir, where);
   absl::StatusOr<v1::EstimateRequest> job =
-      text.ok() ? cli::ParseRequestText(*text, where) : text.status();
+      text.ok() ? requests::ParseRequestText(*text, where) : text.status();
   if (job.ok()) {
     request.job = *std::move(job);
     // Collision-resistant: a pod's annotation must never be answered with another's.

@@ -1,4 +1,6 @@
 // client/cli/input: what `gpuest estimate FILE|-` reads, from real files and stdin.
+#include "requests/request_files.h"
+
 #include <unistd.h>
 
 #include <fstream>
@@ -7,12 +9,11 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "client/cli/input.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
-namespace gpuest::cli {
+namespace gpuest::requests {
 namespace {
 
 std::string ReadText(const std::string& path) {
@@ -192,4 +193,4 @@ TEST(CliInput, AModelSummaryNeedsTheBatchSizeAndIsNamedAfterTheFile) {
 }
 
 }  // namespace
-}  // namespace gpuest::cli
+}  // namespace gpuest::requests

@@ -1,4 +1,4 @@
-#include "server/kube_nodes.h"
+#include "extender/kube_nodes.h"
 
 #include <sys/stat.h>
 

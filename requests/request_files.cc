@@ -1,16 +1,16 @@
-#include "client/cli/input.h"
+#include "requests/request_files.h"
 
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "client/parsers/summary_parser.h"
 #include "common/json_guard.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "requests/summary_parser.h"
 
-namespace gpuest::cli {
+namespace gpuest::requests {
 namespace {
 
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
@@ -256,4 +256,4 @@ absl::StatusOr<v1::RankGpusRequest> ReadRankRequest(const std::string& path,
   return request;
 }
 
-}  // namespace gpuest::cli
+}  // namespace gpuest::requests

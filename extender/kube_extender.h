@@ -31,8 +31,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "estimators/work_deadline.h"
+#include "extender/kube_nodes.h"
 #include "placement/model_set.h"
-#include "server/kube_nodes.h"
 #include "server/options.h"
 
 namespace gpuest {

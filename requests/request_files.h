@@ -13,7 +13,7 @@
 #include "gpuest/v1/estimate.pb.h"
 #include "gpuest/v1/placement.pb.h"
 
-namespace gpuest::cli {
+namespace gpuest::requests {
 
 struct ReadOptions {
   // Training batch size; 0 keeps the file's. A summary does not say it (its batch
@@ -59,4 +59,4 @@ absl::StatusOr<v1::CheckPlacementRequest> ReadPlacementRequest(
 absl::StatusOr<v1::RankGpusRequest> ReadRankRequest(const std::string& path,
                                                     const ReadOptions& options = {});
 
-}  // namespace gpuest::cli
+}  // namespace gpuest::requests
