@@ -29,6 +29,12 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   # the Kubernetes scheduler extender (server/extender_http)
   libcpp-httplib-dev
+  # tests/slurm: the job_submit plugin (deploy/slurm) on a real Slurm 22.05: the
+  # controller, a node daemon, sbatch/scontrol, munge for their authentication
+  # (job_submit_lua.so and cli_filter_lua.so come with slurm-wlm-basic-plugins, which
+  # these pull in), and the Lua 5.1 interpreter that runs the plugin's unit tests.
+  # Services are disabled again below: the test starts its own, in a temporary directory.
+  slurmctld slurmd slurm-client munge lua5.1
 )
 
 log() { printf '[install-deps] %s\n' "$*" >&2; }
@@ -45,9 +51,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${#missing[@]} Debian packages: ${missing[*]}"
   as_root apt-get update -q
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-  # Only promtool is wanted from the prometheus package, not a server on :9090.
-  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
-    as_root systemctl disable --now prometheus >/dev/null 2>&1 || true
+  # Only promtool is wanted from the prometheus package, not a server on :9090; and no
+  # Slurm or munge daemons (the Slurm test runs its own).
+  if [ -d /run/systemd/system ]; then
+    for service in prometheus slurmctld slurmd munge; do
+      if [[ " ${missing[*]} " == *" $service "* ]]; then
+        as_root systemctl disable --now "$service" >/dev/null 2>&1 || true
+      fi
+    done
   fi
 else
   log "Debian packages: all present"
