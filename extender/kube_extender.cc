@@ -15,6 +15,7 @@
 #include "common/json_guard.h"
 #include "common/units.h"
 #include "estimators/sha256.h"
+#include "extender/extender_args.h"
 #include "placement/placement_job.h"
 #include "requests/request_files.h"
 #include "spdlog/spdlog.h"
@@ -22,17 +23,21 @@
 namespace gpuest {
 
 struct KubeExtender::Request {
-  std::string pod;                         // namespace/name, for reasons and logs.
+  std::string body;  // As it arrived (padded for the parser); args.nodes point into it.
+  ExtenderArgs args;
   std::optional<v1::EstimateRequest> job;  // nullopt: no annotation, fail open.
   std::string job_key;             // The description text's SHA-256, for the cache.
   absl::Status description_error;  // The annotation is there but malformed.
-  nlohmann::json args;
-  bool names_only = false;
-  std::vector<std::string> names;     // Every candidate node, in request order.
-  std::vector<nlohmann::json> nodes;  // The Node objects (names-only: from the cache).
+  std::vector<std::string> names;  // Every candidate node, in request order.
+  // Each node's keys: from the body, or for node names only, from the node cache.
+  std::vector<NodeKeys> cached_nodes;
+  std::vector<const NodeKeys*> nodes;
   std::vector<absl::Status> node_errors;  // Per node: why its object is unknown.
   // The candidate's figures per catalog GPU id, estimated once per request.
   std::map<std::string, absl::StatusOr<v1::EstimatedJob>> estimates;
+  // Placements already judged in this request, by the GPU's state: a cluster's nodes
+  // repeat a few states (the same model, as full or as free), judged once each.
+  std::map<std::string, absl::StatusOr<v1::CheckPlacementResponse>> placements;
   // The set every node of the request is judged with, taken when the call starts: a
   // reload may replace the current one meanwhile.
   std::shared_ptr<const ModelSet> models;
@@ -123,61 +128,37 @@ std::string ReplyText(const nlohmann::json& reply) {
   return reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(const std::string& body) {
+absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(std::string body) {
   Request request;
   request.models = models_.Current();
-  // Before parsing: the echoed Node objects are written back with a recursive dump().
-  if (absl::Status deep = CheckJsonDepth(body, "the body"); !deep.ok()) return deep;
-  request.args = nlohmann::json::parse(body, nullptr, false);
-  if (request.args.is_discarded() || !request.args.is_object()) {
-    return absl::InvalidArgumentError("the body is not an ExtenderArgs JSON object");
-  }
-  const nlohmann::json& args = request.args;
-  auto pod = args.find("Pod");
-  if (pod == args.end() || !pod->is_object()) {
-    return absl::InvalidArgumentError("ExtenderArgs.Pod: missing or not an object");
-  }
-  const nlohmann::json& metadata = pod->value("metadata", nlohmann::json::object());
-  request.pod = absl::StrCat(metadata.value("namespace", "default"), "/",
-                             metadata.value("name", "?"));
-
-  auto nodes = args.find("Nodes");
-  auto names = args.find("NodeNames");
-  if (nodes != args.end() && !nodes->is_null()) {
-    if (!nodes->is_object() || !nodes->contains("items") ||
-        !(*nodes)["items"].is_array()) {
-      return absl::InvalidArgumentError("ExtenderArgs.Nodes: not a v1.NodeList");
-    }
-    for (const nlohmann::json& node : (*nodes)["items"]) {
-      request.names.push_back(NodeName(node));
-      request.nodes.push_back(node);
-      request.node_errors.push_back(absl::OkStatus());
-    }
-  } else if (names != args.end() && names->is_array()) {
-    request.names_only = true;
-    for (const nlohmann::json& name : *names) {
-      if (!name.is_string()) {
-        return absl::InvalidArgumentError(
-            "ExtenderArgs.NodeNames: not a list of strings");
-      }
-      request.names.push_back(name.get<std::string>());
-      absl::StatusOr<nlohmann::json> node = node_cache_.Find(request.names.back());
-      request.nodes.push_back(node.ok() ? *node : nlohmann::json::object());
+  request.body = std::move(body);
+  absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(request.body);
+  if (!args.ok()) return args.status();
+  request.args = *std::move(args);
+  if (request.args.names_only) {
+    request.names = request.args.names;
+    request.cached_nodes.reserve(request.names.size());
+    for (const std::string& name : request.names) {
+      absl::StatusOr<NodeKeys> node = node_cache_.Find(name);
+      NodeKeys unknown;
+      unknown.name = name;
+      request.cached_nodes.push_back(node.ok() ? *node : unknown);
       request.node_errors.push_back(node.status());
     }
+    for (const NodeKeys& keys : request.cached_nodes) request.nodes.push_back(&keys);
   } else {
-    return absl::InvalidArgumentError(
-        "ExtenderArgs: neither Nodes nor NodeNames is given");
+    for (const ExtenderNode& node : request.args.nodes) {
+      request.names.push_back(node.keys.name);
+      request.nodes.push_back(&node.keys);
+      request.node_errors.push_back(absl::OkStatus());
+    }
   }
 
-  const nlohmann::json& annotations =
-      metadata.value("annotations", nlohmann::json::object());
-  auto description = annotations.find(kDescriptionAnnotation);
-  if (description == annotations.end() || !description->is_string()) return request;
+  if (!request.args.description) return request;
   const std::string where =
-      absl::StrCat("pod ", request.pod, ": annotation ", kDescriptionAnnotation);
+      absl::StrCat("pod ", request.args.pod, ": annotation ", kDescriptionAnnotation);
   absl::StatusOr<std::string> text =
-      DescriptionText(description->get<std::string>(), options_.descriptions_dir, where);
+      DescriptionText(*request.args.description, options_.descriptions_dir, where);
   absl::StatusOr<v1::EstimateRequest> job =
       text.ok() ? requests::ParseRequestText(*text, where) : text.status();
   if (job.ok()) {
@@ -230,11 +211,11 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   const std::string& name = request.names[i];
   if (!request.node_errors[i].ok()) {
     // Fail open: with no Node object there is nothing to judge; say so in the log.
-    spdlog::warn("extender: pod {}: node {} passes unjudged: {}", request.pod, name,
+    spdlog::warn("extender: pod {}: node {} passes unjudged: {}", request.args.pod, name,
                  std::string(request.node_errors[i].message()));
     return verdict;
   }
-  absl::StatusOr<std::vector<NodeGpu>> gpus = NodeGpus(request.nodes[i]);
+  absl::StatusOr<std::vector<NodeGpu>> gpus = NodeGpus(*request.nodes[i]);
   if (!gpus.ok()) {
     verdict.passes = false;
     verdict.unresolvable = true;
@@ -271,9 +252,9 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
                    .first;
     }
     if (!cached->second.ok()) {
-      verdict.fatal = absl::Status(
-          cached->second.status().code(),
-          absl::StrCat("pod ", request.pod, ": ", cached->second.status().message()));
+      verdict.fatal = absl::Status(cached->second.status().code(),
+                                   absl::StrCat("pod ", request.args.pod, ": ",
+                                                cached->second.status().message()));
       return verdict;
     }
     const uint64_t total = gpu.total_bytes > 0 ? gpu.total_bytes : profile->memory_bytes;
@@ -285,7 +266,8 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
     reported->set_model(profile->id);
     if (total > free) {
       v1::PlacementJob* running = check.add_existing();
-      running->set_name(absl::StrCat("running on ", name, " GPU ", gpu.index));
+      // Not the node's name: the check must read the same for the same GPU state.
+      running->set_name("what runs on the GPU");
       if (gpu.util_percent) {
         v1::MeasuredJob* measured = running->mutable_measured();
         measured->set_memory_in_use_bytes(total - free);
@@ -295,10 +277,18 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
         running->mutable_estimate()->set_peak_bytes(total - free);
       }
     }
-    check.mutable_candidate()->set_name(request.pod);
+    check.mutable_candidate()->set_name(request.args.pod);
     *check.mutable_candidate()->mutable_estimate() = *cached->second;
-    absl::StatusOr<v1::CheckPlacementResponse> placed =
-        request.models->placement().CheckPlacement(check, deadline);
+    // The answer depends on the check's content only (no node name is in it).
+    const std::string state = check.SerializeAsString();
+    auto placed_it = request.placements.find(state);
+    if (placed_it == request.placements.end()) {
+      placed_it =
+          request.placements
+              .emplace(state, request.models->placement().CheckPlacement(check, deadline))
+              .first;
+    }
+    const absl::StatusOr<v1::CheckPlacementResponse>& placed = placed_it->second;
     if (!placed.ok() && StoppedByCaller(placed.status())) {
       verdict.fatal = placed.status();
       return verdict;
@@ -328,9 +318,8 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   return verdict;
 }
 
-ExtenderReply KubeExtender::Filter(const std::string& body,
-                                   const WorkDeadline& deadline) {
-  absl::StatusOr<Request> request = ParseArgs(body);
+ExtenderReply KubeExtender::Filter(std::string body, const WorkDeadline& deadline) {
+  absl::StatusOr<Request> request = ParseArgs(std::move(body));
   nlohmann::json result = {{"Nodes", nullptr},
                            {"NodeNames", nullptr},
                            {"FailedNodes", nlohmann::json::object()},
@@ -359,25 +348,57 @@ ExtenderReply KubeExtender::Filter(const std::string& body,
       }
     }
   }
-  if (request->names_only) {
+  if (request->args.names_only) {
     nlohmann::json names = nlohmann::json::array();
     for (size_t i = 0; i < passes.size(); ++i)
       if (passes[i]) names.push_back(request->names[i]);
     result["NodeNames"] = std::move(names);
-  } else {
-    nlohmann::json list = request->args["Nodes"];
-    nlohmann::json items = nlohmann::json::array();
-    for (size_t i = 0; i < passes.size(); ++i)
-      if (passes[i]) items.push_back(request->nodes[i]);
-    list["items"] = std::move(items);
-    result["Nodes"] = std::move(list);
+    return {200, ReplyText(result)};
   }
-  return {200, ReplyText(result)};
+  // The passing Node objects go back as their text in the body (valid UTF-8 JSON, as
+  // the parser checked), not rebuilt: a cluster's nodes are tens of MB.
+  std::vector<std::string_view> passing;
+  for (size_t i = 0; i < passes.size(); ++i)
+    if (passes[i]) passing.push_back(request->args.nodes[i].json);
+  return {200, FilterReplyText(result, request->args.node_list_json,
+                               request->args.items_json, passing)};
 }
 
-ExtenderReply KubeExtender::Prioritize(const std::string& body,
-                                       const WorkDeadline& deadline) {
-  absl::StatusOr<Request> request = ParseArgs(body);
+std::string FilterReplyText(const nlohmann::json& result, std::string_view node_list,
+                            std::string_view items,
+                            const std::vector<std::string_view>& nodes) {
+  nlohmann::json rest = result;
+  rest.erase("Nodes");
+  const std::string text = ReplyText(rest);  // {"Error":...,...}: a non-empty object.
+  // Where items lies in node_list; a view from elsewhere (none given) makes a bare list.
+  const bool inside = !node_list.empty() && items.data() >= node_list.data() &&
+                      items.data() + items.size() <= node_list.data() + node_list.size();
+  const std::string_view before =
+      inside ? node_list.substr(0, items.data() - node_list.data())
+             : std::string_view(R"({"apiVersion":"v1","kind":"NodeList","items":)");
+  const std::string_view after =
+      inside ? node_list.substr(items.data() + items.size() - node_list.data())
+             : std::string_view("}");
+  size_t size = text.size() + before.size() + after.size() + 16;
+  for (std::string_view node : nodes) size += node.size() + 1;
+  std::string out;
+  out.reserve(size);
+  out += R"({"Nodes":)";
+  out += before;
+  out += '[';
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i > 0) out += ',';
+    out += nodes[i];
+  }
+  out += ']';
+  out += after;
+  out += ',';
+  out.append(text, 1, std::string::npos);  // The rest, without its opening brace.
+  return out;
+}
+
+ExtenderReply KubeExtender::Prioritize(std::string body, const WorkDeadline& deadline) {
+  absl::StatusOr<Request> request = ParseArgs(std::move(body));
   // HostPriorityList has no error field: kube-scheduler logs a non-200 and ignores this
   // extender's scores for the pod (fail open).
   auto refuse = [](const absl::Status& status) -> ExtenderReply {

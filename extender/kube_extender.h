@@ -28,6 +28,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "estimators/work_deadline.h"
@@ -53,6 +55,13 @@ struct ExtenderReply {
 // are not UTF-8 become U+FFFD rather than an exception (a bare HTTP 500).
 std::string ReplyText(const nlohmann::json& reply);
 
+// A filter's ExtenderFilterResult: result's fields (NodeNames, FailedNodes, ..., Error;
+// its Nodes ignored) and Nodes: the request's NodeList text (node_list, whose items
+// array is the view items inside it) with its items replaced by the given Node texts.
+std::string FilterReplyText(const nlohmann::json& result, std::string_view node_list,
+                            std::string_view items,
+                            const std::vector<std::string_view>& nodes);
+
 class KubeExtender {
  public:
   // Each call judges with the set models holds at its start; models must outlive this
@@ -62,14 +71,16 @@ class KubeExtender {
 
   // Bodies of the POSTs; thread-safe. A body that is not an ExtenderArgs is 400. The
   // work stops at deadline: the answer is then an Error naming it.
-  ExtenderReply Filter(const std::string& body, const WorkDeadline& deadline);
-  ExtenderReply Prioritize(const std::string& body, const WorkDeadline& deadline);
+  // body is taken (parsing pads it; the reply echoes nodes from it): give a copy made
+  // with PaddedCopy (extender_args.h) to spare the parser a second one.
+  ExtenderReply Filter(std::string body, const WorkDeadline& deadline);
+  ExtenderReply Prioritize(std::string body, const WorkDeadline& deadline);
 
  private:
   struct Request;
   struct NodeVerdict;
 
-  absl::StatusOr<Request> ParseArgs(const std::string& body);
+  absl::StatusOr<Request> ParseArgs(std::string body);
   // Node i of the request; request's estimate cache fills as GPU models are met. Once
   // deadline has passed, a fatal verdict that says so.
   NodeVerdict JudgeNode(Request& request, size_t i, const WorkDeadline& deadline);

@@ -107,22 +107,29 @@ std::string NodeName(const nlohmann::json& node) {
   return name != metadata->end() && name->is_string() ? name->get<std::string>() : "";
 }
 
-absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const nlohmann::json& node) {
-  const std::string name = NodeName(node);
-  std::string model = MetadataString(node, "labels", kGpuModelLabel).value_or("");
-  if (model.empty()) {
-    if (auto product = MetadataString(node, "labels", kGfdProductLabel)) {
-      model = FromGfdProduct(*product);
-    }
-  }
-  if (auto annotation = MetadataString(node, "annotations", kNodeGpusAnnotation)) {
+NodeKeys NodeKeysOf(const nlohmann::json& node) {
+  NodeKeys keys;
+  keys.name = NodeName(node);
+  keys.gpus_annotation = MetadataString(node, "annotations", kNodeGpusAnnotation);
+  keys.model_label = MetadataString(node, "labels", kGpuModelLabel);
+  keys.gfd_product = MetadataString(node, "labels", kGfdProductLabel);
+  keys.gfd_memory = MetadataString(node, "labels", kGfdMemoryLabel);
+  keys.gfd_count = MetadataString(node, "labels", kGfdCountLabel);
+  return keys;
+}
+
+absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const NodeKeys& node) {
+  const std::string& name = node.name;
+  std::string model = node.model_label.value_or("");
+  if (model.empty() && node.gfd_product) model = FromGfdProduct(*node.gfd_product);
+  if (node.gpus_annotation) {
     return FromAnnotation(
-        *annotation, absl::StrCat("node ", name, ": annotation ", kNodeGpusAnnotation),
-        model);
+        *node.gpus_annotation,
+        absl::StrCat("node ", name, ": annotation ", kNodeGpusAnnotation), model);
   }
   if (model.empty()) return std::vector<NodeGpu>{};
   uint64_t total = 0;
-  if (auto memory = MetadataString(node, "labels", kGfdMemoryLabel)) {
+  if (const auto& memory = node.gfd_memory) {
     uint64_t mib = 0;
     if (!absl::SimpleAtoi(*memory, &mib) || mib == 0) {
       return absl::InvalidArgumentError(absl::StrCat("node ", name, ": label ",
@@ -132,7 +139,7 @@ absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const nlohmann::json& node) {
     total = mib * kMiB;
   }
   int count = 1;
-  if (auto text = MetadataString(node, "labels", kGfdCountLabel)) {
+  if (const auto& text = node.gfd_count) {
     if (!absl::SimpleAtoi(*text, &count) || count < 1 || count > 1024) {
       return absl::InvalidArgumentError(absl::StrCat(
           "node ", name, ": label ", kGfdCountLabel, ": not a GPU count: ", *text));
@@ -150,7 +157,7 @@ absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const nlohmann::json& node) {
   return gpus;
 }
 
-absl::StatusOr<nlohmann::json> NodeCache::Find(const std::string& name) {
+absl::StatusOr<NodeKeys> NodeCache::Find(const std::string& name) {
   absl::MutexLock lock(&mu_);
   if (path_.empty()) {
     return absl::NotFoundError(
@@ -184,7 +191,9 @@ absl::Status NodeCache::RefreshLocked() {
   }
   nodes_.clear();
   for (const nlohmann::json& node : list["items"]) {
-    if (std::string n = NodeName(node); !n.empty()) nodes_[n] = node;
+    if (NodeKeys keys = NodeKeysOf(node); !keys.name.empty()) {
+      nodes_[keys.name] = std::move(keys);
+    }
   }
   loaded_mtime_ = mtime;
   return absl::OkStatus();

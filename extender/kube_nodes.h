@@ -37,6 +37,18 @@ inline constexpr char kGfdProductLabel[] = "nvidia.com/gpu.product";
 inline constexpr char kGfdMemoryLabel[] = "nvidia.com/gpu.memory";
 inline constexpr char kGfdCountLabel[] = "nvidia.com/gpu.count";
 
+// What the extender reads of a Node object: its name and the keys above, when they
+// are strings (extender_args.h reads them from kube-scheduler's body, NodeKeysOf from
+// a parsed object).
+struct NodeKeys {
+  std::string name;
+  std::optional<std::string> gpus_annotation;  // kNodeGpusAnnotation
+  std::optional<std::string> model_label;      // kGpuModelLabel
+  std::optional<std::string> gfd_product, gfd_memory, gfd_count;
+};
+
+NodeKeys NodeKeysOf(const nlohmann::json& node);
+
 struct NodeGpu {
   int index = 0;
   std::string model;         // As the node names it; empty: unknown.
@@ -48,7 +60,10 @@ struct NodeGpu {
 
 // The node's GPUs; empty when the node carries none of the keys. InvalidArgument names
 // the node, the key and the field for a malformed value.
-absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const nlohmann::json& node);
+absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const NodeKeys& node);
+inline absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const nlohmann::json& node) {
+  return NodeGpus(NodeKeysOf(node));
+}
 
 // The name in metadata.name, or "" when there is none.
 std::string NodeName(const nlohmann::json& node);
@@ -62,7 +77,7 @@ class NodeCache {
 
   // The node named name, or NotFound (no such node in the file, or no file given);
   // InvalidArgument when the file is not a NodeList.
-  absl::StatusOr<nlohmann::json> Find(const std::string& name);
+  absl::StatusOr<NodeKeys> Find(const std::string& name);
 
  private:
   absl::Status RefreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -70,7 +85,7 @@ class NodeCache {
   const std::string path_;
   absl::Mutex mu_;
   int64_t loaded_mtime_ ABSL_GUARDED_BY(mu_) = -1;
-  std::map<std::string, nlohmann::json> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, NodeKeys> nodes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuest

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "extender/extender_args.h"
 #include "extender/kube_extender.h"
 #include "httplib.h"
 #include "server/service.h"
@@ -80,31 +81,53 @@ absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
   http.set_write_timeout(5, 0);
   // One verb's call, through the dispatcher with its deadline from its arrival. Shed
   // (overloaded, or it could not start in time) it answers 503 with the reason.
-  auto serve = [&extender, &dispatcher, timeout](RpcMethod method,
-                                                 const httplib::Request& req,
-                                                 httplib::Response& res) {
-    ExtenderReply reply;
-    const absl::Status status =
-        dispatcher.RunBlocking(method, static_cast<int64_t>(req.body.size()),
-                               absl::Now() + timeout, [&](const WorkDeadline& deadline) {
-                                 reply = method == RpcMethod::kExtenderFilter
-                                             ? extender.Filter(req.body, deadline)
-                                             : extender.Prioritize(req.body, deadline);
-                                 return absl::Status(reply.code, "");
-                               });
-    if (!status.ok() && reply.body.empty()) {
-      reply.status = 503;
-      reply.body = ReplyText(
-          nlohmann::json{{"Error", absl::StrCat("gpuest: ", status.message())}});
+  // The body is read here, by the handler, not by cpp-httplib before it: its bytes are
+  // first held against the server's in-flight bound (shared with the gRPC API), so that
+  // concurrent large bodies are refused before they take memory, and it is read
+  // straight into a buffer with the parser's padding.
+  auto serve = [&extender, &dispatcher, timeout](
+                   RpcMethod method, const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& read) {
+    const absl::Time arrived = absl::Now();
+    auto unavailable = [&res](const absl::Status& status) {
+      res.status = 503;
+      res.set_content(ReplyText(nlohmann::json{
+                          {"Error", absl::StrCat("gpuest: ", status.message())}}),
+                      "application/json");
+    };
+    uint64_t length = 0;  // The pre-routing handler checked it is there and in bounds.
+    (void)absl::SimpleAtoi(req.get_header_value("Content-Length"), &length);
+    absl::StatusOr<CallDispatcher::HeldBytes> held =
+        dispatcher.HoldRequestBytes(method, static_cast<int64_t>(length));
+    if (!held.ok()) return unavailable(held.status());
+    std::string body;
+    body.reserve(length + kExtenderBodyPadding);
+    if (!read([&body](const char* data, size_t size) {
+          body.append(data, size);
+          return true;
+        })) {
+      return;  // The client went away mid-body: nothing to answer.
     }
+    ExtenderReply reply;
+    const absl::Status status = dispatcher.RunBlocking(
+        method, /*request_bytes=*/0, arrived + timeout,
+        [&](const WorkDeadline& deadline) {
+          reply = method == RpcMethod::kExtenderFilter
+                      ? extender.Filter(std::move(body), deadline)
+                      : extender.Prioritize(std::move(body), deadline);
+          return absl::Status(reply.code, "");
+        });
+    if (!status.ok() && reply.body.empty()) return unavailable(status);
     res.status = reply.status;
     res.set_content(reply.body, "application/json");
   };
-  http.Post("/filter", [serve](const httplib::Request& req, httplib::Response& res) {
-    serve(RpcMethod::kExtenderFilter, req, res);
+  http.Post("/filter", [serve](const httplib::Request& req, httplib::Response& res,
+                               const httplib::ContentReader& read) {
+    serve(RpcMethod::kExtenderFilter, req, res, read);
   });
-  http.Post("/prioritize", [serve](const httplib::Request& req, httplib::Response& res) {
-    serve(RpcMethod::kExtenderPrioritize, req, res);
+  http.Post("/prioritize", [serve](const httplib::Request& req, httplib::Response& res,
+                                   const httplib::ContentReader& read) {
+    serve(RpcMethod::kExtenderPrioritize, req, res, read);
   });
   http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");

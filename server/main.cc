@@ -70,6 +70,11 @@ ABSL_FLAG(absl::Duration, extender_timeout, absl::Milliseconds(4500),
           "extender: a filter or prioritize call's work stops this long after it "
           "arrived and answers an Error (kube-scheduler then skips an ignorable "
           "extender for the pod); keep it under the scheduler's httpTimeout");
+ABSL_FLAG(
+    int64_t, extender_max_body_bytes, int64_t{128} << 20,
+    "extender: the largest filter or prioritize body accepted (kube-scheduler "
+    "posts whole Node objects, 5-10 KB each: the default holds 10,000 nodes or "
+    "more); its bytes count in --max_bytes_in_flight while it is read and worked on");
 ABSL_FLAG(std::string, extender_nodes_file, "",
           "extender: a v1.NodeList JSON file (kubectl get nodes -o json), re-read when "
           "it changes, for kube-scheduler's nodeCacheCapable requests (node names only)");
@@ -106,6 +111,7 @@ gpuest::ServerOptions OptionsFromFlags() {
   o.extender.descriptions_dir = absl::GetFlag(FLAGS_extender_descriptions_dir);
   o.extender.nodes_file = absl::GetFlag(FLAGS_extender_nodes_file);
   o.extender.timeout = absl::GetFlag(FLAGS_extender_timeout);
+  o.extender.max_body_bytes = absl::GetFlag(FLAGS_extender_max_body_bytes);
   return o;
 }
 
@@ -141,7 +147,8 @@ int main(int argc, char** argv) {
   if (options.grpc.max_message_bytes <= 0 || options.work.worker_threads < 0 ||
       options.work.limits.max_layers <= 0 || options.work.limits.max_trace_events < 0 ||
       options.grace_period < absl::ZeroDuration() ||
-      absl::GetFlag(FLAGS_max_queued) < 1 || options.work.max_bytes_in_flight <= 0) {
+      absl::GetFlag(FLAGS_max_queued) < 1 || options.work.max_bytes_in_flight <= 0 ||
+      options.extender.max_body_bytes <= 0) {
     std::fprintf(stderr,
                  "sizes, counts and the grace period must be positive; see --help\n");
     return 2;

@@ -56,6 +56,9 @@ struct ExtenderOptions {
   // A call's work stops here and it answers an Error (kube-scheduler then skips an
   // ignorable extender for the pod): under kube-scheduler's httpTimeout, with a margin.
   absl::Duration timeout = absl::Milliseconds(4500);
+  // The largest body accepted: kube-scheduler posts whole Node objects (5-10 KB each),
+  // so 128 MiB holds 10,000 nodes or more.
+  int64_t max_body_bytes = int64_t{128} << 20;
 };
 
 struct ServerOptions {

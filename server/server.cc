@@ -149,7 +149,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,
         ExtenderHttpServer::Start(*s->extender_, options.extender.listen_address,
-                                  static_cast<size_t>(options.grpc.max_message_bytes),
+                                  static_cast<size_t>(options.extender.max_body_bytes),
                                   options.extender.timeout, *s->dispatcher_));
   }
   if (!options.ready_file.empty()) {

@@ -68,6 +68,18 @@ absl::Status CallDispatcher::Admit(RpcMethod method, int64_t bytes, absl::Time s
   return absl::OkStatus();
 }
 
+absl::StatusOr<CallDispatcher::HeldBytes> CallDispatcher::HoldRequestBytes(
+    RpcMethod method, int64_t bytes) {
+  if (absl::Status s = admission_.ReserveBytes(bytes); !s.ok()) {
+    metrics_.RequestStarted(method);
+    metrics_.RequestShed(method, ShedReason::kBytesInFlight);
+    metrics_.RequestFinished(method, s.code(), 0);
+    return s;
+  }
+  metrics_.BytesInFlightChanged(bytes);
+  return HeldBytes(this, bytes);
+}
+
 void CallDispatcher::ReleaseBytes(int64_t bytes) {
   admission_.ReleaseBytes(bytes);
   metrics_.BytesInFlightChanged(-bytes);

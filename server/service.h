@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "estimators/engine.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
@@ -55,6 +56,31 @@ class CallDispatcher {
   // the status is the call's outcome (RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED when shed).
   absl::Status RunBlocking(RpcMethod method, int64_t request_bytes, absl::Time deadline,
                            const std::function<absl::Status(const WorkDeadline&)>& work);
+
+  // Request bytes an entry point holds against the in-flight bound while it reads a
+  // body itself and works on it (the extender's HTTP, whose bodies can be tens of MB):
+  // taken before the body is read, so that concurrent large bodies are refused before
+  // they are in memory; released when the object goes. Its RunBlocking calls then
+  // pass 0 bytes.
+  class HeldBytes {
+   public:
+    HeldBytes(HeldBytes&& other) noexcept
+        : dispatcher_(std::exchange(other.dispatcher_, nullptr)), bytes_(other.bytes_) {}
+    HeldBytes& operator=(HeldBytes&&) = delete;
+    ~HeldBytes() {
+      if (dispatcher_ != nullptr) dispatcher_->ReleaseBytes(bytes_);
+    }
+
+   private:
+    friend class CallDispatcher;
+    HeldBytes(CallDispatcher* dispatcher, int64_t bytes)
+        : dispatcher_(dispatcher), bytes_(bytes) {}
+    CallDispatcher* dispatcher_;
+    int64_t bytes_;
+  };
+  // ResourceExhausted (counted shed, bytes_in_flight, and finished in the request
+  // metrics) when the bytes do not fit the bound.
+  absl::StatusOr<HeldBytes> HoldRequestBytes(RpcMethod method, int64_t bytes);
 
   Metrics& metrics() { return metrics_; }
 

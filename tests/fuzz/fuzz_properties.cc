@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_guard.h"
 #include "estimators/validation.h"
+#include "extender/extender_args.h"
 #include "extender/kube_extender.h"
 #include "extender/kube_nodes.h"
 #include "gpuest/v1/estimate.pb.h"
@@ -101,32 +102,41 @@ absl::Status RequestValidationProperties(absl::string_view data) {
 }
 
 absl::Status ExtenderArgsProperties(absl::string_view data) {
-  const std::string body(data);
+  std::string body = PaddedCopy(std::string_view(data.data(), data.size()));
   nlohmann::json reply = {{"Error", ""}};
   try {
-    if (absl::Status deep = CheckJsonDepth(body, "the body"); !deep.ok()) {
-      if (deep.code() != absl::StatusCode::kInvalidArgument) {
-        return Broken("the depth check refuses with InvalidArgument", deep);
+    const absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(body);
+    if (!args.ok()) {
+      if (args.status().code() != absl::StatusCode::kInvalidArgument) {
+        return Broken("a body is refused with InvalidArgument", args.status());
       }
-      reply["Error"] = std::string(deep.message());
-    } else {
-      const nlohmann::json args = nlohmann::json::parse(body, nullptr, false);
-      const nlohmann::json* items = nullptr;
-      if (args.is_object() && args.contains("Nodes") && args["Nodes"].is_object() &&
-          args["Nodes"].contains("items") && args["Nodes"]["items"].is_array()) {
-        items = &args["Nodes"]["items"];
-      }
-      for (size_t i = 0; items != nullptr && i < items->size(); ++i) {
-        const absl::StatusOr<std::vector<NodeGpu>> gpus = NodeGpus((*items)[i]);
-        if (!gpus.ok() && gpus.status().code() != absl::StatusCode::kInvalidArgument) {
-          return Broken("a node's refusal is InvalidArgument", gpus.status());
-        }
-        reply["FailedNodes"][NodeName((*items)[i])] =
-            gpus.ok() ? "" : std::string(gpus.status().message());
-      }
-      if (items != nullptr) reply["Nodes"] = args["Nodes"];  // Echoed, as Filter does.
+      reply["Error"] = std::string(args.status().message());
+      (void)ReplyText(reply);
+      return absl::OkStatus();
     }
-    (void)ReplyText(reply);
+    std::vector<std::string_view> nodes;
+    for (const ExtenderNode& node : args->nodes) {
+      if (node.json.empty() || node.json.front() != '{' || node.json.back() != '}' ||
+          node.json.data() < body.data() ||
+          node.json.data() + node.json.size() > body.data() + body.size()) {
+        return Broken("a node's text is an object inside the body",
+                      absl::InternalError(std::string(node.json.substr(0, 200))));
+      }
+      const absl::StatusOr<std::vector<NodeGpu>> gpus = NodeGpus(node.keys);
+      if (!gpus.ok() && gpus.status().code() != absl::StatusCode::kInvalidArgument) {
+        return Broken("a node's refusal is InvalidArgument", gpus.status());
+      }
+      reply["FailedNodes"][node.keys.name] =
+          gpus.ok() ? "" : std::string(gpus.status().message());
+      nodes.push_back(node.json);
+    }
+    // Echoed, as Filter does; the reply must be one JSON object.
+    const std::string text =
+        FilterReplyText(reply, args->node_list_json, args->items_json, nodes);
+    if (!nlohmann::json::accept(text)) {
+      return Broken("the filter's reply is JSON",
+                    absl::InternalError(text.substr(0, 200)));
+    }
   } catch (const std::exception& e) {
     return Broken("nothing throws", absl::InternalError(e.what()));
   }

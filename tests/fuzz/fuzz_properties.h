@@ -28,9 +28,11 @@ absl::Status SummaryParserProperties(absl::string_view data);
 absl::Status RequestValidationProperties(absl::string_view data);
 
 // extender_args: a body as kube-scheduler POSTs it to the extender (ExtenderArgs: Pod,
-// Nodes), through what the extender does before any estimate: the depth check, the
-// parse, each Node's GPUs (extender/kube_nodes.h) and the reply's text. Never a throw or
-// a crash, whatever the nesting or the bytes; a node's refusal is InvalidArgument.
+// Nodes), through what the extender does before any estimate: the parse
+// (extender/extender_args.h: the depth check, then simdjson), each Node's GPUs
+// (extender/kube_nodes.h) and the filter's reply echoing the nodes. Never a throw or a
+// crash, whatever the nesting or the bytes; a refusal is InvalidArgument; each node's
+// text is an object inside the body, and the reply is JSON.
 absl::Status ExtenderArgsProperties(absl::string_view data);
 
 }  // namespace gpuest::fuzz

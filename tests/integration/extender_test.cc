@@ -442,6 +442,60 @@ TEST(ExtenderFlood, AFloodOfExtenderCallsLeavesTheGrpcApiItsWorkers) {
                        << first_failure << "; slowest " << slowest;
 }
 
+// A large body's bytes are held against the server's in-flight bound before the body
+// is read: while one client is still sending 600 KB, a second 600 KB body is refused at
+// once with a JSON Error (bound 1 MiB), not read into memory beside the first; once the
+// first is gone, the second is taken. The body limit is the extender's own: 2 MiB here,
+// above the gRPC message size given (1 MiB).
+TEST(ExtenderBodies, ABodyIsHeldAgainstTheInFlightBoundBeforeItIsRead) {
+  auto server = ServerProcess::Start(
+      {"--extender-listen=127.0.0.1:0", "--max-bytes-in-flight=1048576",
+       "--max-message-size=1048576", "--extender-max-body-bytes=2097152"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->extender_port();
+  json items = json::array();
+  std::string padding(2000, 'x');
+  while (json{{"items", items}}.dump().size() < 600000) {
+    items.push_back(Node(absl::StrCat("n", items.size()), {}, {{"note", padding}}));
+  }
+  const std::string body = json{{"Pod", Pod("big", nullptr)},
+                                {"Nodes", {{"kind", "NodeList"}, {"items", items}}}}
+                               .dump();
+
+  // The first client sends its headers and half its body, then waits.
+  const int slow = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(slow, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(slow, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  const std::string head = absl::StrCat(
+      "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: ",
+      body.size(), "\r\n\r\n", body.substr(0, body.size() / 2));
+  ASSERT_EQ(send(slow, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+  absl::SleepFor(absl::Milliseconds(300));  // Let the server take its bytes.
+
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(30, 0);
+  auto refused = http.Post("/filter", body, "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503) << refused->body;
+  const json error = json::parse(refused->body, nullptr, false);
+  ASSERT_TRUE(error.is_object()) << refused->body;
+  EXPECT_NE(error["Error"].get<std::string>().find("bytes"), std::string::npos)
+      << refused->body;
+
+  close(slow);  // The first goes away mid-body: its bytes are released.
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        auto taken = http.Post("/filter", body, "application/json");
+        return taken && taken->status == 200;
+      },
+      absl::Seconds(20)));
+}
+
 TEST_F(ExtenderTest, AConfigMapReferenceReadsTheMountedConfigMap) {
   auto [status, result] =
       Post("filter", Args(Pod("cm", {{"gpuest.io/description", "cnn-job"}})).dump());

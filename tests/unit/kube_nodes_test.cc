@@ -85,15 +85,16 @@ TEST(KubeNodes, TheNodeCacheReadsANodeListAndRereadsItWhenItChanges) {
   EXPECT_EQ(cache.Find("b").status().code(), absl::StatusCode::kNotFound);
   {
     std::ofstream out(path);
-    out << nlohmann::json{{"kind", "NodeList"},
-                          {"items", {Node("a", {}), Node("b", {{"y", "2"}})}}};
+    out << nlohmann::json{
+        {"kind", "NodeList"},
+        {"items", {Node("a", {}), Node("b", {{"gpuest.io/gpu-model", "a100-40gb"}})}}};
   }
   // A different modification time: touch it a second later than the first write.
   struct timespec times[2] = {{0, UTIME_OMIT}, {2000000000, 0}};
   ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
-  absl::StatusOr<nlohmann::json> b = cache.Find("b");
+  absl::StatusOr<NodeKeys> b = cache.Find("b");
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ((*b)["metadata"]["labels"]["y"], "2");
+  EXPECT_EQ(b->model_label, "a100-40gb");
   EXPECT_EQ(NodeCache("").Find("a").status().code(), absl::StatusCode::kNotFound);
   std::remove(path.c_str());
 }
