@@ -27,8 +27,9 @@ PACKAGES=(
   prometheus
   # tests/fuzz: libFuzzer targets (deploy/fuzz.sh), built with clang in build-fuzz/.
   clang-14 libclang-rt-14-dev
-  # the Kubernetes scheduler extender (server/extender_http)
-  libcpp-httplib-dev
+  # the Kubernetes scheduler extender: its HTTP (server/extender_http) and the on-demand
+  # JSON parser that reads kube-scheduler's bodies (extender/extender_args)
+  libcpp-httplib-dev libsimdjson-dev
   # tests/slurm: the job_submit plugin (deploy/slurm) on a real Slurm 22.05: the
   # controller, a node daemon, sbatch/scontrol, munge for their authentication
   # (job_submit_lua.so and cli_filter_lua.so come with slurm-wlm-basic-plugins, which
