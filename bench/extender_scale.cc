@@ -1,0 +1,334 @@
+// The scheduler extender at cluster scale, against the real gpuest-server in one run
+// (issue "frontdoor"): kube-scheduler posts whole Node objects, 5-10 KB each.
+//  1. One Estimate of the description, over gRPC: the unit (median of --estimates).
+//  2. One filter of --nodes real-sized Node objects, over HTTP: its median latency as
+//     a multiple of one Estimate (goal: within 20x for 5,000 nodes).
+//  3. The gRPC API's p99 alone, then beside --concurrent clients posting such filters
+//     without pause (goal: at most doubled), with how the extender's calls ended.
+// Prints a table; exits 0 whatever the figures (a benchmark, not a test).
+//
+//   build/bench/gpuest-extender-bench [--nodes=5000] [--concurrent=50]
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gpuest/client.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "requests/request_files.h"
+#include "tests/support/server_process.h"
+
+ABSL_FLAG(int, nodes, 5000, "Node objects in each filter");
+ABSL_FLAG(int, concurrent, 50, "clients posting filters at once in part 3");
+ABSL_FLAG(int, estimates, 200, "Estimate calls per measurement");
+ABSL_FLAG(int, filters, 5, "filters timed in part 2");
+ABSL_FLAG(std::string, description, GPUEST_EXAMPLES_DIR "/cnn.json",
+          "the pod's description");
+
+namespace {
+
+using nlohmann::json;
+
+// A Node object as a real cluster's API server returns it: GPU feature discovery and
+// node-feature-discovery labels, kubelet's status with conditions and the node's image
+// list (most of its size). GPUs: 8 of one of three models, each with its free memory.
+json RealSizedNode(int i) {
+  static const char* kModels[] = {"a100-80gb", "a100-40gb", "h100-80gb"};
+  const std::string model = kModels[i % 3];
+  const int total = model == "a100-40gb" ? 40960 : 81920;
+  json gpus = json::array();
+  for (int g = 0; g < 8; ++g) {
+    const int used = ((i * 7 + g * 13) % 40) * 1024;  // 40 levels of use.
+    gpus.push_back({{"model", model},
+                    {"totalMiB", total},
+                    {"freeMiB", std::max(0, total - used)},
+                    {"utilPercent", (i + g) % 90}});
+  }
+  const std::string name = absl::StrFormat("gpu-node-%05d", i);
+  json labels = {{"kubernetes.io/hostname", name},
+                 {"kubernetes.io/os", "linux"},
+                 {"kubernetes.io/arch", "amd64"},
+                 {"topology.kubernetes.io/region", "eu-west-4"},
+                 {"topology.kubernetes.io/zone",
+                  absl::StrCat("eu-west-4", std::string(1, "abc"[i % 3]))},
+                 {"node.kubernetes.io/instance-type", "p4d.24xlarge"},
+                 {"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"},
+                 {"nvidia.com/gpu.memory", "81920"},
+                 {"nvidia.com/gpu.count", "8"},
+                 {"nvidia.com/gpu.family", "ampere"},
+                 {"nvidia.com/cuda.driver.major", "535"},
+                 {"nvidia.com/cuda.runtime.major", "12"},
+                 {"nvidia.com/mig.capable", "true"},
+                 {"nvidia.com/gfd.timestamp", "1732600000"}};
+  for (int f = 0; f < 24; ++f) {
+    labels[absl::StrCat("feature.node.kubernetes.io/cpu-cpuid.AVX512", f)] = "true";
+  }
+  json conditions = json::array();
+  for (const char* type :
+       {"MemoryPressure", "DiskPressure", "PIDPressure", "Ready", "NetworkUnavailable"}) {
+    conditions.push_back({{"type", type},
+                          {"status", std::string(type) == "Ready" ? "True" : "False"},
+                          {"lastHeartbeatTime", "2026-11-26T04:00:00Z"},
+                          {"lastTransitionTime", "2026-10-01T12:00:00Z"},
+                          {"reason", absl::StrCat("Kubelet", type)},
+                          {"message", absl::StrCat("kubelet reports ", type,
+                                                   " as it was at the last heartbeat")}});
+  }
+  json images = json::array();
+  for (int m = 0; m < 24; ++m) {
+    const std::string repo = absl::StrCat("registry.example.com/ml/train-image-", m);
+    images.push_back(
+        {{"names",
+          {absl::StrCat(repo, "@sha256:", std::string(64, "0123456789abcdef"[m % 16])),
+           absl::StrCat(repo, ":v", m, ".", i % 10)}},
+         {"sizeBytes", 1000000000 + m * 12345678}});
+  }
+  return {
+      {"metadata",
+       {{"name", name},
+        {"uid", absl::StrFormat("6f1c%04x-0000-4000-8000-%012x", i % 65536, i)},
+        {"resourceVersion", std::to_string(900000 + i)},
+        {"creationTimestamp", "2026-10-01T12:00:00Z"},
+        {"labels", labels},
+        {"annotations",
+         {{"gpuest.io/gpus", gpus.dump()},
+          {"node.alpha.kubernetes.io/ttl", "0"},
+          {"volumes.kubernetes.io/controller-managed-attach-detach", "true"},
+          {"csi.volume.kubernetes.io/nodeid", json{{"ebs.csi.aws.com", name}}.dump()},
+          {"nfd.node.kubernetes.io/feature-labels",
+           "cpu-cpuid.AVX512F,cpu-cpuid.AVX512BW,cpu-cpuid.AVX512VL,kernel-version"}}}}},
+      {"spec",
+       {{"podCIDR", absl::StrFormat("10.%d.%d.0/24", i / 256 % 256, i % 256)},
+        {"providerID", absl::StrCat("aws:///eu-west-4a/i-0", name)},
+        {"taints",
+         {{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}}}}}},
+      {"status",
+       {{"capacity",
+         {{"cpu", "96"},
+          {"memory", "1176345152Ki"},
+          {"ephemeral-storage", "7812500000Ki"},
+          {"hugepages-1Gi", "0"},
+          {"hugepages-2Mi", "0"},
+          {"nvidia.com/gpu", "8"},
+          {"pods", "110"}}},
+        {"allocatable",
+         {{"cpu", "95690m"},
+          {"memory", "1165625920Ki"},
+          {"ephemeral-storage", "7199766732876"},
+          {"nvidia.com/gpu", "8"},
+          {"pods", "110"}}},
+        {"conditions", conditions},
+        {"addresses",
+         {{{"type", "InternalIP"}, {"address", absl::StrCat("10.0.", i % 256, ".7")}},
+          {{"type", "Hostname"}, {"address", name}},
+          {{"type", "InternalDNS"}, {"address", name + ".eu-west-4.compute.internal"}}}},
+        {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
+        {"nodeInfo",
+         {{"machineID", std::string(32, 'a')},
+          {"systemUUID", "ec2a0000-0000-0000-0000-000000000000"},
+          {"bootID", "2f6c0000-0000-4000-8000-000000000000"},
+          {"kernelVersion", "6.1.0-27-amd64"},
+          {"osImage", "Debian GNU/Linux 12 (bookworm)"},
+          {"containerRuntimeVersion", "containerd://1.7.22"},
+          {"kubeletVersion", "v1.31.2"},
+          {"kubeProxyVersion", "v1.31.2"},
+          {"operatingSystem", "linux"},
+          {"architecture", "amd64"}}},
+        {"images", images}}}};
+}
+
+std::string FilterBody(int nodes, const std::string& description) {
+  json items = json::array();
+  for (int i = 0; i < nodes; ++i) items.push_back(RealSizedNode(i));
+  json pod = {{"metadata",
+               {{"name", "bench"},
+                {"namespace", "ml"},
+                {"annotations", {{"gpuest.io/description", description}}}}}};
+  return json{{"Pod", pod},
+              {"Nodes", {{"kind", "NodeList"}, {"apiVersion", "v1"}, {"items", items}}},
+              {"NodeNames", nullptr}}
+      .dump();
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1,
+                    static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+// Latencies (ms) of n Estimate calls, one after another.
+std::vector<double> EstimateLatencies(const gpuest::Client& client,
+                                      const gpuest::v1::EstimateRequest& request, int n,
+                                      int* failed) {
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) {
+    const absl::Time start = absl::Now();
+    auto r = client.Estimate(request);
+    ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    if (!r.ok()) ++*failed;
+  }
+  return ms;
+}
+
+// Seconds the server spent in a method's work, and its calls: the sums of its request
+// histogram's series on /metrics.
+std::pair<double, double> ServerSeconds(int metrics_port, const std::string& method) {
+  httplib::Client http("127.0.0.1", metrics_port);
+  auto res = http.Get("/metrics");
+  if (!res) return {0, 0};
+  double seconds = 0, calls = 0;
+  const std::string label = absl::StrCat("method=\"", method, "\"");
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(label) == std::string::npos) continue;
+    const double value = std::atof(line.substr(line.rfind(' ') + 1).c_str());
+    if (line.rfind("gpuest_request_duration_seconds_sum{", 0) == 0) seconds += value;
+    if (line.rfind("gpuest_request_duration_seconds_count{", 0) == 0) calls += value;
+  }
+  return {seconds, calls};
+}
+
+long PeakRssMiB(int pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6)) / 1024;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  std::signal(SIGPIPE, SIG_IGN);  // A server that refuses mid-body closes the socket.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const int nodes = absl::GetFlag(FLAGS_nodes);
+  std::ifstream in(absl::GetFlag(FLAGS_description));
+  const std::string description((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  auto request = gpuest::requests::ParseRequestText(description, "description");
+  if (!request.ok()) {
+    std::fprintf(stderr, "%s\n", request.status().ToString().c_str());
+    return 2;
+  }
+  request->set_gpu("a100-80gb");
+
+  auto server = gpuest::testing::ServerProcess::Start({"--extender-listen=127.0.0.1:0"});
+  if (!server.ok()) {
+    std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
+    return 2;
+  }
+  gpuest::ClientOptions options;
+  options.targets = {(*server)->target()};
+  options.default_deadline = absl::Seconds(10);
+  options.max_attempts = 1;
+  auto client = gpuest::Client::Create(options);
+  if (!client.ok()) return 2;
+
+  const std::string body = FilterBody(nodes, description);
+  std::printf("extender at scale: %d Node objects, %.1f MB (%.1f KB each), %u CPUs\n",
+              nodes, body.size() / 1e6, body.size() / 1e3 / nodes,
+              std::thread::hardware_concurrency());
+
+  int failed = 0;
+  EstimateLatencies(**client, *request, 20, &failed);  // Warm-up.
+  const std::vector<double> alone =
+      EstimateLatencies(**client, *request, absl::GetFlag(FLAGS_estimates), &failed);
+  const double estimate_ms = Quantile(alone, 0.5);
+
+  httplib::Client http("127.0.0.1", (*server)->extender_port());
+  http.set_read_timeout(60, 0);
+  http.set_write_timeout(60, 0);
+  std::vector<double> filter_ms;
+  int passed = -1;
+  const auto [work_before, calls_before] =
+      ServerSeconds((*server)->metrics_port(), "extender/filter");
+  for (int i = 0; i < absl::GetFlag(FLAGS_filters); ++i) {
+    const absl::Time start = absl::Now();
+    auto res = http.Post("/filter", body, "application/json");
+    filter_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    if (!res || res->status != 200) {
+      std::fprintf(stderr, "filter failed: %s\n",
+                   res ? res->body.substr(0, 300).c_str() : "no answer");
+      return 1;
+    }
+    passed = static_cast<int>(json::parse(res->body)["Nodes"]["items"].size());
+  }
+  const double filter_median = Quantile(filter_ms, 0.5);
+  const auto [work_after, calls_after] =
+      ServerSeconds((*server)->metrics_port(), "extender/filter");
+  const double work_ms =
+      1e3 * (work_after - work_before) / std::max(1.0, calls_after - calls_before);
+  std::printf("\n| measure | value |\n|---|---|\n");
+  std::printf("| one Estimate (gRPC, median of %zu) | %.2f ms |\n", alone.size(),
+              estimate_ms);
+  std::printf("| one %d-node filter (HTTP, median of %zu; %d nodes pass) | %.1f ms |\n",
+              nodes, filter_ms.size(), passed, filter_median);
+  std::printf("| of which the server's work (parse, judge, reply; mean) | %.1f ms |\n",
+              work_ms);
+  std::printf("| filter / Estimate | %.1fx (goal <= 20x); the work alone %.1fx |\n",
+              filter_median / estimate_ms, work_ms / estimate_ms);
+
+  // 3: the gRPC API beside a flood of such filters.
+  std::atomic<bool> stop{false};
+  absl::Mutex mu;
+  std::map<int, int> outcomes;  // HTTP status (0: no answer) -> count.
+  std::vector<std::thread> flood;
+  for (int t = 0; t < absl::GetFlag(FLAGS_concurrent); ++t) {
+    flood.emplace_back([&] {
+      // kube-scheduler runs on other machines than gpuest; here the flood's clients
+      // share the server's cores, so they take the lowest priority, and the figure is
+      // the server's and not this program's use of the CPU.
+      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+      httplib::Client c("127.0.0.1", (*server)->extender_port());
+      c.set_read_timeout(60, 0);
+      c.set_write_timeout(60, 0);
+      while (!stop.load()) {
+        auto res = c.Post("/filter", body, "application/json");
+        absl::MutexLock lock(&mu);
+        ++outcomes[res ? res->status : 0];
+      }
+    });
+  }
+  absl::SleepFor(absl::Seconds(2));
+  int failed_beside = 0;
+  const std::vector<double> beside = EstimateLatencies(
+      **client, *request, absl::GetFlag(FLAGS_estimates), &failed_beside);
+  stop = true;
+  for (std::thread& t : flood) t.join();
+  const double p99_alone = Quantile(alone, 0.99), p99_beside = Quantile(beside, 0.99);
+  std::printf("| gRPC Estimate p99 alone | %.2f ms |\n", p99_alone);
+  std::printf(
+      "| gRPC Estimate p99 beside %d clients posting %d-node filters | %.2f ms "
+      "(%.2fx; goal <= 2x; %d of %zu failed) |\n",
+      absl::GetFlag(FLAGS_concurrent), nodes, p99_beside, p99_beside / p99_alone,
+      failed_beside, beside.size());
+  std::string ended;
+  for (const auto& [status, count] : outcomes) {
+    absl::StrAppend(&ended, ended.empty() ? "" : ", ", count, " x ",
+                    status == 0 ? std::string("no answer") : std::to_string(status));
+  }
+  std::printf("| the flood's filter calls | %s |\n", ended.c_str());
+  std::printf("| server peak RSS | %ld MiB |\n", PeakRssMiB((*server)->pid()));
+  return 0;
+}
