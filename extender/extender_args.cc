@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/json_guard.h"
 
@@ -78,6 +80,11 @@ absl::StatusOr<ExtenderNode> ReadNode(od::value item, size_t i) {
   GPUEST_JSON(item.get_object().get(node), where);
   ExtenderNode out;
   GPUEST_JSON(node.raw_json().get(out.json), where);
+  // raw_json() runs to the next token: the whitespace before it is not the node's.
+  while (!out.json.empty() && (out.json.back() == ' ' || out.json.back() == '\n' ||
+                               out.json.back() == '\r' || out.json.back() == '\t')) {
+    out.json.remove_suffix(1);
+  }
   GPUEST_JSON(node.reset().error(), where);
   for (auto field : node) {
     std::string_view key;
@@ -89,6 +96,37 @@ absl::StatusOr<ExtenderNode> ReadNode(od::value item, size_t i) {
   }
   return out;
 }
+
+// The on-demand parser checks what it reads; what it skips, and the filter's reply
+// echoes (each Node's text, the NodeList around the items), must be JSON too, or the
+// reply is not: each is checked whole by the DOM parser (strings, numbers, literals,
+// nesting to kMaxJsonDepth), one node at a time.
+class EchoCheck {
+ public:
+  absl::Status Check(std::string_view text, const std::string& where) {
+    if ((text.size() > parser_.capacity() || parser_.max_depth() != kMaxJsonDepth) &&
+        parser_.allocate(std::max(text.size(), size_t{64} << 10), kMaxJsonDepth) !=
+            simdjson::SUCCESS) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("ExtenderArgs.", where, ": cannot allocate its check"));
+    }
+    // The bytes after text are the body's (its padding at the end): readable.
+    const simdjson::error_code error =
+        parser_.parse(text.data(), text.size(), /*realloc_if_needed=*/false).error();
+    if (error == simdjson::SUCCESS) return absl::OkStatus();
+    if (error == simdjson::DEPTH_ERROR) {
+      return absl::InvalidArgumentError(absl::StrCat("ExtenderArgs.", where,
+                                                     ": JSON nested more than ",
+                                                     kMaxJsonDepth, " levels deep"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("ExtenderArgs.", where,
+                                                   ": not valid JSON (",
+                                                   simdjson::error_message(error), ")"));
+  }
+
+ private:
+  simdjson::dom::parser parser_;
+};
 
 bool IsNull(od::value& value) {
   bool null = false;
@@ -214,6 +252,20 @@ absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body) {
   if (have_nodes) {
     args.names_only = false;
     args.names.clear();
+    EchoCheck check;
+    for (size_t i = 0; i < args.nodes.size(); ++i) {
+      absl::Status valid =
+          check.Check(args.nodes[i].json, absl::StrCat("Nodes.items[", i, "]"));
+      if (!valid.ok()) return valid;
+    }
+    // The NodeList around its items, as the reply echoes it.
+    const std::string_view list = args.node_list_json;
+    const size_t at = static_cast<size_t>(args.items_json.data() - list.data());
+    std::string around = PaddedCopy(list.substr(0, at));
+    around += "[]";
+    around += list.substr(at + args.items_json.size());
+    around.reserve(around.size() + kExtenderBodyPadding);
+    if (absl::Status valid = check.Check(around, "Nodes"); !valid.ok()) return valid;
   } else if (!args.names_only) {
     return absl::InvalidArgumentError(
         "ExtenderArgs: neither Nodes nor NodeNames is given");

@@ -30,11 +30,16 @@ struct KubeExtender::Request {
   absl::Status description_error;  // The annotation is there but malformed.
   std::vector<std::string> names;  // Every candidate node, in request order.
   // Each node's keys: from the body, or for node names only, from the node cache.
-  std::vector<NodeKeys> cached_nodes;
+  std::vector<std::shared_ptr<const NodeCache::Node>> cached_nodes;
   std::vector<const NodeKeys*> nodes;
   std::vector<absl::Status> node_errors;  // Per node: why its object is unknown.
-  // The candidate's figures per catalog GPU id, estimated once per request.
-  std::map<std::string, absl::StatusOr<v1::EstimatedJob>> estimates;
+  // Per catalog GPU id, once per request: whether the description may be placed on it
+  // (it names no other GPU), and the candidate's figures there.
+  struct OnGpuModel {
+    absl::Status named;
+    absl::StatusOr<v1::EstimatedJob> figures;
+  };
+  std::map<std::string, OnGpuModel> estimates;
   // Placements already judged in this request, by the GPU's state: a cluster's nodes
   // repeat a few states (the same model, as full or as free), judged once each.
   std::map<std::string, absl::StatusOr<v1::CheckPlacementResponse>> placements;
@@ -139,13 +144,12 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(std::string body) 
     request.names = request.args.names;
     request.cached_nodes.reserve(request.names.size());
     for (const std::string& name : request.names) {
-      absl::StatusOr<NodeKeys> node = node_cache_.Find(name);
-      NodeKeys unknown;
-      unknown.name = name;
-      request.cached_nodes.push_back(node.ok() ? *node : unknown);
+      absl::StatusOr<std::shared_ptr<const NodeCache::Node>> node =
+          node_cache_.Find(name);
+      request.cached_nodes.push_back(node.ok() ? *node : nullptr);
+      request.nodes.push_back(node.ok() ? &(*node)->keys : nullptr);
       request.node_errors.push_back(node.status());
     }
-    for (const NodeKeys& keys : request.cached_nodes) request.nodes.push_back(&keys);
   } else {
     for (const ExtenderNode& node : request.args.nodes) {
       request.names.push_back(node.keys.name);
@@ -215,7 +219,10 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
                  std::string(request.node_errors[i].message()));
     return verdict;
   }
-  absl::StatusOr<std::vector<NodeGpu>> gpus = NodeGpus(*request.nodes[i]);
+  // A cached node's GPUs were read when the cache file was.
+  const absl::StatusOr<std::vector<NodeGpu>> gpus = request.args.names_only
+                                                        ? request.cached_nodes[i]->gpus
+                                                        : NodeGpus(*request.nodes[i]);
   if (!gpus.ok()) {
     verdict.passes = false;
     verdict.unresolvable = true;
@@ -235,54 +242,60 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
       continue;
     }
     // The pod is estimated for this GPU: a description naming another is refused for
-    // it (the same rule as gpuest.v1.Placement's), never silently replaced.
-    if (absl::Status named = CheckDescriptionGpu(
-            *request.job, absl::StrCat("annotation ", kDescriptionAnnotation), *profile,
-            catalog);
-        !named.ok()) {
-      misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", named.message()));
-      continue;
-    }
+    // it (the same rule as gpuest.v1.Placement's), never silently replaced. Checked,
+    // and the pod's figures estimated, once per GPU model in a request.
     auto cached = request.estimates.find(profile->id);
     if (cached == request.estimates.end()) {
-      cached = request.estimates
-                   .emplace(profile->id,
-                            CandidateFigures(request.models, *request.job,
-                                             request.job_key, profile->id, deadline))
-                   .first;
+      Request::OnGpuModel on{
+          CheckDescriptionGpu(*request.job,
+                              absl::StrCat("annotation ", kDescriptionAnnotation),
+                              *profile, catalog),
+          absl::UnknownError("not estimated")};
+      if (on.named.ok()) {
+        on.figures = CandidateFigures(request.models, *request.job, request.job_key,
+                                      profile->id, deadline);
+      }
+      cached = request.estimates.emplace(profile->id, std::move(on)).first;
     }
-    if (!cached->second.ok()) {
-      verdict.fatal = absl::Status(cached->second.status().code(),
-                                   absl::StrCat("pod ", request.args.pod, ": ",
-                                                cached->second.status().message()));
+    const Request::OnGpuModel& on = cached->second;
+    if (!on.named.ok()) {
+      misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", on.named.message()));
+      continue;
+    }
+    if (!on.figures.ok()) {
+      verdict.fatal = absl::Status(
+          on.figures.status().code(),
+          absl::StrCat("pod ", request.args.pod, ": ", on.figures.status().message()));
       return verdict;
     }
     const uint64_t total = gpu.total_bytes > 0 ? gpu.total_bytes : profile->memory_bytes;
     const uint64_t free = gpu.free_reported ? gpu.free_bytes : total;
-    v1::CheckPlacementRequest check;
-    v1::NodeReportedGpu* reported = check.mutable_gpu()->mutable_node_reported();
-    reported->set_total_bytes(total);
-    reported->set_free_bytes(free);
-    reported->set_model(profile->id);
-    if (total > free) {
-      v1::PlacementJob* running = check.add_existing();
-      // Not the node's name: the check must read the same for the same GPU state.
-      running->set_name("what runs on the GPU");
-      if (gpu.util_percent) {
-        v1::MeasuredJob* measured = running->mutable_measured();
-        measured->set_memory_in_use_bytes(total - free);
-        measured->set_gpu_util(*gpu.util_percent);
-        measured->set_source(v1::UTILIZATION_SOURCE_NVIDIA_SMI);
-      } else {
-        running->mutable_estimate()->set_peak_bytes(total - free);
-      }
-    }
-    check.mutable_candidate()->set_name(request.args.pod);
-    *check.mutable_candidate()->mutable_estimate() = *cached->second;
-    // The answer depends on the check's content only (no node name is in it).
-    const std::string state = check.SerializeAsString();
+    // A placement depends on the GPU's state only (no node name is in it): judged once
+    // per state in a request.
+    const std::string state =
+        absl::StrCat(profile->id, "|", total, "|", free, "|",
+                     gpu.util_percent ? absl::StrCat(*gpu.util_percent) : "-");
     auto placed_it = request.placements.find(state);
     if (placed_it == request.placements.end()) {
+      v1::CheckPlacementRequest check;
+      v1::NodeReportedGpu* reported = check.mutable_gpu()->mutable_node_reported();
+      reported->set_total_bytes(total);
+      reported->set_free_bytes(free);
+      reported->set_model(profile->id);
+      if (total > free) {
+        v1::PlacementJob* running = check.add_existing();
+        running->set_name("what runs on the GPU");
+        if (gpu.util_percent) {
+          v1::MeasuredJob* measured = running->mutable_measured();
+          measured->set_memory_in_use_bytes(total - free);
+          measured->set_gpu_util(*gpu.util_percent);
+          measured->set_source(v1::UTILIZATION_SOURCE_NVIDIA_SMI);
+        } else {
+          running->mutable_estimate()->set_peak_bytes(total - free);
+        }
+      }
+      check.mutable_candidate()->set_name(request.args.pod);
+      *check.mutable_candidate()->mutable_estimate() = *on.figures;
       placed_it =
           request.placements
               .emplace(state, request.models->placement().CheckPlacement(check, deadline))

@@ -157,7 +157,8 @@ absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const NodeKeys& node) {
   return gpus;
 }
 
-absl::StatusOr<NodeKeys> NodeCache::Find(const std::string& name) {
+absl::StatusOr<std::shared_ptr<const NodeCache::Node>> NodeCache::Find(
+    const std::string& name) {
   absl::MutexLock lock(&mu_);
   if (path_.empty()) {
     return absl::NotFoundError(
@@ -192,7 +193,9 @@ absl::Status NodeCache::RefreshLocked() {
   nodes_.clear();
   for (const nlohmann::json& node : list["items"]) {
     if (NodeKeys keys = NodeKeysOf(node); !keys.name.empty()) {
-      nodes_[keys.name] = std::move(keys);
+      absl::StatusOr<std::vector<NodeGpu>> gpus = NodeGpus(keys);
+      const std::string name = keys.name;
+      nodes_[name] = std::make_shared<const Node>(Node{std::move(keys), std::move(gpus)});
     }
   }
   loaded_mtime_ = mtime;

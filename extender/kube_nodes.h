@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,9 +76,15 @@ class NodeCache {
  public:
   explicit NodeCache(std::string path) : path_(std::move(path)) {}
 
+  // A node of the file, with its GPUs read once when the file is (re)loaded.
+  struct Node {
+    NodeKeys keys;
+    absl::StatusOr<std::vector<NodeGpu>> gpus;
+  };
+
   // The node named name, or NotFound (no such node in the file, or no file given);
-  // InvalidArgument when the file is not a NodeList.
-  absl::StatusOr<NodeKeys> Find(const std::string& name);
+  // InvalidArgument when the file is not a NodeList. It stays valid after a reload.
+  absl::StatusOr<std::shared_ptr<const Node>> Find(const std::string& name);
 
  private:
   absl::Status RefreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -85,7 +92,7 @@ class NodeCache {
   const std::string path_;
   absl::Mutex mu_;
   int64_t loaded_mtime_ ABSL_GUARDED_BY(mu_) = -1;
-  std::map<std::string, NodeKeys> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const Node>> nodes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuest

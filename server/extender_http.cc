@@ -122,7 +122,12 @@ absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
     (void)absl::SimpleAtoi(req.get_header_value("Content-Length"), &length);
     absl::StatusOr<CallDispatcher::HeldBytes> held =
         dispatcher.HoldRequestBytes(method, static_cast<int64_t>(length));
-    if (!held.ok()) return unavailable(held.status());
+    if (!held.ok()) {
+      // Read and dropped, a few KB at a time, so that the client gets the answer
+      // instead of a reset connection while it still sends.
+      (void)read([](const char*, size_t) { return true; });
+      return unavailable(held.status());
+    }
     std::string body;
     body.reserve(length + kExtenderBodyPadding);
     if (!read([&body](const char* data, size_t size) {

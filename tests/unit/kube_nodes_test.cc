@@ -92,9 +92,12 @@ TEST(KubeNodes, TheNodeCacheReadsANodeListAndRereadsItWhenItChanges) {
   // A different modification time: touch it a second later than the first write.
   struct timespec times[2] = {{0, UTIME_OMIT}, {2000000000, 0}};
   ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
-  absl::StatusOr<NodeKeys> b = cache.Find("b");
+  absl::StatusOr<std::shared_ptr<const NodeCache::Node>> b = cache.Find("b");
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->model_label, "a100-40gb");
+  EXPECT_EQ((*b)->keys.model_label, "a100-40gb");
+  ASSERT_TRUE((*b)->gpus.ok());  // Read with the file: one whole card of the model.
+  ASSERT_EQ((*b)->gpus->size(), 1u);
+  EXPECT_EQ((*b)->gpus->front().model, "a100-40gb");
   EXPECT_EQ(NodeCache("").Find("a").status().code(), absl::StatusCode::kNotFound);
   std::remove(path.c_str());
 }

@@ -1,0 +1,72 @@
+# The layers of docs/ARCHITECTURE.md, checked when the project is configured: a link
+# that crosses a layer the wrong way fails the configure step, naming both ends.
+#
+#   estimators/, placement/ (and what they use)  never link gRPC, prometheus-cpp,
+#                                                 cpp-httplib or civetweb: they are the
+#                                                 model, callable from tests, the replay
+#                                                 and the training tools without a server;
+#   server/, extender/                           never link client/ (the CLI's and the
+#                                                 scheduler client's code).
+
+# Every target name target links, directly or through others (link-only $<LINK_ONLY:>
+# and other generator expressions are read for the names inside them).
+function(gpuest_link_closure target out)
+  set(seen "")
+  set(todo "${target}")
+  while(todo)
+    list(POP_FRONT todo current)
+    if(current IN_LIST seen OR NOT TARGET "${current}")
+      continue()
+    endif()
+    list(APPEND seen "${current}")
+    get_target_property(aliased "${current}" ALIASED_TARGET)
+    if(aliased)
+      list(APPEND todo "${aliased}")
+    endif()
+    foreach(property LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
+      get_target_property(links "${current}" ${property})
+      if(NOT links)
+        continue()
+      endif()
+      foreach(link IN LISTS links)
+        string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" link "${link}")
+        if(TARGET "${link}")
+          list(APPEND todo "${link}")
+        endif()
+      endforeach()
+    endforeach()
+  endwhile()
+  set(${out} "${seen}" PARENT_SCOPE)
+endfunction()
+
+function(gpuest_forbid_links)
+  cmake_parse_arguments(ARG "" "WHY" "TARGETS;FORBIDDEN" ${ARGN})
+  foreach(target IN LISTS ARG_TARGETS)
+    if(NOT TARGET "${target}")
+      message(FATAL_ERROR "layering check: no target ${target} (renamed? update "
+                          "cmake/GpuestLayering.cmake)")
+    endif()
+    gpuest_link_closure("${target}" closure)
+    foreach(bad IN LISTS ARG_FORBIDDEN)
+      if(bad IN_LIST closure)
+        message(FATAL_ERROR "layering: ${target} links ${bad}; ${ARG_WHY} "
+                            "(docs/ARCHITECTURE.md)")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
+function(gpuest_check_layering)
+  gpuest_forbid_links(
+    TARGETS gpuest_estimators gpuest_allocsim gpuest_analytic gpuest_ml gpuest_gpumemnet
+      gpuest_default_factories gpuest_torch gpuest_placement gpuest_requests
+      gpuest_parsers gpuest_common gpuest_vocabulary
+    FORBIDDEN gRPC::grpc++ gRPC::grpc gRPC::grpc++_reflection gpuest_grpc
+      prometheus-cpp::pull prometheus-cpp::core PkgConfig::HTTPLIB civetweb::civetweb
+      civetweb::civetweb-cpp
+    WHY "the model layers run without a server")
+  gpuest_forbid_links(
+    TARGETS gpuest_extender gpuest_server_lib gpuest-server
+    FORBIDDEN gpuest_client gpuest_cli_lib gpuest
+    WHY "the server never links client/")
+endfunction()
