@@ -4,9 +4,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/model_family.h"
+#include "common/status_macros.h"
 #include "estimators/features.h"
 #include "estimators/recommendation.h"
-#include "estimators/status_macros.h"
 
 namespace gpuest {
 

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "estimators/registry.h"
-#include "estimators/validation.h"
+#include "estimators/request_validation.h"
 #include "estimators/work_deadline.h"
 #include "gpuest/v1/estimate.pb.h"
 

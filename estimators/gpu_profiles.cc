@@ -3,8 +3,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "estimators/gpu_profiles_manifest.h"
-#include "estimators/status_macros.h"
 
 namespace gpuest {
 

@@ -1,8 +1,8 @@
 #include "estimators/gpu_profiles_manifest.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "estimators/manifest_json.h"
-#include "estimators/status_macros.h"
 
 namespace gpuest {
 namespace {

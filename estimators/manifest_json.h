@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "estimators/text_file.h"
+#include "common/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuest::manifest {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "estimators/text_file.h"
+#include "common/text_file.h"
 
 namespace gpuest {
 namespace {

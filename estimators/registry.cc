@@ -1,9 +1,9 @@
 #include "estimators/registry.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "estimators/horus.h"
 #include "estimators/manifest_json.h"
-#include "estimators/status_macros.h"
 
 namespace gpuest {
 

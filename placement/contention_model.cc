@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "estimators/status_macros.h"
-#include "estimators/text_file.h"
+#include "common/status_macros.h"
+#include "common/text_file.h"
 
 namespace gpuest {
 namespace {

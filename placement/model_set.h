@@ -12,7 +12,7 @@
 #include <string>
 
 #include "estimators/engine.h"
-#include "estimators/validation.h"
+#include "estimators/request_validation.h"
 #include "placement/contention_model.h"
 #include "placement/placement_engine.h"
 

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "common/units.h"
-#include "estimators/status_macros.h"
 #include "placement/memory_fit.h"
 #include "placement/placement_job.h"
 

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "common/units.h"
-#include "estimators/status_macros.h"
 
 namespace gpuest {
 namespace {

@@ -4,8 +4,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "estimators/status_macros.h"
-#include "estimators/text_file.h"
+#include "common/status_macros.h"
+#include "common/text_file.h"
 #include "grpcpp/security/server_credentials.h"
 
 namespace gpuest {

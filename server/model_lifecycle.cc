@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/model_family.h"
+#include "common/status_macros.h"
 #include "estimators/default_factories.h"
 #include "estimators/model_repository.h"
 #include "estimators/registry.h"
-#include "estimators/status_macros.h"
 #include "estimators/torch_device.h"
 #include "server/metrics.h"
 #include "spdlog/spdlog.h"

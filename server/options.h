@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "estimators/validation.h"
+#include "estimators/request_validation.h"
 
 namespace gpuest {
 

@@ -10,12 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/model_family.h"
+#include "common/status_macros.h"
 #include "common/units.h"
 #include "estimators/allocsim/memory_model.h"
 #include "estimators/allocsim/simulation_manifest.h"
 #include "estimators/analytic/layer_trace.h"
 #include "estimators/layer_types.h"
-#include "estimators/status_macros.h"
 
 namespace gpuest::allocsim {
 namespace {

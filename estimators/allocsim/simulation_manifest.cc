@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "estimators/status_macros.h"
+#include "common/status_macros.h"
 
 namespace gpuest::allocsim {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "estimators/status_macros.h"
+#include "common/status_macros.h"
 
 namespace gpuest::allocsim {
 namespace {

@@ -35,7 +35,7 @@ struct ReplayResult {
   int alloc_retries = 0;       // Times the cache was emptied to make room.
 };
 
-// The trace must be valid (estimators/validation.h). Events at the same time are
+// The trace must be valid (estimators/request_validation.h). Events at the same time are
 // replayed allocations first, which can only raise the peak.
 //
 // steps > 1 replays the steady state after the first step, as a training loop runs it:

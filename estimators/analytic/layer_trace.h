@@ -25,7 +25,7 @@
 
 namespace gpuest::analytic {
 
-// The description must be valid (estimators/validation.h) and have layers.
+// The description must be valid (estimators/request_validation.h) and have layers.
 v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model);
 
 }  // namespace gpuest::analytic

@@ -12,6 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/model_family.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
 #include "common/units.h"
 #include "estimators/ml/feature_encoding.h"
 #include "estimators/ml/gpumemnet_manifest.h"
@@ -20,8 +22,6 @@
 #include "estimators/ml/plain_export.h"
 #include "estimators/ml/plain_forward.h"
 #include "estimators/ml/targets.h"
-#include "estimators/sha256.h"
-#include "estimators/status_macros.h"
 
 namespace gpuest::ml {
 namespace {

@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/model_family.h"
+#include "common/status_macros.h"
 #include "estimators/layer_types.h"
-#include "estimators/status_macros.h"
 
 namespace gpuest::ml {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "estimators/status_macros.h"
+#include "common/status_macros.h"
 
 namespace gpuest::ml {
 namespace {

@@ -5,7 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_guard.h"
-#include "estimators/validation.h"
+#include "estimators/request_validation.h"
 #include "extender/extender_args.h"
 #include "extender/kube_extender.h"
 #include "extender/kube_nodes.h"

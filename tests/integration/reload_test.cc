@@ -19,7 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "estimators/text_file.h"
+#include "common/text_file.h"
 #include "gpuest/client.h"
 #include "gpuest/v1/admin.grpc.pb.h"
 #include "grpcpp/grpcpp.h"

@@ -16,7 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/examples.h"
 #include "tests/support/server_process.h"
-#include "training/trainer/metrics.h"
+#include "training/trainer/classification_scores.h"
 #include "training/trainer/split.h"
 
 namespace gpuest::train {

@@ -9,11 +9,11 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "common/text_file.h"
 #include "estimators/ml/gpumemnet_manifest.h"
 #include "estimators/ml/networks.h"
-#include "estimators/sha256.h"
-#include "estimators/status_macros.h"
-#include "estimators/text_file.h"
 
 namespace gpuest::testing {
 namespace {

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "estimators/allocsim/trace_replay.h"
-#include "estimators/validation.h"
+#include "estimators/request_validation.h"
 #include "gtest/gtest.h"
 
 namespace gpuest::analytic {

@@ -6,10 +6,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
+#include "common/text_file.h"
 #include "estimators/allocsim/simulation_manifest.h"
 #include "estimators/gpu_profiles_manifest.h"
 #include "estimators/ml/gpumemnet_manifest.h"
-#include "estimators/text_file.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {

@@ -5,8 +5,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "estimators/sha256.h"
-#include "estimators/text_file.h"
+#include "common/sha256.h"
+#include "common/text_file.h"
 #include "gtest/gtest.h"
 
 namespace gpuest::data {

@@ -1,5 +1,5 @@
 // estimators/sha256: the FIPS 180-4 test vectors, and a file's digest.
-#include "estimators/sha256.h"
+#include "common/sha256.h"
 
 #include <unistd.h>
 

@@ -1,8 +1,7 @@
-#include "estimators/validation.h"
-
 #include <functional>
 
 #include "absl/strings/match.h"
+#include "estimators/request_validation.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {

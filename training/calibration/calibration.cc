@@ -8,8 +8,8 @@
 #include <string>
 
 #include "common/quantile.h"
+#include "common/status_macros.h"
 #include "common/units.h"
-#include "estimators/status_macros.h"
 
 namespace gpuest::calibration {
 namespace {

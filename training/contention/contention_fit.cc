@@ -11,9 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/quantile.h"
-#include "estimators/sha256.h"
-#include "estimators/status_macros.h"
-#include "estimators/text_file.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "common/text_file.h"
 #include "training/data/measured_rows.h"
 
 namespace gpuest::contention {

@@ -2,11 +2,11 @@
 
 #include <filesystem>
 
+#include "common/sha256.h"
+#include "common/status_macros.h"
 #include "common/units.h"
 #include "estimators/features.h"
-#include "estimators/sha256.h"
-#include "estimators/status_macros.h"
-#include "estimators/validation.h"
+#include "estimators/request_validation.h"
 
 namespace gpuest::train {
 namespace {

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "estimators/sha256.h"
-#include "estimators/status_macros.h"
-#include "estimators/text_file.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "common/text_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "training/data/measured_rows.h"

@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/units.h"
 #include "estimators/ml/gpumemnet_manifest.h"
-#include "training/trainer/metrics.h"
+#include "training/trainer/classification_scores.h"
 #include "training/trainer/report_sections.h"
 
 namespace gpuest::train {

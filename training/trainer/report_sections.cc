@@ -1,7 +1,7 @@
 #include "training/trainer/report_sections.h"
 
 #include "absl/strings/str_cat.h"
-#include "estimators/text_file.h"
+#include "common/text_file.h"
 
 namespace gpuest::accuracy {
 namespace {

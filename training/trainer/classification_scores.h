@@ -1,4 +1,4 @@
-// File: metrics.h
+// File: classification_scores.h
 //
 // Classification metrics for the trainer's report: accuracy, macro-F1, mean and
 // standard deviation over folds, and a binomial (Wilson) 95 % interval.

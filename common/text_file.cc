@@ -1,4 +1,4 @@
-#include "estimators/text_file.h"
+#include "common/text_file.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-// File: validation.h
+// File: request_validation.h
 //
 // Checks every field of an EstimateRequest before any estimator sees it. A bad field
 // gives InvalidArgument whose message starts with the field's path

@@ -1,4 +1,4 @@
-#include "training/trainer/metrics.h"
+#include "training/trainer/classification_scores.h"
 
 #include <cmath>
 #include <map>

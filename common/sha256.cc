@@ -1,4 +1,4 @@
-#include "estimators/sha256.h"
+#include "common/sha256.h"
 
 #include <array>
 #include <cstdint>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "estimators/text_file.h"
+#include "common/text_file.h"
 
 namespace gpuest {
 namespace {

@@ -1,4 +1,4 @@
-#include "estimators/validation.h"
+#include "estimators/request_validation.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "estimators/status_macros.h"
+#include "common/status_macros.h"
 
 namespace gpuest {
 namespace {
