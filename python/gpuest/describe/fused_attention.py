@@ -133,18 +133,11 @@ class _FusedBiasedAttention(torch.autograd.Function):
         return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), grad_bias
 
 
-class _FlashGqaAttention(torch.autograd.Function):
+class _FlashGqaAttention(_FusedAttention):
     """Flash attention with grouped-query (or multi-query) key and value: the kernel
     reads the shared heads in place, so forward is _FusedAttention's; its backward
     (flash_api.cpp mha_bwd) writes dK and dV at the query's head count ("dk_expanded",
     "dv_expanded") and sums each group into the real gradients after."""
-
-    @staticmethod
-    def forward(ctx, q, k, v):
-        out = torch.empty_like(q)
-        logsumexp = q.new_empty(q.shape[:-1], dtype=torch.float32)
-        ctx.save_for_backward(q, k, v, out, logsumexp)
-        return out
 
     @staticmethod
     def backward(ctx, grad_out):
