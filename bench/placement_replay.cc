@@ -167,13 +167,19 @@ class Replay {
         models_(std::move(models)),
         jobs_(jobs) {}
 
-  // policy: one-per-gpu, gpuest-memory, horus, gpumemnet; or gpuest, which accepts a
-  // shared GPU only where every job's predicted speed stays at or above min_speed.
+  // policy: one-per-gpu, gpuest-memory, horus, gpumemnet; gpuest, which accepts a
+  // shared GPU only where every job's predicted speed stays at or above min_speed; or
+  // gpuest-verdict, only where the contention model's verdict is not BAD (no job's
+  // probability of running below 0.85 at its operating point or above).
   Outcome Run(const std::string& policy, double min_speed = 0) {
     std::vector<Gpu> gpus;
     Outcome out;
     out.policy = policy == "gpuest" ? absl::StrFormat("gpuest (speed >= %.2f)", min_speed)
-                                    : policy;
+                 : policy == "gpuest-verdict"
+                     ? absl::StrFormat("gpuest (verdict: every P(below %.2f) < %.3f)",
+                                       placement_.contention().bad_threshold,
+                                       placement_.contention().verdict_probability)
+                     : policy;
     const Figure figure = policy == "horus"       ? Figure::kHorus
                           : policy == "gpumemnet" ? Figure::kGpuMemNet
                                                   : Figure::kGpuest;
@@ -181,7 +187,8 @@ class Replay {
       const Job& job = jobs_[j];
       int chosen = -1;
       if (policy != "one-per-gpu")
-        chosen = BestFit(gpus, j, figure, policy == "gpuest" ? min_speed : 0);
+        chosen = BestFit(gpus, j, figure, policy == "gpuest" ? min_speed : 0,
+                         policy == "gpuest-verdict");
       if (chosen < 0) chosen = OpenGpu(gpus, job, figure);
       if (chosen < 0) {
         ++out.refused;  // No GPU model of the cluster holds the policy's figure.
@@ -232,7 +239,8 @@ class Replay {
   // reports what its running jobs hold (their measured peaks, as nvidia-smi shows
   // them once they have reached them); the larger of that and the running jobs'
   // figures counts as used, as PlacementEngine does for a node-reported GPU.
-  int BestFit(const std::vector<Gpu>& gpus, size_t j, Figure figure, double min_speed) {
+  int BestFit(const std::vector<Gpu>& gpus, size_t j, Figure figure, double min_speed,
+              bool refuse_bad_verdict) {
     int best = -1;
     int64_t best_headroom = 0;
     for (size_t g = 0; g < gpus.size(); ++g) {
@@ -253,6 +261,7 @@ class Replay {
       absl::StatusOr<v1::CheckPlacementResponse> r = placement_.CheckPlacement(check);
       if (!r.ok() || !r->fits()) continue;
       if (r->worst_predicted_speed() < min_speed) continue;
+      if (refuse_bad_verdict && r->verdict() == v1::CONTENTION_VERDICT_BAD) continue;
       if (best < 0 || r->headroom_bytes() < best_headroom) {
         best = static_cast<int>(g);
         best_headroom = r->headroom_bytes();
@@ -406,6 +415,7 @@ int Main(int argc, char** argv) {
     }
     outcomes.push_back(replay.Run("gpuest", min_speed));
   }
+  outcomes.push_back(replay.Run("gpuest-verdict"));
   for (const char* policy : {"gpuest-memory", "horus", "gpumemnet"})
     outcomes.push_back(replay.Run(policy));
   const std::string command = absl::StrFormat(

@@ -42,12 +42,26 @@ std::vector<double> ContentionFeatures(double self_util, double other_util) {
           std::max(0.0, self_util + other_util - 1.0)};
 }
 
-double ContentionModel::PointSpeed(double self_util, double other_util) const {
+double ContentionModel::LinearSpeed(double self_util, double other_util) const {
   const std::vector<double> x = ContentionFeatures(self_util, other_util);
   double y = 0;
   for (size_t i = 0; i < x.size() && i < coefficients.size(); ++i)
     y += x[i] * coefficients[i];
-  return Clamp01(y);
+  return y;
+}
+
+double ContentionModel::PointSpeed(double self_util, double other_util) const {
+  return Clamp01(LinearSpeed(self_util, other_util));
+}
+
+double ContentionModel::BadProbability(double u) const {
+  if (!HasVerdictHead()) return Clamp01(u) < bad_threshold ? 1.0 : 0.0;
+  return 1.0 / (1.0 + std::exp(-(verdict_intercept + verdict_slope * u)));
+}
+
+bool ContentionModel::CalledBad(const SpeedPrediction& p) const {
+  return HasVerdictHead() ? p.bad_probability >= verdict_probability
+                          : p.speed < bad_threshold;
 }
 
 SpeedPrediction ContentionModel::Predict(
@@ -64,6 +78,7 @@ SpeedPrediction ContentionModel::Predict(
            std::min(1.0, other.high)};
   p.extrapolated = others.size() > 1;
   p.speed = PointSpeed(self.value, other.value);
+  p.bad_probability = BadProbability(LinearSpeed(self.value, other.value));
   double lo = p.speed, hi = p.speed;
   for (int i = 0; i <= kGridSteps; ++i) {
     const double s = self.low + (self.high - self.low) * i / kGridSteps;
@@ -75,7 +90,7 @@ SpeedPrediction ContentionModel::Predict(
     }
   }
   p.low = Clamp01(lo + residual_low);
-  p.high = Clamp01(hi + residual_high);
+  p.high = std::max(0.0, hi + residual_high);
   return p;
 }
 
@@ -92,6 +107,12 @@ nlohmann::ordered_json ContentionModel::ToJson() const {
   j["residual_high"] = residual_high;
   j["interval_coverage"] = interval_coverage;
   j["bad_threshold"] = bad_threshold;
+  if (HasVerdictHead()) {
+    j["verdict"] = {{"link", "logistic of the linear prediction before clipping"},
+                    {"intercept", verdict_intercept},
+                    {"slope", verdict_slope},
+                    {"operating_probability", verdict_probability}};
+  }
   j["smact_to_util"] = {
       {"intercept", smact_intercept}, {"slope", smact_slope}, {"mae", smact_mae}};
   for (const auto& [key, value] : extra.items()) j[key] = value;
@@ -124,6 +145,17 @@ absl::StatusOr<ContentionModel> ContentionModel::FromJson(
     return Missing(file, "residual_low", "is above residual_high");
   GPUEST_ASSIGN_OR_RETURN(m.interval_coverage, NumberAt(json, "interval_coverage", file));
   GPUEST_ASSIGN_OR_RETURN(m.bad_threshold, NumberAt(json, "bad_threshold", file));
+  if (json.contains("verdict")) {
+    const auto& v = json["verdict"];
+    if (!v.is_object()) return Missing(file, "verdict", "is not an object");
+    GPUEST_ASSIGN_OR_RETURN(m.verdict_intercept, NumberAt(v, "intercept", file));
+    GPUEST_ASSIGN_OR_RETURN(m.verdict_slope, NumberAt(v, "slope", file));
+    GPUEST_ASSIGN_OR_RETURN(m.verdict_probability,
+                            NumberAt(v, "operating_probability", file));
+    if (m.verdict_slope == 0 || m.verdict_probability <= 0 || m.verdict_probability >= 1)
+      return Missing(file, "verdict",
+                     "needs a slope and an operating probability in (0, 1)");
+  }
   if (!json.contains("smact_to_util") || !json["smact_to_util"].is_object())
     return Missing(file, "smact_to_util", "is missing");
   GPUEST_ASSIGN_OR_RETURN(m.smact_intercept,
@@ -133,7 +165,7 @@ absl::StatusOr<ContentionModel> ContentionModel::FromJson(
   for (const auto& [key, value] : json.items()) {
     if (key != "version" && key != "features" && key != "coefficients" &&
         key != "residual_low" && key != "residual_high" && key != "interval_coverage" &&
-        key != "bad_threshold" && key != "smact_to_util") {
+        key != "bad_threshold" && key != "smact_to_util" && key != "verdict") {
       m.extra[key] = value;
     }
   }

@@ -37,8 +37,13 @@ const std::vector<std::string>& ContentionFeatureNames();
 
 struct SpeedPrediction {
   double speed = 1;  // Fraction of the job's speed alone, clipped to [0, 1].
+  // The interval: low clipped at 0; high not at 1 (a quarter of Lucid's jobs ran faster
+  // beside another job than alone, within their measurement's noise).
   double low = 1;
   double high = 1;
+  // The probability that the job runs below bad_threshold of its speed alone (the
+  // verdict head), or 1/0 from the point speed for a model without one.
+  double bad_probability = 0;
   bool extrapolated = false;  // Beside more than one other job.
 };
 
@@ -50,8 +55,17 @@ struct ContentionModel {
   double residual_low = 0;
   double residual_high = 0;
   double interval_coverage = 0;  // The nominal coverage of those quantiles (0.9).
-  // Below this predicted speed a job is badly placed (Lucid's 0.85).
+  // Below this speed a job is badly placed (Lucid's 0.85).
   double bad_threshold = 0.85;
+  // The verdict head: P(speed < bad_threshold) = 1 / (1 + exp(-(verdict_intercept +
+  // verdict_slope * u))), u the linear prediction before clipping, fitted by logistic
+  // regression on Lucid's jobs; a job is called bad at verdict_probability or above,
+  // the operating point chosen leaving models out (the most bad pairs found at a pair
+  // precision of 0.75 or more). A file without it (verdict_slope 0) calls a job bad
+  // when its point speed is below bad_threshold.
+  double verdict_intercept = 0;
+  double verdict_slope = 0;
+  double verdict_probability = 0.5;
   // DCGM SMACT -> utilization.gpu (fractions): util = intercept + slope * smact.
   double smact_intercept = 0;
   double smact_slope = 1;
@@ -60,8 +74,14 @@ struct ContentionModel {
   // Everything else of the file (validation table, provenance), kept for writing.
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 
-  // The point prediction at exact utilizations, clipped to [0, 1].
+  // The point prediction at exact utilizations, clipped to [0, 1], and before clipping.
   double PointSpeed(double self_util, double other_util) const;
+  double LinearSpeed(double self_util, double other_util) const;
+  // The verdict head's probability for a linear prediction u.
+  double BadProbability(double u) const;
+  bool HasVerdictHead() const { return verdict_slope != 0; }
+  // Whether a prediction is called bad: by the verdict head where there is one.
+  bool CalledBad(const SpeedPrediction& p) const;
   // Self beside others (one or more): the point at the values, the interval over the
   // ranges' extremes widened by the residual quantiles.
   SpeedPrediction Predict(const UtilizationRange& self,

@@ -114,6 +114,20 @@ void AddWarnings(const std::vector<v1::Warning>& warnings,
 
 namespace {
 
+// The verdict in a reason: the probability and the operating point where the model
+// has a verdict head.
+std::string VerdictWords(const ContentionModel& contention, const SpeedPrediction& p,
+                         bool bad) {
+  if (!contention.HasVerdictHead()) {
+    return bad ? absl::StrFormat("BAD, below %.2f", contention.bad_threshold)
+               : "acceptable";
+  }
+  return absl::StrFormat(
+      "P(below %.2f) %.2f, %s", contention.bad_threshold, p.bad_probability,
+      bad ? absl::StrFormat("BAD (at or above %.3f)", contention.verdict_probability)
+          : "acceptable");
+}
+
 // Reasons and outcomes name jobs: two jobs of one name would read as one.
 absl::Status CheckJobNamesDistinct(const v1::CheckPlacementRequest& request) {
   absl::flat_hash_map<absl::string_view, std::string> seen;
@@ -179,6 +193,8 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
   response.set_fits(fit.fits);
   response.set_headroom_bytes(fit.headroom_bytes);
   response.set_contention_model_version(contention.version);
+  response.set_bad_probability_threshold(
+      contention.HasVerdictHead() ? contention.verdict_probability : 0.5);
   response.set_models_version(engine_.registry()->models_version());
 
   const std::string gpu_words =
@@ -254,7 +270,8 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
       o.set_confidence(1.0);
       continue;
     }
-    const bool bad = p.speed < contention.bad_threshold;
+    const bool bad = contention.CalledBad(p);
+    o.set_bad_probability(p.bad_probability);
     o.set_verdict(bad ? v1::CONTENTION_VERDICT_BAD : v1::CONTENTION_VERDICT_ACCEPTABLE);
     o.set_confidence(contention.interval_coverage * trust *
                      (p.extrapolated ? kExtrapolatedTrust : 1.0));
@@ -268,9 +285,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
         "'%s' (utilization.gpu %.0f %%, %s) predicted at %.2f of its speed alone "
         "(%.2f..%.2f) beside %s: %s",
         job.name, job.util.value * 100, SourceWords(job.source), p.speed, p.low, p.high,
-        absl::StrJoin(other_names, ", "),
-        bad ? absl::StrFormat("BAD, below %.2f", contention.bad_threshold)
-            : "acceptable"));
+        absl::StrJoin(other_names, ", "), VerdictWords(contention, p, bad)));
   }
   if (jobs.size() > 2) {
     response.add_reasons(absl::StrCat(

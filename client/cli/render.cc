@@ -286,12 +286,15 @@ std::string RenderPlacement(const v1::CheckPlacementResponse& response) {
       FormatBytes(response.candidate_bytes()), response.fits() ? "FITS" : "DOES NOT FIT",
       FormatSignedBytes(response.headroom_bytes()));
   absl::StrAppendFormat(
-      &out, "contention: %s (worst predicted speed %.2f; model %s)\n\n",
+      &out,
+      "contention: %s (worst predicted speed %.2f; BAD at P(below 0.85) >= %.3f; model "
+      "%s)\n\n",
       ShortName(v1::ContentionVerdict_Name(response.verdict()), "CONTENTION_VERDICT_"),
-      response.worst_predicted_speed(), response.contention_model_version());
-  std::vector<std::vector<std::string>> rows = {{"job", "memory", "gpu util (range)",
-                                                 "source", "speed (interval)", "verdict",
-                                                 "confidence"}};
+      response.worst_predicted_speed(), response.bad_probability_threshold(),
+      response.contention_model_version());
+  std::vector<std::vector<std::string>> rows = {
+      {"job", "memory", "gpu util (range)", "source", "speed (interval)", "P(below 0.85)",
+       "verdict", "confidence"}};
   for (const v1::JobOutcome& j : response.jobs()) {
     rows.push_back(
         {absl::StrCat(j.name(), j.candidate() ? " (candidate)" : ""),
@@ -302,6 +305,9 @@ std::string RenderPlacement(const v1::CheckPlacementResponse& response) {
                    "UTILIZATION_SOURCE_"),
          absl::StrFormat("%.2f (%.2f-%.2f)%s", j.predicted_speed(), j.speed_low(),
                          j.speed_high(), j.extrapolated() ? " extrapolated" : ""),
+         j.verdict() == v1::CONTENTION_VERDICT_ALONE
+             ? std::string("-")
+             : absl::StrFormat("%.2f", j.bad_probability()),
          ShortName(v1::ContentionVerdict_Name(j.verdict()), "CONTENTION_VERDICT_"),
          absl::StrFormat("%.2f", j.confidence())});
   }

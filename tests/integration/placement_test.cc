@@ -62,7 +62,15 @@ TEST_F(PlacementServerTest, DescribedCandidateBesideAMeasuredJobOnAnNvidiaSmiNam
     EXPECT_LE(j.speed_low(), j.predicted_speed()) << j.name();
     EXPECT_GE(j.speed_high(), j.predicted_speed()) << j.name();
     EXPECT_NE(j.verdict(), v1::CONTENTION_VERDICT_ALONE) << j.name();
+    // The verdict is the probability at the response's operating point.
+    EXPECT_GE(j.bad_probability(), 0.0) << j.name();
+    EXPECT_LE(j.bad_probability(), 1.0) << j.name();
+    EXPECT_EQ(j.verdict() == v1::CONTENTION_VERDICT_BAD,
+              j.bad_probability() >= r->bad_probability_threshold())
+        << j.name();
   }
+  EXPECT_GT(r->bad_probability_threshold(), 0.0);
+  EXPECT_LT(r->bad_probability_threshold(), 1.0);
   EXPECT_FALSE(r->contention_model_version().empty());
   EXPECT_GT(r->server_latency_us(), 0);
   bool memory_reason = false;

@@ -117,6 +117,82 @@ absl::StatusOr<std::vector<double>> FitOn(const LucidData& data,
   return LeastSquares(x, y, ridge);
 }
 
+// The linear predictions (before clipping) of the samples rows by weights w.
+std::vector<double> Linear(const LucidData& data, const std::vector<size_t>& rows,
+                           const std::vector<double>& w) {
+  ContentionModel m;
+  m.coefficients = w;
+  std::vector<double> u;
+  for (size_t i : rows)
+    u.push_back(m.LinearSpeed(data.samples[i].self_util, data.samples[i].other_util));
+  return u;
+}
+
+double Sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+
+// Pair precision and recall of calling a job bad at probability >= cut, over rows
+// (a pair is called bad when either of its jobs among rows is).
+OperatingPoint PairScores(const LucidData& data, const std::vector<size_t>& rows,
+                          const std::vector<double>& prob, double cut, double threshold) {
+  std::map<int, std::pair<bool, bool>> pairs;  // pair -> (truly bad, called bad)
+  for (size_t k = 0; k < rows.size(); ++k) {
+    auto& p = pairs[data.samples[rows[k]].pair];
+    p.first = p.first || data.samples[rows[k]].speed < threshold;
+    p.second = p.second || prob[k] >= cut;
+  }
+  int bad = 0, called = 0, hit = 0;
+  for (const auto& [id, p] : pairs) {
+    bad += p.first;
+    called += p.second;
+    hit += p.first && p.second;
+  }
+  return {cut, called ? static_cast<double>(hit) / called : 0,
+          bad ? static_cast<double>(hit) / bad : 0};
+}
+
+// The operating probability: the most bad pairs found at min_precision or more (the
+// highest such cut among equals); the cut of best precision if none reaches it.
+double ChooseOperatingProbability(const LucidData& data, const std::vector<size_t>& rows,
+                                  const std::vector<double>& prob, double threshold,
+                                  double min_precision) {
+  std::vector<double> cuts = prob;
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  double best = 0.5, best_recall = -1, fallback = 0.5, fallback_precision = -1;
+  for (double cut : cuts) {
+    const OperatingPoint p = PairScores(data, rows, prob, cut, threshold);
+    if (p.precision >= min_precision && p.recall >= best_recall) {
+      best_recall = p.recall;
+      best = cut;
+    }
+    if (p.precision > fallback_precision) {
+      fallback_precision = p.precision;
+      fallback = cut;
+    }
+  }
+  return best_recall >= 0 ? best : fallback;
+}
+
+// Rows of the samples whose own model is not `held` and that do not involve it.
+std::vector<size_t> Without(const LucidData& data, const std::vector<size_t>& rows,
+                            const std::string& held) {
+  std::vector<size_t> out;
+  for (size_t i : rows)
+    if (data.samples[i].self_model != held && data.samples[i].other_model != held)
+      out.push_back(i);
+  return out;
+}
+
+// The verdict head fitted on rows: least squares, then the logistic on its in-sample
+// linear predictions.
+absl::StatusOr<std::pair<std::vector<double>, std::pair<double, double>>> FitHead(
+    const LucidData& data, const std::vector<size_t>& rows, double ridge, double t) {
+  GPUEST_ASSIGN_OR_RETURN(std::vector<double> w, FitOn(data, rows, ridge));
+  std::vector<bool> bad;
+  for (size_t i : rows) bad.push_back(data.samples[i].speed < t);
+  return std::make_pair(w, FitLogistic(Linear(data, rows, w), bad));
+}
+
 // The SMACT -> utilization.gpu line over GPUMemNet's MLP and CNN rows.
 absl::Status FitSmactMap(const std::string& dir, FitResult& result,
                          nlohmann::ordered_json& datasets) {
@@ -156,6 +232,32 @@ absl::Status FitSmactMap(const std::string& dir, FitResult& result,
 }
 
 }  // namespace
+
+std::pair<double, double> FitLogistic(const std::vector<double>& u,
+                                      const std::vector<bool>& y) {
+  constexpr double kRidge = 1e-6;  // Keeps a separable set finite.
+  double a = 0, b = 0;
+  for (int iter = 0; iter < 100; ++iter) {
+    double ga = 0, gb = 0, haa = 0, hab = 0, hbb = kRidge;
+    for (size_t i = 0; i < u.size(); ++i) {
+      const double p = Sigmoid(a + b * u[i]);
+      const double r = (y[i] ? 1.0 : 0.0) - p, w = p * (1 - p);
+      ga += r;
+      gb += r * u[i];
+      haa += w;
+      hab += w * u[i];
+      hbb += w * u[i] * u[i];
+    }
+    gb -= kRidge * b;
+    const double det = haa * hbb - hab * hab;
+    if (det <= 0) break;
+    const double da = (hbb * ga - hab * gb) / det, db = (haa * gb - hab * ga) / det;
+    a += da;
+    b += db;
+    if (std::abs(da) + std::abs(db) < 1e-10) break;
+  }
+  return {a, b};
+}
 
 absl::StatusOr<LucidData> ReadLucid(const std::string& dir) {
   const std::string single_path = dir + "/single.csv";
@@ -276,14 +378,99 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
       data, stump_v, t));
   result.table.push_back(Score("mean speed of the training pairs", data, mean_v, t));
 
-  // The interval: residual quantiles over every held-out job.
-  const double tail = (1.0 - options.interval_coverage) / 2.0;
+  // The verdict head, leaving models out: in each fold, least squares and the logistic
+  // on the training rows; the operating probability from inner folds over the training
+  // models only (each inner model's jobs predicted by a fit without its pairs); the
+  // held-out jobs called bad at it.
+  std::vector<size_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = i;
+  Verdicts head_v = model_v;
+  std::vector<double> outer_prob(n);
+  for (const std::string& held : data.models) {
+    const std::vector<size_t> train = Without(data, all, held);
+    GPUEST_ASSIGN_OR_RETURN(const auto fitted, FitHead(data, train, options.ridge, t));
+    std::vector<size_t> inner_rows;
+    std::vector<double> inner_prob;
+    for (const std::string& inner : data.models) {
+      if (inner == held) continue;
+      GPUEST_ASSIGN_OR_RETURN(
+          const auto inner_fit,
+          FitHead(data, Without(data, train, inner), options.ridge, t));
+      std::vector<size_t> rows;
+      for (size_t i : train)
+        if (data.samples[i].self_model == inner) rows.push_back(i);
+      const std::vector<double> u = Linear(data, rows, inner_fit.first);
+      for (size_t k = 0; k < rows.size(); ++k) {
+        inner_rows.push_back(rows[k]);
+        inner_prob.push_back(
+            Sigmoid(inner_fit.second.first + inner_fit.second.second * u[k]));
+      }
+    }
+    const double cut = ChooseOperatingProbability(data, inner_rows, inner_prob, t,
+                                                  options.min_pair_precision);
+    const std::vector<size_t>& test = fold_rows[held];
+    const std::vector<double> u = Linear(data, test, fitted.first);
+    for (size_t k = 0; k < test.size(); ++k) {
+      outer_prob[test[k]] = Sigmoid(fitted.second.first + fitted.second.second * u[k]);
+      head_v.bad[test[k]] = outer_prob[test[k]] >= cut;
+    }
+  }
+  result.table.push_back(Score(
+      "gpuest contention model, verdict head (P(below 0.85): logistic of the linear "
+      "prediction; operating point from inner folds)",
+      data, head_v, t));
+
+  // The interval: residual quantiles over every held-out job. A fold's jobs are not
+  // like the others' (models unlike the rest are harder), so quantiles at the nominal
+  // level cover fewer held-out jobs than nominal: the level is raised until each
+  // fold's jobs, against the quantiles of the other folds' residuals, are covered at
+  // the nominal rate (split conformal with the level adjusted by a leave-one-fold-out
+  // cross-fit).
+  const double nominal = options.interval_coverage;
+  auto cross_fit = [&](const std::vector<std::string>& folds, double level) {
+    const double tail = (1.0 - level) / 2.0;
+    int covered = 0, total = 0;
+    for (const std::string& f : folds) {
+      std::vector<double> others;
+      for (const std::string& g : folds)
+        if (g != f)
+          for (size_t i : fold_rows[g]) others.push_back(residual[i]);
+      const double lo = Quantile(others, tail), hi = Quantile(others, 1.0 - tail);
+      for (size_t i : fold_rows[f]) covered += residual[i] >= lo && residual[i] <= hi;
+      total += static_cast<int>(fold_rows[f].size());
+    }
+    return total ? static_cast<double>(covered) / total : 0.0;
+  };
+  auto adjusted_level = [&](const std::vector<std::string>& folds) {
+    double level = nominal;
+    while (level < 0.995 && cross_fit(folds, level) < nominal) level += 0.0025;
+    return level;
+  };
+  result.interval_level = adjusted_level(data.models);
+  const double tail = (1.0 - result.interval_level) / 2.0;
   result.model.residual_low = Quantile(residual, tail);
   result.model.residual_high = Quantile(residual, 1.0 - tail);
-  result.model.interval_coverage = options.interval_coverage;
-  // Its coverage cross-fitted: each fold's jobs against quantiles of the other folds'.
-  // The same quantiles give the cautious verdict: bad when the interval's lower end
-  // (speed_low at serving) is below the threshold.
+  result.model.interval_coverage = nominal;
+  // Held-out coverage, nested: each fold's jobs against the level and quantiles that
+  // the other folds alone give.
+  int nested_covered = 0;
+  for (const std::string& held : data.models) {
+    std::vector<std::string> others;
+    for (const std::string& m : data.models)
+      if (m != held) others.push_back(m);
+    const double t_held = (1.0 - adjusted_level(others)) / 2.0;
+    std::vector<double> pooled;
+    for (const std::string& m : others)
+      for (size_t i : fold_rows[m]) pooled.push_back(residual[i]);
+    const double lo = Quantile(pooled, t_held), hi = Quantile(pooled, 1.0 - t_held);
+    for (size_t i : fold_rows[held])
+      nested_covered += residual[i] >= lo && residual[i] <= hi;
+  }
+  result.interval_coverage_level_adjusted = nested_covered / static_cast<double>(n);
+  // At the nominal level, cross-fitted: what the interval covered before the level was
+  // adjusted. The same quantiles give the cautious verdict: bad when the interval's
+  // lower end (speed_low at serving) is below the threshold.
+  const double nominal_tail = (1.0 - nominal) / 2.0;
   Verdicts cautious_v = model_v;
   int covered = 0;
   for (const auto& [held, rows] : fold_rows) {
@@ -291,7 +478,8 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
     for (const auto& [m, r] : fold_rows)
       if (m != held)
         for (size_t i : r) others.push_back(residual[i]);
-    const double lo = Quantile(others, tail), hi = Quantile(others, 1.0 - tail);
+    const double lo = Quantile(others, nominal_tail);
+    const double hi = Quantile(others, 1.0 - nominal_tail);
     for (size_t i : rows) {
       covered += residual[i] >= lo && residual[i] <= hi;
       cautious_v.bad[i] = model_v.speed[i] + lo < t;
@@ -302,10 +490,22 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
       Score("gpuest contention model, cautious verdict (interval's lower end below 0.85)",
             data, cautious_v, t));
 
-  std::vector<size_t> all(n);
-  for (size_t i = 0; i < n; ++i) all[i] = i;
-  GPUEST_ASSIGN_OR_RETURN(result.model.coefficients, FitOn(data, all, options.ridge));
+  GPUEST_ASSIGN_OR_RETURN(const auto served, FitHead(data, all, options.ridge, t));
+  result.model.coefficients = served.first;
   result.model.bad_threshold = t;
+  result.model.verdict_intercept = served.second.first;
+  result.model.verdict_slope = served.second.second;
+  // The operating point, on every job's held-out probability.
+  result.model.verdict_probability =
+      ChooseOperatingProbability(data, all, outer_prob, t, options.min_pair_precision);
+  for (double cut : {0.05, 0.075, 0.1, 0.125, 0.15, result.model.verdict_probability, 0.2,
+                     0.25, 0.3, 0.4, 0.5, 0.6}) {
+    result.pr_curve.push_back(PairScores(data, all, outer_prob, cut, t));
+  }
+  std::sort(result.pr_curve.begin(), result.pr_curve.end(),
+            [](const OperatingPoint& a, const OperatingPoint& b) {
+              return a.probability < b.probability;
+            });
 
   nlohmann::ordered_json datasets = nlohmann::ordered_json::array();
   datasets.push_back({{"file", "lucid/single.csv"},
@@ -326,6 +526,19 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
       "each job is predicted by the fit of the fold of its own model";
   validation["models"] = data.models;
   validation["interval_coverage_cross_fitted"] = result.interval_coverage_cross_fitted;
+  validation["interval_level"] = result.interval_level;
+  validation["interval_coverage_level_adjusted"] =
+      result.interval_coverage_level_adjusted;
+  nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+  for (const OperatingPoint& p : result.pr_curve) {
+    curve.push_back({{"operating_probability", p.probability},
+                     {"bad_pair_precision", p.precision},
+                     {"bad_pair_recall", p.recall}});
+  }
+  validation["verdict_precision_recall"] = curve;
+  validation["operating_point"] = absl::StrCat(
+      "the most bad pairs found at a pair precision of ", options.min_pair_precision,
+      " or more, on every job's leave-model-out probability");
   nlohmann::ordered_json rules = nlohmann::ordered_json::array();
   for (const RuleScores& s : result.table) {
     rules.push_back({{"rule", s.rule},
@@ -344,8 +557,8 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
       {"command", options.command},
       {"seed", nullptr},
       {"seed_note",
-       "none needed: least squares and the leave-model-out folds are "
-       "deterministic (no random split)"},
+       "none needed: least squares, the logistic (Newton) and the leave-model-out "
+       "folds are deterministic (no random split)"},
       {"ridge", options.ridge},
       {"datasets", datasets},
       {"mem_util",
@@ -362,6 +575,22 @@ std::string RenderTable(const FitResult& result) {
     absl::StrAppendFormat(&out, "| %s | %.4f | %.3f | %.3f | %.3f | %.3f |\n", s.rule,
                           s.speed_mae, s.job_accuracy, s.pair_accuracy, s.bad_recall,
                           s.bad_precision);
+  }
+  absl::StrAppendFormat(
+      &out,
+      "\nInterval: level %.4f (residual quantiles %+.4f / %+.4f); held-out coverage "
+      "%.3f with the level adjusted from the other folds, %.3f at the nominal level.\n",
+      result.interval_level, result.model.residual_low, result.model.residual_high,
+      result.interval_coverage_level_adjusted, result.interval_coverage_cross_fitted);
+  out +=
+      "\nVerdict head, leave-model-out (a pair is called bad when either job's "
+      "probability reaches the cut):\n\n| operating probability | bad-pair precision | "
+      "bad-pair recall |\n|---|---|---|\n";
+  for (const OperatingPoint& p : result.pr_curve) {
+    absl::StrAppendFormat(
+        &out, "| %.3f%s | %.3f | %.3f |\n", p.probability,
+        p.probability == result.model.verdict_probability ? " (served)" : "", p.precision,
+        p.recall);
   }
   return out;
 }

@@ -55,10 +55,24 @@ struct RuleScores {
   double bad_precision = 0;  // Share of the pairs called bad that are.
 };
 
+// The verdict head's precision and recall for bad pairs at one operating probability,
+// leaving models out.
+struct OperatingPoint {
+  double probability = 0;
+  double precision = 0;
+  double recall = 0;
+};
+
 struct FitResult {
   ContentionModel model;
   std::vector<RuleScores> table;              // The model first, then the baselines.
   double interval_coverage_cross_fitted = 0;  // Per fold, quantiles from the others.
+  // The served interval's level (raised until the cross-fit covers the nominal
+  // coverage) and the coverage of held-out jobs when each fold's level and quantiles
+  // come from the other folds only.
+  double interval_level = 0;
+  double interval_coverage_level_adjusted = 0;
+  std::vector<OperatingPoint> pr_curve;  // The verdict head's, leaving models out.
   double smact_mae = 0;  // Of the SMACT map on its rows, utilization.gpu fraction.
   int smact_rows = 0;
 };
@@ -69,12 +83,20 @@ struct FitOptions {
   double ridge = 1e-3;
   double bad_threshold = 0.85;
   double interval_coverage = 0.9;
+  // The verdict head's operating point: the most bad pairs found at this pair
+  // precision or more.
+  double min_pair_precision = 0.75;
   std::string command;  // As run, for the provenance.
 };
 
 absl::StatusOr<FitResult> FitContention(const FitOptions& options);
 
-// The report's table in Markdown.
+// The report's table in Markdown, then the verdict head's precision-recall curve.
 std::string RenderTable(const FitResult& result);
+
+// Logistic regression of y (0/1) on one variable u: {intercept, slope}, by Newton's
+// method on the log-likelihood (a 2 x 2 system), with a small ridge on the slope.
+std::pair<double, double> FitLogistic(const std::vector<double>& u,
+                                      const std::vector<bool>& y);
 
 }  // namespace gpuest::contention

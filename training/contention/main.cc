@@ -47,9 +47,7 @@ int main(int argc, char** argv) {
   std::ofstream report_out(dir + "/report.md");
   report_out << "# Contention model: leave-model-out validation\n\n"
              << "Written by `" << options.command << "`.\n\n"
-             << table << "\nInterval (" << result->model.interval_coverage * 100
-             << " % nominal) coverage, cross-fitted by fold: "
-             << result->interval_coverage_cross_fitted << "\n";
+             << table;
   model_out.close();
   report_out.close();
   if (!model_out || !report_out) {
@@ -59,9 +57,8 @@ int main(int argc, char** argv) {
   }
   std::cout << table;
   std::printf(
-      "interval: [%+.4f, %+.4f], cross-fitted coverage %.3f; SMACT map MAE %.4f "
-      "over %d rows\n",
-      result->model.residual_low, result->model.residual_high,
-      result->interval_coverage_cross_fitted, result->smact_mae, result->smact_rows);
+      "served: verdict at P(below %.2f) >= %.3f; SMACT map MAE %.4f over %d rows\n",
+      result->model.bad_threshold, result->model.verdict_probability, result->smact_mae,
+      result->smact_rows);
   return 0;
 }
