@@ -287,6 +287,16 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
         job.name, job.util.value * 100, SourceWords(job.source), p.speed, p.low, p.high,
         absl::StrJoin(other_names, ", "), VerdictWords(contention, p, bad)));
   }
+  if (IsMigProfile(*target.profile) && !target.node_reported) {
+    // MIG partitions the SMs and memory: other slices' jobs do not slow these. The
+    // contention model (fitted on whole GPUs) applies only among the jobs listed, which
+    // share this slice.
+    response.add_reasons(absl::StrCat(
+        target.id,
+        " is a MIG slice: jobs on the GPU's other slices do not contend with these (MIG "
+        "isolates compute and memory), so none is predicted; the speeds above are for "
+        "the jobs listed, sharing this slice"));
+  }
   if (jobs.size() > 2) {
     response.add_reasons(absl::StrCat(
         jobs.size(),

@@ -301,7 +301,18 @@ TEST_F(PlacementEngineTest, ChecksMemoryAndContentionOnAMigSliceByItsNvidiaSmiNa
   EXPECT_EQ(r->verdict(), v1::CONTENTION_VERDICT_BAD);
   EXPECT_LT(r->worst_predicted_speed(), 0.85);
   EXPECT_GT(r->jobs(1).confidence(), 0);
-  EXPECT_FALSE(r->reasons().empty());
+  // The other slices' jobs are said not to contend, not predicted.
+  bool says_isolated = false;
+  for (const std::string& reason : r->reasons())
+    says_isolated |=
+        absl::StrContains(reason, "MIG slice: jobs on the GPU's other slices");
+  EXPECT_TRUE(says_isolated);
+  // A whole GPU says no such thing.
+  request.mutable_gpu()->set_catalog_id("a100-40gb");
+  auto whole = placement_->CheckPlacement(request);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (const std::string& reason : whole->reasons())
+    EXPECT_FALSE(absl::StrContains(reason, "MIG slice")) << reason;
 }
 
 // Jobs are packed by their requirement; beside others, a job with cuDNN benchmark
