@@ -182,6 +182,40 @@ absl::Status CheckFeatures(const v1::FeatureVector& f, const ValidationLimits& l
 
 }  // namespace
 
+// The largest layouts the per-rank rules are meant for (a cluster of 65,536 GPUs; a
+// tensor-parallel group larger than a rack is not a thing), and a unit no larger than a
+// GPU could hold.
+constexpr uint32_t kMaxDataParallel = 65536;
+constexpr uint32_t kMaxTensorParallel = 1024;
+constexpr uint64_t kMaxUnitBytes = uint64_t{1} << 44;
+
+absl::Status ValidateParallelism(const v1::Parallelism& p) {
+  if (p.data_parallel() > kMaxDataParallel) {
+    return Invalid(
+        "model.parallelism.data_parallel",
+        absl::StrCat("at most ", kMaxDataParallel, ", got ", p.data_parallel()));
+  }
+  if (p.tensor_parallel() > kMaxTensorParallel) {
+    return Invalid(
+        "model.parallelism.tensor_parallel",
+        absl::StrCat("at most ", kMaxTensorParallel, ", got ", p.tensor_parallel()));
+  }
+  if (!v1::Sharding_IsValid(p.sharding())) {
+    return Invalid("model.parallelism.sharding",
+                   absl::StrCat("unknown value ", static_cast<int>(p.sharding())));
+  }
+  if (p.largest_unit_bytes() > kMaxUnitBytes) {
+    return Invalid("model.parallelism.largest_unit_bytes",
+                   absl::StrCat("at most 2^44 (16 TiB), got ", p.largest_unit_bytes()));
+  }
+  if (p.offload_parameters() && p.sharding() != v1::SHARDING_PARAMETERS) {
+    return Invalid("model.parallelism.offload_parameters",
+                   "needs sharding SHARDING_PARAMETERS (only sharded parameters are "
+                   "offloaded)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateModel(const v1::ModelDescription& model,
                            const ValidationLimits& limits) {
   if (static_cast<int64_t>(model.name().size()) > limits.max_name_length) {
@@ -262,7 +296,7 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
     return Invalid("model.allocator.max_split_size_mb",
                    absl::StrCat("must be 0 (unlimited) or above 20, got ", max_split));
   }
-  return absl::OkStatus();
+  return ValidateParallelism(model.parallelism());
 }
 
 absl::Status ValidateRequest(const v1::EstimateRequest& request,

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -140,7 +141,36 @@ absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
       request.mutable_model()->set_batch_size(options.batch_size);
     }
   }
+  if (options.parallelism) {
+    if (!request.has_model()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name,
+                       ": --data-parallel, --sharding and --tensor-parallel need a model "
+                       "description, not features"));
+    }
+    *request.mutable_model()->mutable_parallelism() = *options.parallelism;
+  }
   return request;
+}
+
+absl::StatusOr<v1::Sharding> ParseSharding(const std::string& word) {
+  static const auto* words = new std::map<std::string, v1::Sharding>{
+      {"none", v1::SHARDING_NONE},
+      {"ddp", v1::SHARDING_NONE},
+      {"optimizer", v1::SHARDING_OPTIMIZER},
+      {"zero1", v1::SHARDING_OPTIMIZER},
+      {"gradients", v1::SHARDING_GRADIENTS},
+      {"zero2", v1::SHARDING_GRADIENTS},
+      {"fsdp-shard-grad-op", v1::SHARDING_GRADIENTS},
+      {"parameters", v1::SHARDING_PARAMETERS},
+      {"zero3", v1::SHARDING_PARAMETERS},
+      {"fsdp-full-shard", v1::SHARDING_PARAMETERS}};
+  auto it = words->find(word);
+  if (it != words->end()) return it->second;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--sharding: '", word,
+      "' is none of none|ddp, optimizer|zero1, gradients|zero2|fsdp-shard-grad-op, "
+      "parameters|zero3|fsdp-full-shard"));
 }
 
 namespace {
@@ -233,8 +263,11 @@ absl::StatusOr<v1::CheckPlacementRequest> ReadPlacementRequest(
     }
   }
   if (!options.gpu.empty()) request.mutable_gpu()->set_catalog_id(options.gpu);
+  // The jobs beside keep their own layouts: the flags' parallelism is the candidate's.
+  ReadOptions beside_options = options.job;
+  beside_options.parallelism.reset();
   for (const std::string& file : options.beside) {
-    auto job = ReadPlacementJob(file, options.job);
+    auto job = ReadPlacementJob(file, beside_options);
     if (!job.ok()) return job.status();
     *request.add_existing() = *std::move(job);
   }

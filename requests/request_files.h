@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,14 @@ struct ReadOptions {
   // Training batch size; 0 keeps the file's. A summary does not say it (its batch
   // dimension is whatever the summary was run with), so a summary needs one here.
   int64_t batch_size = 0;
+  // How the job spreads over GPUs; set, it replaces the description's (a description
+  // made for one GPU estimated for 8, say). The estimate is then per GPU.
+  std::optional<v1::Parallelism> parallelism;
 };
+
+// The --sharding words: none (or ddp), optimizer (zero1), gradients (zero2,
+// fsdp-shard-grad-op), parameters (zero3, fsdp-full-shard). InvalidArgument lists them.
+absl::StatusOr<v1::Sharding> ParseSharding(const std::string& word);
 
 // path "-" reads stdin. NotFound when the file cannot be read; InvalidArgument, naming
 // the file (and for a summary the line) and the parser's complaint, when it is none of

@@ -31,6 +31,19 @@ ABSL_FLAG(int64_t, batch_size, 0,
           "when FILE is a torchsummary/torchinfo summary; refused for a description "
           "with an allocation trace recorded at another batch size (describe it again "
           "at this batch size)");
+ABSL_FLAG(uint32_t, data_parallel, 0,
+          "estimate/place/rank: GPUs the job runs on (data-parallel world size); the "
+          "estimate is then per GPU. Sets (overrides) the description's parallelism");
+ABSL_FLAG(std::string, sharding, "none",
+          "with --data-parallel: none|ddp, optimizer|zero1, gradients|zero2|"
+          "fsdp-shard-grad-op, parameters|zero3|fsdp-full-shard");
+ABSL_FLAG(uint32_t, tensor_parallel, 0, "tensor-parallel degree (Megatron); 0: none");
+ABSL_FLAG(bool, offload_optimizer, false, "the optimizer state lives in host memory");
+ABSL_FLAG(bool, offload_parameters, false,
+          "with --sharding=parameters: the sharded parameters live in host memory");
+ABSL_FLAG(uint64_t, largest_unit_bytes, 0,
+          "with --sharding gradients or parameters: bytes of the largest unit gathered "
+          "at once (an FSDP-wrapped block); 0 keeps the description's");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA that signed the server's certificate: talk TLS (default plaintext)");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -96,10 +109,33 @@ int Fail(const absl::Status& status) {
   return ExitCodeFor(status);
 }
 
+// The parallelism the flags give; nullopt when none is given (the file's stays).
+absl::StatusOr<std::optional<gpuest::v1::Parallelism>> ParallelismFromFlags() {
+  const bool given = absl::GetFlag(FLAGS_data_parallel) > 0 ||
+                     absl::GetFlag(FLAGS_tensor_parallel) > 0 ||
+                     absl::GetFlag(FLAGS_offload_optimizer) ||
+                     absl::GetFlag(FLAGS_offload_parameters) ||
+                     absl::GetFlag(FLAGS_sharding) != "none";
+  if (!given) return std::optional<gpuest::v1::Parallelism>();
+  auto sharding = gpuest::requests::ParseSharding(absl::GetFlag(FLAGS_sharding));
+  if (!sharding.ok()) return sharding.status();
+  gpuest::v1::Parallelism p;
+  p.set_data_parallel(absl::GetFlag(FLAGS_data_parallel));
+  p.set_sharding(*sharding);
+  p.set_tensor_parallel(absl::GetFlag(FLAGS_tensor_parallel));
+  p.set_offload_optimizer(absl::GetFlag(FLAGS_offload_optimizer));
+  p.set_offload_parameters(absl::GetFlag(FLAGS_offload_parameters));
+  p.set_largest_unit_bytes(absl::GetFlag(FLAGS_largest_unit_bytes));
+  return std::optional<gpuest::v1::Parallelism>(p);
+}
+
 // FILE read and sent as the estimate flags say.
 absl::StatusOr<gpuest::v1::EstimateRequest> RequestFromFlags(const std::string& path) {
   gpuest::requests::ReadOptions read_options;
   read_options.batch_size = absl::GetFlag(FLAGS_batch_size);
+  auto parallelism = ParallelismFromFlags();
+  if (!parallelism.ok()) return parallelism.status();
+  read_options.parallelism = *parallelism;
   auto request = gpuest::requests::ReadRequest(path, read_options);
   if (!request.ok()) return request.status();
   if (!absl::GetFlag(FLAGS_gpu).empty()) request->set_gpu(absl::GetFlag(FLAGS_gpu));
@@ -149,6 +185,9 @@ int PodPatch(const gpuest::Client& client, const std::string& path) {
 int Place(const gpuest::Client& client, const std::string& path) {
   gpuest::requests::PlacementReadOptions read_options;
   read_options.job.batch_size = absl::GetFlag(FLAGS_batch_size);
+  auto parallelism = ParallelismFromFlags();
+  if (!parallelism.ok()) return Fail(parallelism.status());
+  read_options.job.parallelism = *parallelism;
   read_options.gpu = absl::GetFlag(FLAGS_gpu);
   read_options.beside = absl::GetFlag(FLAGS_beside);
   auto request = gpuest::requests::ReadPlacementRequest(path, read_options);
@@ -163,6 +202,9 @@ int Place(const gpuest::Client& client, const std::string& path) {
 int Rank(const gpuest::Client& client, const std::string& path) {
   gpuest::requests::ReadOptions read_options;
   read_options.batch_size = absl::GetFlag(FLAGS_batch_size);
+  auto parallelism = ParallelismFromFlags();
+  if (!parallelism.ok()) return Fail(parallelism.status());
+  read_options.parallelism = *parallelism;
   auto request = gpuest::requests::ReadRankRequest(path, read_options);
   if (!request.ok()) return Fail(request.status());
   auto response = client.RankGpus(*request, absl::GetFlag(FLAGS_timeout));

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "common/units.h"
 #include "estimators/allocsim/memory_model.h"
+#include "estimators/allocsim/parallelism.h"
 #include "estimators/allocsim/simulation_manifest.h"
 #include "estimators/analytic/layer_trace.h"
 #include "estimators/layer_types.h"
@@ -137,7 +138,22 @@ class SimulationEstimator final : public Estimator {
     const std::string& id = info_.id();
     std::optional<v1::AllocationTrace> built;
     if (source_ == TraceSource::kLayers) built = analytic::TraceFromLayers(model);
-    const v1::AllocationTrace& trace = built ? *built : model.trace();
+    // A job over several GPUs: one rank's step (every figure below is per GPU).
+    std::optional<RankTrace> rank;
+    if (model.has_parallelism() && SpreadsOverGpus(model.parallelism())) {
+      rank = PerRankTrace(built ? *built : model.trace(), model.parallelism());
+      if (rank->unit_guessed) {
+        warnings.push_back(MakeWarning(
+            v1::WARNING_CODE_ASSUMED_SHARDING_UNIT,
+            "parallelism.largest_unit_bytes is not given: the sharded unit is taken as "
+            "the largest parameter tensor, smaller than an FSDP-wrapped block; describe "
+            "the job with gpuest.describe(..., parallelism=...) to record it",
+            info_.id()));
+      }
+    }
+    const v1::AllocationTrace& trace = rank    ? rank->trace
+                                       : built ? *built
+                                               : model.trace();
 
     const v1::ModelFamily family = input.features.family();
     FamilyCalibration calibration = fallback_;
@@ -246,6 +262,10 @@ class SimulationEstimator final : public Estimator {
         calibration.intercept_mib, calibration.safe_factor,
         calibration.conv_output_factor, conv_output_mib,
         calibration.conv_output_factor * conv_output_mib, fit_note));
+    if (rank) {
+      result.set_basis(
+          absl::StrCat(result.basis(), "; per GPU, one rank of the job: ", rank->basis));
+    }
     return absl::OkStatus();
   }
 

@@ -126,6 +126,38 @@ TEST_F(CliTest, ATracedDescriptionAtAnotherBatchSizeIsRefused) {
   EXPECT_TRUE(absl::StrContains(r.out, "(transformer, batch 8)")) << r.out;
 }
 
+// A job over several GPUs (issue "llm"): the flags set the description's parallelism,
+// and the estimate is per GPU; ZeRO-3 over 8 GPUs needs less per GPU than one GPU.
+TEST_F(CliTest, DataParallelFlagsGiveAPerGpuEstimate) {
+  const std::string traced =
+      std::string(GPUEST_TEST_DATA_DIR) + "/traces/encoder96_b8.json";
+  auto allocated = [&](std::vector<std::string> extra) -> std::pair<double, std::string> {
+    std::vector<std::string> args = {"estimate", traced, "--estimators", "allocsim",
+                                     "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CommandResult r = Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    if (!j.is_object() || !j.contains("results") || j["results"].empty()) return {0, ""};
+    const nlohmann::json& result = j["results"][0];
+    return {std::stod(result["memory"]["allocatedPeakBytes"].get<std::string>()),
+            result["basis"].get<std::string>()};
+  };
+  const auto [one, one_basis] = allocated({});
+  const auto [zero3, zero3_basis] =
+      allocated({"--data-parallel", "8", "--sharding", "zero3"});
+  EXPECT_LT(zero3, one);
+  EXPECT_TRUE(absl::StrContains(zero3_basis, "ZeRO-3 / FSDP FULL_SHARD over 8 GPUs"))
+      << zero3_basis;
+  EXPECT_FALSE(absl::StrContains(one_basis, "per GPU, one rank")) << one_basis;
+  // A word the flag does not know is bad input, naming the flag and the choices.
+  const CommandResult bad =
+      Cli({"estimate", traced, "--data-parallel", "8", "--sharding", "zero9"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.err, "--sharding: 'zero9'")) << bad.err;
+  EXPECT_TRUE(absl::StrContains(bad.err, "fsdp-full-shard")) << bad.err;
+}
+
 TEST_F(CliTest, EstimateTakesAModelSummary) {
   for (const char* file : {"gpumemnet_resnet50_32.model", "torchinfo_bert.out"}) {
     const CommandResult r = Cli({"estimate", Summary(file), "--batch-size", "32"});

@@ -219,7 +219,29 @@ INSTANTIATE_TEST_SUITE_P(
              [](auto& r) {
                r.mutable_model()->mutable_allocator()->set_max_split_size_mb(20);
              },
-             "model.allocator.max_split_size_mb:"}),
+             "model.allocator.max_split_size_mb:"},
+        Case{"huge_data_parallel",
+             [](auto& r) {
+               r.mutable_model()->mutable_parallelism()->set_data_parallel(1u << 20);
+             },
+             "model.parallelism.data_parallel:"},
+        Case{"huge_tensor_parallel",
+             [](auto& r) {
+               r.mutable_model()->mutable_parallelism()->set_tensor_parallel(4096);
+             },
+             "model.parallelism.tensor_parallel:"},
+        Case{"unknown_sharding",
+             [](auto& r) {
+               r.mutable_model()->mutable_parallelism()->set_sharding(
+                   static_cast<v1::Sharding>(9));
+             },
+             "model.parallelism.sharding:"},
+        Case{"offloaded_parameters_unsharded",
+             [](auto& r) {
+               r.mutable_model()->mutable_parallelism()->set_data_parallel(8);
+               r.mutable_model()->mutable_parallelism()->set_offload_parameters(true);
+             },
+             "model.parallelism.offload_parameters:"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Validation, AcceptsAValidRequestAndTrace) {

@@ -32,9 +32,20 @@ def _prog() -> str:
     return "python3 -m gpuest.describe" if name in ("", "__main__.py", "-c") else name
 
 
+def _parallelism(args: argparse.Namespace):
+    """The parallelism the flags give, or None (one GPU)."""
+    if not (args.data_parallel or args.tensor_parallel or args.offload_optimizer
+            or args.sharding != "none"):
+        return None
+    return {"data_parallel": args.data_parallel, "sharding": args.sharding,
+            "tensor_parallel": args.tensor_parallel,
+            "offload_optimizer": args.offload_optimizer}
+
+
 def _parser() -> argparse.ArgumentParser:
     from .losses import LOSSES
     from .optim import OPTIMIZERS
+    from .parallelism import SHARDINGS
     from .step import DTYPES
     p = argparse.ArgumentParser(
         prog=_prog(),
@@ -76,6 +87,16 @@ def _parser() -> argparse.ArgumentParser:
                         "module or factory turned it on, else not recorded, and the "
                         "server treats a model with convolutions as benchmarking, as "
                         "timm's train.py and torchvision's reference scripts do)")
+    p.add_argument("--data-parallel", type=int, default=0, metavar="N",
+                   help="GPUs the job runs on (data-parallel world size); the server's "
+                        "estimate is then per GPU (--batch-size is per GPU)")
+    p.add_argument("--sharding", default="none", choices=sorted(SHARDINGS),
+                   help="with --data-parallel: what is divided over the GPUs (ZeRO "
+                        "stages, FSDP strategies)")
+    p.add_argument("--tensor-parallel", type=int, default=0, metavar="N",
+                   help="tensor-parallel degree (Megatron)")
+    p.add_argument("--offload-optimizer", action="store_true",
+                   help="the optimizer state lives in host memory")
     p.add_argument("--no-trace", dest="trace", action="store_false",
                    help="layer sequence only, no allocation trace")
     p.add_argument("--name", default=None, help="model name (default: its class name)")
@@ -141,7 +162,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                         optimizer=args.optimizer, dtype=args.dtype, amp=args.amp,
                         trace=args.trace, input_dtype=args.input_dtype, name=args.name,
                         alloc_conf=args.alloc_conf, loss=args.loss,
-                        cudnn_benchmark=args.cudnn_benchmark)
+                        cudnn_benchmark=args.cudnn_benchmark,
+                        parallelism=_parallelism(args))
     except DescribeError as e:
         p.error(str(e))
     d = as_json_dict(desc)

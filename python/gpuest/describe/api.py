@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 import functools
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, ParamSpec, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, ParamSpec, Sequence,
+                    Union)
 
 import torch
 import torch.nn as nn
@@ -13,6 +14,7 @@ from ._compat import TORCH_VERSION, data_dependent_errors
 from .layers import LayerRecorder, infer_activation, infer_family
 from .losses import LOSSES, STEP_FUNCTION
 from .errors import DescribeError
+from .parallelism import parallelism_json
 from .message import allocator_json, description_json, to_message, trace_json
 from .optim import ENUM_NAMES as OPTIMIZER_ENUMS
 from .optim import OPTIMIZERS
@@ -78,7 +80,8 @@ def describe_json(model: nn.Module,
                   alloc_conf: Optional[str] = None,
                   loss: str = "auto",
                   step: Optional[Callable] = None,
-                  cudnn_benchmark: Optional[bool] = None) -> Dict[str, Any]:
+                  cudnn_benchmark: Optional[bool] = None,
+                  parallelism: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Describe ``model`` for gpuest: its layer sequence and, with ``trace``, the
     allocations of one training step at ``batch_size``, without a GPU and without
     computing anything (fake tensors).
@@ -102,6 +105,10 @@ def describe_json(model: nn.Module,
     that was traced. ``cudnn_benchmark``: the job's ``torch.backends.cudnn.benchmark``
     (default: True if this process has turned it on, else not recorded: the server then
     treats a model with convolutions as benchmarking), recorded for the estimate.
+    ``parallelism``: how the job spreads over GPUs, e.g. ``{"data_parallel": 8,
+    "sharding": "zero3"}`` (keys in ``gpuest.describe.parallelism``); the estimate is
+    then per GPU, and the largest block that sharding gathers at once is measured on
+    the model. The trace is of the unsharded step at the per-GPU ``batch_size``.
 
     ``describe`` returns a ``gpuest.v1.ModelDescription``; ``describe_json`` the same
     description in its protobuf-JSON form (a dict, 64-bit integers as numbers), built
@@ -133,6 +140,7 @@ def describe_json(model: nn.Module,
     elif not isinstance(cudnn_benchmark, bool):
         raise DescribeError(f"cudnn_benchmark must be True, False or None, got "
                             f"{cudnn_benchmark!r}")
+    parallel = parallelism_json(parallelism, model, getattr(torch, dtype))
     if batch_size is not None and int(batch_size) <= 0:
         raise DescribeError(f"batch_size must be positive, got {batch_size}")
     if alloc_conf is None:
@@ -190,7 +198,8 @@ def describe_json(model: nn.Module,
         mixed_precision=amp, framework_version=TORCH_VERSION, trace=trace_msg,
         trace_unavailable_reason=reason if trace else
         "; ".join(x for x in ("tracing was turned off", reason) if x),
-        allocator=allocator, loss=traced_loss, cudnn_benchmark=cudnn_benchmark)
+        allocator=allocator, loss=traced_loss, cudnn_benchmark=cudnn_benchmark,
+        parallelism=parallel)
     return d
 
 

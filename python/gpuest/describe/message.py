@@ -61,7 +61,8 @@ def description_json(*, name: str, family: str, batch_size: int, input_shape: Li
                      framework_version: str, trace: Optional[dict],
                      trace_unavailable_reason: str,
                      allocator: Optional[dict] = None, loss: str = "",
-                     cudnn_benchmark: Optional[bool] = None) -> dict:
+                     cudnn_benchmark: Optional[bool] = None,
+                     parallelism: Optional[dict] = None) -> dict:
     d: Dict[str, Any] = {}
     _put(d, "name", name)
     _put(d, "family", family)
@@ -83,6 +84,8 @@ def description_json(*, name: str, family: str, batch_size: int, input_shape: Li
     _put(d, "loss", loss)
     if cudnn_benchmark is not None:  # proto3 optional: false is written, unset is not
         d["cudnnBenchmark"] = bool(cudnn_benchmark)
+    if parallelism:
+        d["parallelism"] = parallelism
     return d
 
 

@@ -1,0 +1,93 @@
+"""A job over several GPUs (issue "llm"): the description records the layout and the
+largest unit sharding gathers, and the server's estimate is per GPU, checked against
+the ZeRO paper's accounting of what each stage divides."""
+import pytest
+import torch
+import torch.nn as nn
+
+import gpuest
+from gpuest import v1
+from gpuest.describe import DescribeError
+from helpers import describe_dict
+from server_process import ServerProcess
+
+VOCAB, WIDTH, LAYERS, SEQ = 1000, 128, 4, 32
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(WIDTH)
+        self.up = nn.Linear(WIDTH, 4 * WIDTH)
+        self.down = nn.Linear(4 * WIDTH, WIDTH)
+
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(self.norm(x))))
+
+
+class Decoder(nn.Module):
+    """A small decoder: embeddings, a ModuleList of blocks (what FSDP wraps), a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, WIDTH)
+        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
+        self.head = nn.Linear(WIDTH, VOCAB)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _describe(parallelism=None):
+    return describe_dict(Decoder(), input_shape=(SEQ,), input_dtype="int64", batch_size=4,
+                         optimizer="adamw", loss="cross_entropy", parallelism=parallelism)
+
+
+def test_the_description_records_the_layout_and_measures_the_largest_block():
+    d = _describe({"data_parallel": 8, "sharding": "zero3"})
+    block = sum(p.numel() for p in Block().parameters()) * 4
+    assert d["parallelism"] == {"dataParallel": 8, "sharding": "SHARDING_PARAMETERS",
+                                "largestUnitBytes": block}
+    assert "parallelism" not in _describe()
+
+
+def test_a_bad_layout_is_refused_naming_the_key():
+    with pytest.raises(DescribeError, match="sharding"):
+        _describe({"data_parallel": 8, "sharding": "zero9"})
+    with pytest.raises(DescribeError, match="unknown keys"):
+        _describe({"world_size": 8})
+    with pytest.raises(DescribeError, match="data_parallel"):
+        _describe({"data_parallel": -1})
+
+
+@pytest.fixture(scope="module")
+def client():
+    with ServerProcess() as server, gpuest.Client(server.target) as c:
+        yield c
+
+
+def _allocated(client, parallelism):
+    response = client.estimate(_describe(parallelism), gpu="a100-40gb",
+                               estimators=["allocsim"])
+    (result,) = response.results
+    return result.memory.allocated_peak_bytes, result.basis
+
+
+def test_each_zero_stage_lowers_the_per_gpu_peak_and_the_basis_says_why(client):
+    params = sum(p.numel() for p in Decoder().parameters())
+    one, _ = _allocated(client, None)
+    ddp, ddp_basis = _allocated(client, {"data_parallel": 8})
+    zero1, _ = _allocated(client, {"data_parallel": 8, "sharding": "zero1"})
+    zero3, zero3_basis = _allocated(client, {"data_parallel": 8, "sharding": "zero3"})
+    # DDP's buckets: a second copy of the fp32 gradients (4 bytes a parameter), at most.
+    assert one < ddp <= one + 4 * params + (1 << 20)
+    assert "DDP over 8 GPUs" in ddp_basis
+    # ZeRO-1 divides AdamW's two fp32 states (8 bytes a parameter) by 8: the peak, which
+    # holds them, drops by up to 7/8 of them.
+    assert zero1 < one
+    assert one - zero1 <= 8 * params * 7 // 8 + (1 << 20)
+    assert zero3 < zero1
+    assert "ZeRO-3" in zero3_basis and "all-gathered" in zero3_basis
