@@ -17,6 +17,7 @@ JOBS+=,gpt2-xl/full_fp32@2x1024,gpt2-xl/full_fp32_amp_fp16@2x1024,gpt2-xl/lora_b
 JOBS+=,gpt2-xl/full_bf16_ckpt@8x1024
 JOBS+=,llama-1.1b/full_fp32@4x1024,llama-1.1b/full_bf16@4x1024,llama-1.1b/full_fp32_amp_bf16@4x1024
 JOBS+=,llama-1.1b/full_bf16_ckpt@8x2048,llama-1.1b/lora_bf16@4x1024,llama-1.1b/lora_bf16_ckpt@8x2048
+JOBS+=,llama-7b/lora_bf16@1x2048,llama-7b/lora_bf16_ckpt@1x2048,llama-7b/full_bf16_ckpt@1x2048
 CUDA_VISIBLE_DEVICES= timeout 330 python3 training/gpu/measure_llm_finetune.py --no-measure \
   --jobs "$JOBS" --parallel 6 --describe-dir "$OUT/llm_descriptions" 2>"$OUT/describe.log" &
 timeout 330 python3 training/gpu/measure_llm_finetune.py --steps 2 --timeout-s 150 --parallel 3 \
