@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import functools
 import inspect
+import threading
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, ParamSpec, Sequence,
                     Union)
 
@@ -65,6 +66,23 @@ def _specs(input_shape, example_inputs, batch_size, input_dtype):
     return [InputSpec((int(batch_size), *shape), input_dtype)], shape, int(batch_size)
 
 
+# Describing patches process-wide functions for the length of a call (the fake-tensor
+# emulations of F.scaled_dot_product_attention, F.multi_head_attention_forward,
+# rnn._VF and CUDA autocast's kernels) and hooks the model: two calls at once in a
+# process would see each other's patches. One describe runs at a time; a second thread
+# waits for the first. Reentrant, so that a step function may describe a sub-model.
+_DESCRIBE_LOCK = threading.RLock()
+
+
+def _one_at_a_time(build: Callable[P, Dict[str, Any]]) -> Callable[P, Dict[str, Any]]:
+    @functools.wraps(build)
+    def locked(*args: P.args, **kwargs: P.kwargs) -> Dict[str, Any]:
+        with _DESCRIBE_LOCK:
+            return build(*args, **kwargs)
+    return locked
+
+
+@_one_at_a_time
 def describe_json(model: nn.Module,
                   input_shape: Optional[Sequence[int]] = None,
                   example_inputs: Any = None,
