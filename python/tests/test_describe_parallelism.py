@@ -85,9 +85,10 @@ def test_each_zero_stage_lowers_the_per_gpu_peak_and_the_basis_says_why(client):
     # DDP's buckets: a second copy of the fp32 gradients (4 bytes a parameter), at most.
     assert one < ddp <= one + 4 * params + (1 << 20)
     assert "DDP over 8 GPUs" in ddp_basis
-    # ZeRO-1 divides AdamW's two fp32 states (8 bytes a parameter) by 8: the peak, which
-    # holds them, drops by up to 7/8 of them.
+    # ZeRO-1 divides AdamW's two fp32 states (8 bytes a parameter) by 8, and the update's
+    # temporaries with them (the multi-tensor step's, at most two fp32 copies): the peak
+    # drops by up to 7/8 of those 16 bytes a parameter.
     assert zero1 < one
-    assert one - zero1 <= 8 * params * 7 // 8 + (1 << 20)
+    assert one - zero1 <= 16 * params * 7 // 8 + (1 << 20)
     assert zero3 < zero1
     assert "ZeRO-3" in zero3_basis and "all-gathered" in zero3_basis
