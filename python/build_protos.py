@@ -14,7 +14,10 @@ writes, under OUT_DIR:
 - gpuest/_health_pb2.py(i): grpc.health.v1's two messages under a private proto
   package. The call goes to /grpc.health.v1.Health/Check as the standard says; only
   the messages' registered names differ, so the package never clashes with
-  grpcio-health-checking in the process-wide descriptor pool.
+  grpcio-health-checking in the process-wide descriptor pool;
+- gpuest/_rpc_pb2.py(i): google.rpc's Status and BadRequest (proto/google/rpc), the
+  server's field errors in rich error details, under a private package for the same
+  reason (googleapis-common-protos).
 
 setup.py runs it when a wheel is built; CMake runs it into build/python for the tests
 in the checkout (gpuest/__init__.py extends its path there). Nothing generated is
@@ -34,6 +37,7 @@ from typing import List
 HERE = Path(__file__).resolve().parent
 DEFAULT_PROTO_DIR = HERE.parent / "proto"
 HEALTH_PACKAGE = "gpuest.internal.health.v1"
+RPC_PACKAGE = "gpuest.internal.rpc"
 
 
 def _tool(name: str, env: str) -> str:
@@ -87,16 +91,28 @@ def _write_init(path: Path, names: List[tuple]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def _health(proto_dir: Path, out: Path) -> None:
-    source = (proto_dir / "grpc" / "health" / "v1" / "health.proto").read_text()
-    renamed = source.replace("package grpc.health.v1;", f"package {HEALTH_PACKAGE};")
+def _private(source_path: Path, package: str, private: str, module: str, out: Path) -> None:
+    """The messages of source_path, whose proto package is `package`, generated as
+    gpuest/<module>_pb2.py under the proto package `private`."""
+    source = source_path.read_text()
+    renamed = source.replace(f"package {package};", f"package {private};")
     if renamed == source:
-        raise SystemExit("build_protos: health.proto no longer declares package grpc.health.v1")
+        raise SystemExit(f"build_protos: {source_path} no longer declares package {package}")
     with tempfile.TemporaryDirectory() as tmp:
-        staged = Path(tmp) / "gpuest" / "_health.proto"
+        staged = Path(tmp) / "gpuest" / f"{module}.proto"
         staged.parent.mkdir()
         staged.write_text(renamed)
         _protoc(Path(tmp), out, [staged], grpc=False)
+
+
+def _health(proto_dir: Path, out: Path) -> None:
+    _private(proto_dir / "grpc" / "health" / "v1" / "health.proto", "grpc.health.v1",
+             HEALTH_PACKAGE, "_health", out)
+
+
+def _rpc(proto_dir: Path, out: Path) -> None:
+    _private(proto_dir / "google" / "rpc" / "bad_request.proto", "google.rpc", RPC_PACKAGE,
+             "_rpc", out)
 
 
 def generate(out: Path, proto_dir: Path = DEFAULT_PROTO_DIR) -> None:
@@ -112,6 +128,7 @@ def generate(out: Path, proto_dir: Path = DEFAULT_PROTO_DIR) -> None:
     _write_init(v1 / "__init__.py", _public_names(proto_dir, protos))
     shutil.copyfile(proto_dir / "gpuest" / "v1" / "layer_types.json", v1 / "layer_types.json")
     _health(proto_dir, out)
+    _rpc(proto_dir, out)
 
 
 def main(argv: List[str]) -> int:

@@ -26,11 +26,12 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 
 from ._generated import missing_generated_modules
 
 try:
-    from . import _health_pb2
+    from . import _health_pb2, _rpc_pb2
     from .v1 import (EstimateRequest, EstimateResponse, EstimatorStub, ListEstimatorsRequest,
                      ListEstimatorsResponse, ModelDescription)
 except ImportError as e:
@@ -51,24 +52,41 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # own copy (build_protos.py says why).
 _HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 
-# What the server's INVALID_ARGUMENT messages start with: the field's path, as
-# estimators/validation.cc writes it ("model.layers[3].type: is empty",
-# "features.layer_counts[\"Conv2d\"]: ...", "model.layers (total parameters): ...").
-_FIELD = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[[^\]]*\])*)(?: \([^)]*\))?: ")
+# The trailer that carries a google.rpc.Status with rich error details (gRPC's
+# convention); the server puts a google.rpc.BadRequest naming the field in it for
+# INVALID_ARGUMENT (server/status_util.h).
+_STATUS_DETAILS = "grpc-status-details-bin"
+_BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
+
+
+def _field_of(metadata: Any) -> Optional[str]:
+    """The field the server's google.rpc.BadRequest names, or None."""
+    for key, value in metadata or ():
+        if key != _STATUS_DETAILS:
+            continue
+        try:
+            status = _rpc_pb2.Status.FromString(value)
+            for detail in status.details:
+                if detail.type_url == _BAD_REQUEST:
+                    violations = _rpc_pb2.BadRequest.FromString(detail.value).field_violations
+                    return violations[0].field if violations else None
+        except DecodeError:
+            return None
+    return None
 
 
 class GpuestError(Exception):
     """A call that failed: ``code`` (a grpc.StatusCode), the server's ``details``, the
-    request ``field`` it named (INVALID_ARGUMENT only, else None) and the ``method``."""
+    request ``field`` it named (INVALID_ARGUMENT only, from the google.rpc.BadRequest in
+    the call's rich error details; else None) and the ``method``."""
 
-    def __init__(self, method: str, code: grpc.StatusCode, details: str):
+    def __init__(self, method: str, code: grpc.StatusCode, details: str,
+                 metadata: Any = None):
         self.method = method
         self.code = code
         self.details = details
-        self.field: Optional[str] = None
-        if code == grpc.StatusCode.INVALID_ARGUMENT:
-            match = _FIELD.match(details)
-            self.field = match.group(1) if match else None
+        self.field: Optional[str] = (_field_of(metadata)
+                                     if code == grpc.StatusCode.INVALID_ARGUMENT else None)
         super().__init__(f"{method}: {code.name}: {details}")
 
 
@@ -221,7 +239,7 @@ class Client:
             except grpc.RpcError as e:
                 code, details = e.code(), e.details() or ""
                 if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-                    raise GpuestError(method, code, details) from None
+                    raise GpuestError(method, code, details, e.trailing_metadata()) from None
                 # The last wait is cut short so that one more attempt still fits before
                 # the deadline: the call gives up at its deadline, not a backoff early.
                 left = deadline - time.monotonic() - LAST_ATTEMPT_S

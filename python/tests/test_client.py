@@ -118,6 +118,27 @@ def test_invalid_argument_names_the_field(client, edit, field):
     assert e.value.method == "Estimate" and field in str(e.value)
 
 
+def test_the_field_travels_as_a_google_rpc_bad_request(server):
+    """The rich error details any gRPC client can read: a google.rpc.Status in the
+    grpc-status-details-bin trailer, holding one google.rpc.BadRequest."""
+    from gpuest import _rpc_pb2
+    request = v1.EstimateRequest()
+    request.model.CopyFrom(_mlp())
+    request.model.layers[1].type = ""
+    with grpc.insecure_channel(server.target) as channel:
+        with pytest.raises(grpc.RpcError) as e:
+            v1.EstimatorStub(channel).Estimate(request, timeout=10)
+    trailer = dict(e.value.trailing_metadata())["grpc-status-details-bin"]
+    status = _rpc_pb2.Status.FromString(trailer)
+    assert status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert status.message == e.value.details()
+    (detail,) = status.details
+    assert detail.type_url == "type.googleapis.com/google.rpc.BadRequest"
+    (violation,) = _rpc_pb2.BadRequest.FromString(detail.value).field_violations
+    assert violation.field == "model.layers[1].type"
+    assert violation.description and violation.description in status.message
+
+
 def test_unavailable_is_retried_until_the_deadline():
     client = gpuest.Client(f"127.0.0.1:{_free_port()}")
     started = time.monotonic()
