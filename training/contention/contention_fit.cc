@@ -73,35 +73,61 @@ struct Verdicts {
 };
 
 // Scores per-sample predictions against the measurements.
+// Pairs of the samples rows, each truly bad when either of its jobs ran below threshold
+// and called bad when called(k) holds for either of its jobs (k indexes rows).
+struct PairTally {
+  int pairs = 0, right = 0, bad = 0, called = 0, hit = 0;
+  double precision() const { return called > 0 ? static_cast<double>(hit) / called : 0; }
+  double recall() const { return bad > 0 ? static_cast<double>(hit) / bad : 0; }
+};
+
+template <typename Called>
+PairTally TallyPairs(const LucidData& data, const std::vector<size_t>& rows,
+                     double threshold, const Called& called) {
+  std::map<int, std::pair<bool, bool>> pairs;  // pair -> (truly bad, called bad)
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const PairSample& x = data.samples[rows[k]];
+    auto& p = pairs[x.pair];
+    p.first = p.first || x.speed < threshold;
+    p.second = p.second || called(k);
+  }
+  PairTally t;
+  t.pairs = static_cast<int>(pairs.size());
+  for (const auto& [id, p] : pairs) {
+    t.right += p.first == p.second;
+    t.bad += p.first;
+    t.called += p.second;
+    t.hit += p.first && p.second;
+  }
+  return t;
+}
+
+std::vector<size_t> AllRows(const LucidData& data) {
+  std::vector<size_t> all(data.samples.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return all;
+}
+
+// Scores per-sample predictions against the measurements.
 RuleScores Score(const std::string& rule, const LucidData& data, const Verdicts& v,
                  double threshold) {
   RuleScores s;
   s.rule = rule;
   double abs_sum = 0;
   int job_right = 0;
-  std::map<int, std::pair<bool, bool>> pairs;  // pair -> (truly bad, called bad)
   for (size_t i = 0; i < data.samples.size(); ++i) {
     const PairSample& x = data.samples[i];
     abs_sum += std::abs(v.speed[i] - x.speed);
-    const bool truly_bad = x.speed < threshold;
-    job_right += truly_bad == v.bad[i];
-    auto& p = pairs[x.pair];
-    p.first = p.first || truly_bad;
-    p.second = p.second || v.bad[i];
+    job_right += (x.speed < threshold) == v.bad[i];
   }
-  int pair_right = 0, bad = 0, called = 0, hit = 0;
-  for (const auto& [id, p] : pairs) {
-    pair_right += p.first == p.second;
-    bad += p.first;
-    called += p.second;
-    hit += p.first && p.second;
-  }
+  const PairTally pairs = TallyPairs(data, AllRows(data), threshold,
+                                     [&](size_t k) { return bool{v.bad[k]}; });
   const double n = static_cast<double>(data.samples.size());
   s.speed_mae = abs_sum / n;
   s.job_accuracy = job_right / n;
-  s.pair_accuracy = pair_right / static_cast<double>(pairs.size());
-  s.bad_recall = bad > 0 ? static_cast<double>(hit) / bad : 0;
-  s.bad_precision = called > 0 ? static_cast<double>(hit) / called : 0;
+  s.pair_accuracy = pairs.right / static_cast<double>(pairs.pairs);
+  s.bad_recall = pairs.recall();
+  s.bad_precision = pairs.precision();
   return s;
 }
 
@@ -134,20 +160,9 @@ double Sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 // (a pair is called bad when either of its jobs among rows is).
 OperatingPoint PairScores(const LucidData& data, const std::vector<size_t>& rows,
                           const std::vector<double>& prob, double cut, double threshold) {
-  std::map<int, std::pair<bool, bool>> pairs;  // pair -> (truly bad, called bad)
-  for (size_t k = 0; k < rows.size(); ++k) {
-    auto& p = pairs[data.samples[rows[k]].pair];
-    p.first = p.first || data.samples[rows[k]].speed < threshold;
-    p.second = p.second || prob[k] >= cut;
-  }
-  int bad = 0, called = 0, hit = 0;
-  for (const auto& [id, p] : pairs) {
-    bad += p.first;
-    called += p.second;
-    hit += p.first && p.second;
-  }
-  return {cut, called ? static_cast<double>(hit) / called : 0,
-          bad ? static_cast<double>(hit) / bad : 0};
+  const PairTally t =
+      TallyPairs(data, rows, threshold, [&](size_t k) { return prob[k] >= cut; });
+  return {cut, t.precision(), t.recall()};
 }
 
 // The operating probability: the most bad pairs found at min_precision or more (the
@@ -382,8 +397,7 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
   // on the training rows; the operating probability from inner folds over the training
   // models only (each inner model's jobs predicted by a fit without its pairs); the
   // held-out jobs called bad at it.
-  std::vector<size_t> all(n);
-  for (size_t i = 0; i < n; ++i) all[i] = i;
+  const std::vector<size_t> all = AllRows(data);
   Verdicts head_v = model_v;
   std::vector<double> outer_prob(n);
   for (const std::string& held : data.models) {
@@ -427,16 +441,27 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
   // the nominal rate (split conformal with the level adjusted by a leave-one-fold-out
   // cross-fit).
   const double nominal = options.interval_coverage;
-  auto cross_fit = [&](const std::vector<std::string>& folds, double level) {
+  // The residual quantiles at level of every fold of folds but held, pooled.
+  auto quantiles_without = [&](const std::vector<std::string>& folds,
+                               const std::string& held, double level) {
     const double tail = (1.0 - level) / 2.0;
+    std::vector<double> pooled;
+    for (const std::string& g : folds)
+      if (g != held)
+        for (size_t i : fold_rows[g]) pooled.push_back(residual[i]);
+    return std::make_pair(Quantile(pooled, tail), Quantile(pooled, 1.0 - tail));
+  };
+  auto covered_by = [&](const std::string& fold, std::pair<double, double> interval) {
+    int covered = 0;
+    for (size_t i : fold_rows[fold])
+      covered += residual[i] >= interval.first && residual[i] <= interval.second;
+    return covered;
+  };
+  // The share of folds' jobs covered by the other folds' quantiles at level.
+  auto cross_fit = [&](const std::vector<std::string>& folds, double level) {
     int covered = 0, total = 0;
     for (const std::string& f : folds) {
-      std::vector<double> others;
-      for (const std::string& g : folds)
-        if (g != f)
-          for (size_t i : fold_rows[g]) others.push_back(residual[i]);
-      const double lo = Quantile(others, tail), hi = Quantile(others, 1.0 - tail);
-      for (size_t i : fold_rows[f]) covered += residual[i] >= lo && residual[i] <= hi;
+      covered += covered_by(f, quantiles_without(folds, f, level));
       total += static_cast<int>(fold_rows[f].size());
     }
     return total ? static_cast<double>(covered) / total : 0.0;
@@ -458,34 +483,19 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
     std::vector<std::string> others;
     for (const std::string& m : data.models)
       if (m != held) others.push_back(m);
-    const double t_held = (1.0 - adjusted_level(others)) / 2.0;
-    std::vector<double> pooled;
-    for (const std::string& m : others)
-      for (size_t i : fold_rows[m]) pooled.push_back(residual[i]);
-    const double lo = Quantile(pooled, t_held), hi = Quantile(pooled, 1.0 - t_held);
-    for (size_t i : fold_rows[held])
-      nested_covered += residual[i] >= lo && residual[i] <= hi;
+    nested_covered +=
+        covered_by(held, quantiles_without(others, "", adjusted_level(others)));
   }
   result.interval_coverage_level_adjusted = nested_covered / static_cast<double>(n);
   // At the nominal level, cross-fitted: what the interval covered before the level was
   // adjusted. The same quantiles give the cautious verdict: bad when the interval's
   // lower end (speed_low at serving) is below the threshold.
-  const double nominal_tail = (1.0 - nominal) / 2.0;
+  result.interval_coverage_cross_fitted = cross_fit(data.models, nominal);
   Verdicts cautious_v = model_v;
-  int covered = 0;
-  for (const auto& [held, rows] : fold_rows) {
-    std::vector<double> others;
-    for (const auto& [m, r] : fold_rows)
-      if (m != held)
-        for (size_t i : r) others.push_back(residual[i]);
-    const double lo = Quantile(others, nominal_tail);
-    const double hi = Quantile(others, 1.0 - nominal_tail);
-    for (size_t i : rows) {
-      covered += residual[i] >= lo && residual[i] <= hi;
-      cautious_v.bad[i] = model_v.speed[i] + lo < t;
-    }
+  for (const std::string& held : data.models) {
+    const double lo = quantiles_without(data.models, held, nominal).first;
+    for (size_t i : fold_rows[held]) cautious_v.bad[i] = model_v.speed[i] + lo < t;
   }
-  result.interval_coverage_cross_fitted = covered / static_cast<double>(n);
   result.table.push_back(
       Score("gpuest contention model, cautious verdict (interval's lower end below 0.85)",
             data, cautious_v, t));
