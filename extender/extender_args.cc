@@ -153,9 +153,8 @@ absl::Status ReadPod(od::object pod, ExtenderArgs& args) {
       } else if (k == "annotations") {
         od::object annotations;
         if (entry.value().get_object().get(annotations) != simdjson::SUCCESS) continue;
-        if (absl::Status s =
-                ReadStringMap(annotations, "Pod.metadata.annotations",
-                              {{"gpuest.io/description", &args.description}});
+        if (absl::Status s = ReadStringMap(annotations, "Pod.metadata.annotations",
+                                           {{kDescriptionAnnotation, &args.description}});
             !s.ok()) {
           return s;
         }

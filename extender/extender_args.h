@@ -19,6 +19,9 @@
 
 namespace gpuest {
 
+// The pod annotation that holds the job's description (inline JSON or a ConfigMap).
+inline constexpr char kDescriptionAnnotation[] = "gpuest.io/description";
+
 // One Node of ExtenderArgs.Nodes.items.
 struct ExtenderNode {
   NodeKeys keys;
@@ -27,7 +30,7 @@ struct ExtenderNode {
 
 struct ExtenderArgs {
   std::string pod;  // namespace/name, for reasons and logs.
-  // Pod annotation gpuest.io/description when it is a string; nullopt: none.
+  // Pod annotation kDescriptionAnnotation when it is a string; nullopt: none.
   std::optional<std::string> description;
   bool names_only = false;          // NodeNames given (nodeCacheCapable), not Nodes.
   std::vector<ExtenderNode> nodes;  // Nodes.items, in order.

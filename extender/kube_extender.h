@@ -33,13 +33,13 @@
 
 #include "absl/synchronization/mutex.h"
 #include "estimators/work_deadline.h"
+#include "extender/extender_args.h"
 #include "extender/kube_nodes.h"
 #include "placement/model_set.h"
 #include "server/options.h"
 
 namespace gpuest {
 
-inline constexpr char kDescriptionAnnotation[] = "gpuest.io/description";
 inline constexpr int kMaxExtenderPriority = 10;  // extender/v1 MaxExtenderPriority.
 
 // An HTTP status and a JSON body.

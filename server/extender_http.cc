@@ -138,8 +138,7 @@ absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
     }
     ExtenderReply reply;
     const absl::Status status = dispatcher.RunBlocking(
-        method, /*request_bytes=*/0, arrived + timeout,
-        [&](const WorkDeadline& deadline) {
+        method, arrived + timeout, [&](const WorkDeadline& deadline) {
           reply = method == RpcMethod::kExtenderFilter
                       ? extender.Filter(std::move(body), deadline)
                       : extender.Prioritize(std::move(body), deadline);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "server/status_util.h"
 #include "spdlog/spdlog.h"
 
@@ -52,17 +53,27 @@ void CallDispatcher::Run(RpcMethod method, grpc::CallbackServerContext* context,
   finish(status);
 }
 
-absl::Status CallDispatcher::Admit(RpcMethod method, int64_t bytes, absl::Time start,
-                                   absl::Time deadline) {
+absl::Status CallDispatcher::ReserveBytes(RpcMethod method, int64_t bytes) {
   if (absl::Status s = admission_.ReserveBytes(bytes); !s.ok()) {
     metrics_.RequestShed(method, ShedReason::kBytesInFlight);
     return s;
   }
   metrics_.BytesInFlightChanged(bytes);
-  if (absl::Status s = admission_.CheckStartsInTime(pool_.queued(), start, deadline);
-      !s.ok()) {
+  return absl::OkStatus();
+}
+
+absl::Status CallDispatcher::CheckStartsInTime(RpcMethod method, absl::Time start,
+                                               absl::Time deadline) {
+  absl::Status s = admission_.CheckStartsInTime(pool_.queued(), start, deadline);
+  if (!s.ok()) metrics_.RequestShed(method, ShedReason::kDeadlineUnmeetable);
+  return s;
+}
+
+absl::Status CallDispatcher::Admit(RpcMethod method, int64_t bytes, absl::Time start,
+                                   absl::Time deadline) {
+  GPUEST_RETURN_IF_ERROR(ReserveBytes(method, bytes));
+  if (absl::Status s = CheckStartsInTime(method, start, deadline); !s.ok()) {
     ReleaseBytes(bytes);
-    metrics_.RequestShed(method, ShedReason::kDeadlineUnmeetable);
     return s;
   }
   return absl::OkStatus();
@@ -70,13 +81,11 @@ absl::Status CallDispatcher::Admit(RpcMethod method, int64_t bytes, absl::Time s
 
 absl::StatusOr<CallDispatcher::HeldBytes> CallDispatcher::HoldRequestBytes(
     RpcMethod method, int64_t bytes) {
-  if (absl::Status s = admission_.ReserveBytes(bytes); !s.ok()) {
+  if (absl::Status s = ReserveBytes(method, bytes); !s.ok()) {
     metrics_.RequestStarted(method);
-    metrics_.RequestShed(method, ShedReason::kBytesInFlight);
     metrics_.RequestFinished(method, s.code(), 0);
     return s;
   }
-  metrics_.BytesInFlightChanged(bytes);
   return HeldBytes(this, bytes);
 }
 
@@ -108,7 +117,7 @@ absl::Status CallDispatcher::QueueFull(RpcMethod method) {
 }
 
 absl::Status CallDispatcher::RunBlocking(
-    RpcMethod method, int64_t request_bytes, absl::Time deadline,
+    RpcMethod method, absl::Time deadline,
     const std::function<absl::Status(const WorkDeadline&)>& work) {
   const absl::Time start = absl::Now();
   metrics_.RequestStarted(method);
@@ -117,12 +126,11 @@ absl::Status CallDispatcher::RunBlocking(
                              absl::ToDoubleSeconds(absl::Now() - start));
     return status;
   };
-  if (absl::Status s = Admit(method, request_bytes, start, deadline); !s.ok()) {
+  if (absl::Status s = CheckStartsInTime(method, start, deadline); !s.ok()) {
     return finish(s);
   }
   // Waits for a place in the share no longer than the call could still be worked on.
   if (!blocking_share_.Acquire(deadline - admission_.recent_service_time())) {
-    ReleaseBytes(request_bytes);
     metrics_.RequestShed(method, ShedReason::kEntryPointShare);
     return finish(absl::ResourceExhaustedError(absl::StrCat(
         "the server is busy with this entry point's calls: ", blocking_share_.limit(),
@@ -144,13 +152,11 @@ absl::Status CallDispatcher::RunBlocking(
     });
     if (!queued) {
       blocking_share_.Release();
-      ReleaseBytes(request_bytes);
       return finish(QueueFull(method));
     }
     done.WaitForNotification();
   }
   blocking_share_.Release();
-  ReleaseBytes(request_bytes);
   return finish(status);
 }
 

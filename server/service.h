@@ -51,17 +51,17 @@ class CallDispatcher {
 
   // For an entry point that answers on a thread of its own (the scheduler extender's
   // HTTP): the same admission, queue bound, deadline and metrics as a gRPC call, within
-  // the blocking share (a call beyond it waits for a place until its deadline). The
-  // calling thread runs work itself while the pool has room, else waits for a worker;
-  // the status is the call's outcome (RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED when shed).
-  absl::Status RunBlocking(RpcMethod method, int64_t request_bytes, absl::Time deadline,
+  // the blocking share (a call beyond it waits for a place until its deadline). Its
+  // request's bytes are held by the caller (HoldRequestBytes). The calling thread runs
+  // work itself while the pool has room, else waits for a worker; the status is the
+  // call's outcome (RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED when shed).
+  absl::Status RunBlocking(RpcMethod method, absl::Time deadline,
                            const std::function<absl::Status(const WorkDeadline&)>& work);
 
   // Request bytes an entry point holds against the in-flight bound while it reads a
   // body itself and works on it (the extender's HTTP, whose bodies can be tens of MB):
   // taken before the body is read, so that concurrent large bodies are refused before
-  // they are in memory; released when the object goes. Its RunBlocking calls then
-  // pass 0 bytes.
+  // they are in memory; released when the object goes.
   class HeldBytes {
    public:
     HeldBytes(HeldBytes&& other) noexcept
@@ -90,11 +90,14 @@ class CallDispatcher {
            absl::Time deadline, bool queued, google::protobuf::Message& response,
            Work& work, const Finish& finish, const Release& release);
 
-  // The steps every entry point shares. Admit: the request's bytes fit the in-flight
-  // bound (then held until ReleaseBytes) and the call can start before its deadline;
-  // a refusal is counted shed. RunAdmitted: an admitted call's work, unless its deadline
-  // passed or its caller went away before it started (counted shed), with its service
-  // time recorded. QueueFull: the refusal of a call the workers' queue had no room for.
+  // The steps every entry point shares. ReserveBytes: the request's bytes fit the
+  // in-flight bound (then held until ReleaseBytes). CheckStartsInTime: the call can
+  // start before its deadline. Admit: both. A refusal is counted shed. RunAdmitted: an
+  // admitted call's work, unless its deadline passed or its caller went away before it
+  // started (counted shed), with its service time recorded. QueueFull: the refusal of a
+  // call the workers' queue had no room for.
+  absl::Status ReserveBytes(RpcMethod method, int64_t bytes);
+  absl::Status CheckStartsInTime(RpcMethod method, absl::Time start, absl::Time deadline);
   absl::Status Admit(RpcMethod method, int64_t bytes, absl::Time start,
                      absl::Time deadline);
   void ReleaseBytes(int64_t bytes);
