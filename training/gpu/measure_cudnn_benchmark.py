@@ -23,6 +23,7 @@ allocator (context, library state), and whether the step completed.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -171,30 +172,42 @@ def main(argv=None) -> int:
     p.add_argument("--deadline-s", type=float, default=1e9,
                    help="stop starting new jobs after this many seconds")
     p.add_argument("--timeout-s", type=float, default=120, help="per configuration")
+    p.add_argument("--modes", default="off,on,cap",
+                   help="which of off, on, cap to run for each job ('off' always runs)")
+    p.add_argument("--parallel", type=int, default=1,
+                   help="jobs at a time (NVML's figures are then device-wide, not the job's)")
     args = p.parse_args(argv)
     if args.child:
         return child_main(args)
     caps = json.load(open(args.cap_file)) if args.cap_file else {}
+    modes = set(filter(None, args.modes.split(",")))
     out = sys.stdout if args.out == "-" else open(args.out, "a")
+    lock = threading.Lock()
     started = time.time()
-    for job in filter(None, args.jobs.split(",")):
+
+    def measure_job(job):
         if time.time() - started > args.deadline_s:
-            print(f"deadline reached; {job} and later not measured", file=sys.stderr)
-            break
+            print(f"deadline reached; {job} not measured", file=sys.stderr)
+            return
         model, batch = job.split("@")
         batch = int(batch)
 
         def emit(row):
-            out.write(json.dumps(row) + "\n")
-            out.flush()
-            print(f"{job} bench={row.get('cudnn_benchmark')} cap={row.get('cap_mib')}: "
-                  f"{row['status']} first reserved {row.get('first_reserved_mib', 0):.0f} "
-                  f"nvml {row.get('first_nvml_mib', 0):.0f}, steady reserved "
-                  f"{row.get('steady_reserved_mib', 0):.0f} MiB", file=sys.stderr, flush=True)
+            with lock:
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                print(f"{job} bench={row.get('cudnn_benchmark')} cap={row.get('cap_mib')}: "
+                      f"{row['status']} first reserved {row.get('first_reserved_mib', 0):.0f} "
+                      f"nvml {row.get('first_nvml_mib', 0):.0f}, steady reserved "
+                      f"{row.get('steady_reserved_mib', 0):.0f} MiB", file=sys.stderr,
+                      flush=True)
 
         off = run_child(model, batch, False, 0, args.steps, args.timeout_s)
         emit(off)
-        emit(run_child(model, batch, True, 0, args.steps, args.timeout_s))
+        if "on" in modes:
+            emit(run_child(model, batch, True, 0, args.steps, args.timeout_s))
+        if "cap" not in modes:
+            return
         need = max(off.get("first_reserved_mib", 0), off.get("steady_reserved_mib", 0))
         factors = [float(f) for f in args.cap_factors.split(",") if f]
         cap_list = [f * need for f in factors if need]
@@ -208,6 +221,12 @@ def main(argv=None) -> int:
             emit(row)
             if row["status"] == "OK":
                 break
+
+    jobs = list(filter(None, args.jobs.split(",")))
+    # Processes side by side share the GPU: the allocator's peaks stay per process,
+    # but NVML's figures (first/steady_nvml_mib, outside_allocator_mib) then mix them.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        list(pool.map(measure_job, jobs))
     return 0
 
 

@@ -35,6 +35,10 @@ MODELS = {
     "llama-7b": ("llama", dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
                                num_hidden_layers=32, num_attention_heads=32,
                                num_key_value_heads=32, max_position_embeddings=4096)),
+    # Llama-2-70B's shape (describe only: the 70B timing)
+    "llama-70b": ("llama", dict(vocab_size=32000, hidden_size=8192, intermediate_size=28672,
+                                num_hidden_layers=80, num_attention_heads=64,
+                                num_key_value_heads=8, max_position_embeddings=4096)),
     # GPT-2 XL's shape (1.56B)
     "gpt2-xl": ("gpt2", dict(vocab_size=50257, n_positions=1024, n_embd=1600, n_layer=48,
                              n_head=25)),
