@@ -39,10 +39,16 @@ class InputSpec:
 
 @contextlib.contextmanager
 def fake_parameters(model: nn.Module, mode, dtype: torch.dtype):
-    """Swap every parameter and buffer for a fake one; yields (params, buffers)."""
+    """Swap every parameter and buffer for a fake one; yields (params, buffers).
+
+    Floating tensors take ``dtype``, unless the model's parameters already hold
+    several float dtypes: then the model was prepared for its run (PEFT keeps LoRA
+    adapters in float32 beside 16-bit base weights, and casts their input up to
+    match, so autograd saves a float32 copy per adapter), and each keeps its own."""
     swapped = []
     memo = {}
     params, buffers = [], []
+    keep_own = len({p.dtype for p in model.parameters() if p.is_floating_point()}) > 1
     try:
         for m in model.modules():
             for table, out, grad in ((m._parameters, params, True), (m._buffers, buffers, False)):
@@ -51,7 +57,7 @@ def fake_parameters(model: nn.Module, mode, dtype: torch.dtype):
                         continue
                     fake = memo.get(id(t))
                     if fake is None:  # tied weights stay tied
-                        want = dtype if t.is_floating_point() else None
+                        want = dtype if t.is_floating_point() and not keep_own else None
                         fake = fake_leaf(mode, t, dtype=want,
                                          requires_grad=grad and t.requires_grad)
                         memo[id(t)] = fake
