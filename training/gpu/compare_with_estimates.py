@@ -12,12 +12,19 @@ each is estimated from its description through a running gpuest-server with the 
 (measure_llm_finetune.py --describe-dir). The measured requirement is the larger of
 the first and the steady reserved peak plus the GPU's context (what nvidia-smi shows
 for the job); the allocated peak compares with the trace's simulated one.
+
+``--family-out-bound``: what a bound fitted on these rows themselves would do, each
+architecture family (the model name's leading letters) scored by a fit that never saw
+it: context + k x the simulated reserved peak (cuBLAS workspaces included), k the 95th
+percentile of measured / simulated over the other families, per model family (CNN,
+transformer). An analysis of the rows, not what the server serves.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -70,12 +77,19 @@ def main(argv=None) -> int:
     p.add_argument("--cli", default="build/client/gpuest")
     p.add_argument("--only-off", action="store_true",
                    help="timm rows with cuDNN benchmark off and no cap only")
+    p.add_argument("--against-csv", default="",
+                   help="../shared/data/timm/timm_a100.csv: how its OK rows of the same "
+                        "jobs compare with these rows plus --against-context-mib")
+    p.add_argument("--against-context-mib", type=float, default=1429.0)
+    p.add_argument("--family-out-bound", action="store_true",
+                   help="also score a bound fitted on the rows, architecture family out")
     args = p.parse_args(argv)
     descriptions = load_descriptions(args.descriptions)
     print("| job | allocated: sim / measured MiB | reserved: sim / measured MiB | "
           "requirement (upper) | measured + context | upper / measured |")
     print("|---|---|---|---|---|---|")
     ratios, alloc_err, reserved_err, missing = [], [], [], []
+    scored = []  # (job, model family, simulated reserved, measured reserved)
     for line in open(args.rows):
         row = json.loads(line)
         if row.get("status") != "OK":
@@ -87,6 +101,8 @@ def main(argv=None) -> int:
             missing.append(key)
             continue
         m = estimate(args.cli, args.target, args.gpu, descriptions[key])
+        family = (descriptions[key] if isinstance(descriptions[key], dict)
+                  else json.load(open(descriptions[key]))).get("family", "")
         alloc = max(row["first_allocated_mib"], row["steady_allocated_mib"])
         reserved = max(row["first_reserved_mib"], row["steady_reserved_mib"])
         sim_alloc = int(m["allocatedPeakBytes"]) / MIB
@@ -94,6 +110,7 @@ def main(argv=None) -> int:
         upper = int(m["upperBytes"]) / MIB
         need = reserved + args.context_mib
         ratios.append(upper / need)
+        scored.append((key, family, sim_reserved, reserved))
         alloc_err.append(sim_alloc / alloc - 1)
         reserved_err.append(sim_reserved / reserved - 1)
         print(f"| {key} | {sim_alloc:,.0f} / {alloc:,.0f} ({100 * alloc_err[-1]:+.1f} %) | "
@@ -112,9 +129,56 @@ def main(argv=None) -> int:
           f"{100 * statistics.mean(abs(e) for e in alloc_err):.1f} %; reserved error median "
           f"{100 * statistics.median(reserved_err):+.1f} %, mean |error| "
           f"{100 * statistics.mean(abs(e) for e in reserved_err):.1f} %")
+    if args.family_out_bound:
+        family_out_bound(scored, args.context_mib)
+    if args.against_csv:
+        against(scored, args.against_csv, args.against_context_mib)
     if missing:
         print(f"no description for: {', '.join(missing)}", file=sys.stderr)
     return 0
+
+
+def against(scored, path, context_mib):
+    import csv
+    other = {f"{r['model']}@{r['batch_size']}": float(r["max_gpu_memory_mib"])
+             for r in csv.DictReader(open(path)) if r["status"] == "OK"}
+    ratios = sorted(other[job] / (measured + context_mib)
+                    for job, _, _, measured in scored if job in other)
+    if not ratios:
+        return
+    at = [ratios[int(q * (len(ratios) - 1))] for q in (0, 0.05, 0.25, 0.5, 0.75, 0.95, 1)]
+    print(f"\n{os.path.basename(path)}: {len(ratios)} OK rows of the same jobs; their "
+          f"measured peak / (this reserved peak + {context_mib:.0f} MiB): min {at[0]:.2f}, "
+          f"5 % {at[1]:.2f}, 25 % {at[2]:.2f}, median {at[3]:.2f}, 75 % {at[4]:.2f}, "
+          f"95 % {at[5]:.2f}, max {at[6]:.2f}")
+
+
+def family_out_bound(scored, context_mib, quantile=0.95):
+    def k_for(rows):
+        need = sorted(measured / sim for _, _, sim, measured in rows)
+        return need[min(len(need) - 1, int(quantile * (len(need) - 1) + 0.999))]
+
+    def architecture(job):
+        return re.match(r"[a-z]+", job).group(0)
+
+    print("\n| model family | rows | architecture families | safe | safe and within 1.2x "
+          "| k fitted on all of them |")
+    print("|---|---|---|---|---|---|")
+    for family in sorted({f for _, f, _, _ in scored}):
+        rows = [r for r in scored if r[1] == family]
+        archs = sorted({architecture(r[0]) for r in rows})
+        safe = tight = 0
+        for arch in archs:
+            k = k_for([r for r in rows if architecture(r[0]) != arch])
+            for job, _, sim, measured in rows:
+                if architecture(job) != arch:
+                    continue
+                bound = context_mib + k * sim
+                need = measured + context_mib
+                safe += bound >= need
+                tight += need <= bound <= 1.2 * need
+        print(f"| {family} | {len(rows)} | {len(archs)} | {safe / len(rows):.3f} | "
+              f"{tight / len(rows):.3f} | {k_for(rows):.3f} |")
 
 
 if __name__ == "__main__":
