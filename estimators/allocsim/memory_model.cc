@@ -27,13 +27,19 @@ double OutsideBytes(const GpuProfile& gpu, const FamilyCalibration& calibration,
 
 }  // namespace
 
+std::vector<PersistentAllocation> CublasWorkspaces(uint64_t bytes_per_workspace) {
+  if (bytes_per_workspace == 0) return {};
+  constexpr int kThreadsCallingCublas =
+      2;  // The forward's, and autograd's device thread.
+  return std::vector<PersistentAllocation>(kThreadsCallingCublas, {bytes_per_workspace});
+}
+
 absl::StatusOr<ReplayResult> SimulatePeak(const v1::AllocationTrace& trace,
                                           const GpuProfile& gpu,
                                           const AllocatorConfig& config, int steps,
                                           const WorkDeadline& deadline) {
-  std::vector<PersistentAllocation> persistent;
-  if (gpu.cublas_workspace_bytes > 0) persistent.push_back({gpu.cublas_workspace_bytes});
-  return ReplayTrace(trace, config, persistent, steps, deadline);
+  return ReplayTrace(trace, config, CublasWorkspaces(gpu.cublas_workspace_bytes), steps,
+                     deadline);
 }
 
 double LargestConvOutputMib(const v1::ModelDescription& model) {

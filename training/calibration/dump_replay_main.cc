@@ -40,9 +40,11 @@ int main(int argc, char** argv) {
     const gpuest::v1::AllocationTrace trace =
         absl::GetFlag(FLAGS_from_layers) ? gpuest::analytic::TraceFromLayers(row.model)
                                          : row.model.trace();
-    auto r = gpuest::allocsim::ReplayTrace(
-        trace, {}, {{gpuest::allocsim::kDefaultCublasWorkspaceBytes}},
-        absl::GetFlag(FLAGS_steps));
+    auto r =
+        gpuest::allocsim::ReplayTrace(trace, {},
+                                      gpuest::allocsim::CublasWorkspaces(
+                                          gpuest::allocsim::kDefaultCublasWorkspaceBytes),
+                                      absl::GetFlag(FLAGS_steps));
     if (!r.ok()) continue;
     const auto f = gpuest::ExtractFeatures(row.model);
     const auto& c = r->live_at_peak;
