@@ -107,7 +107,8 @@ TEST(MemoryModel, CalibratedEstimateAndABreakdownThatAddsUp) {
   const uint64_t weights = 3 * ((1024 * 1024 + 1024) * 4);
   EXPECT_EQ(m.breakdown().weights_bytes(), weights);
   EXPECT_EQ(m.breakdown().optimizer_state_bytes(), 2 * weights);
-  EXPECT_EQ(m.breakdown().context_bytes(), 1000 * MiB + kDefaultCublasWorkspaceBytes);
+  // The context, and the forward's and the backward's cuBLAS workspaces.
+  EXPECT_EQ(m.breakdown().context_bytes(), 1000 * MiB + 2 * kDefaultCublasWorkspaceBytes);
   EXPECT_EQ(m.gpu_constants(), v1::GPU_CONSTANTS_CALIBRATED);
   EXPECT_EQ(
       CalibratedEstimate(*replay, Card(40960, false), calibration, 0).gpu_constants(),
