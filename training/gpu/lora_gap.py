@@ -101,7 +101,7 @@ def traced(model_name, config, batch, seq):
         dtype, amp, _, _ = m.CONFIGS[config]
         model = m.build(config, "meta", model_name)
         api.describe_json(model, input_shape=(seq,), input_dtype="int64", batch_size=batch,
-                          optimizer="adamw", dtype=dtype, amp=amp is not None,
+                          optimizer="adamw", dtype=dtype, amp=amp or False,
                           name="gap", step=m.lm_step)
     finally:
         tr.AllocationTracer.track = track

@@ -146,7 +146,7 @@ def describe(model_name, config, batch, seq, path):
     dtype, amp, _, _ = CONFIGS[config]
     model = build(config, "meta", model_name)
     d = describe_json(model, input_shape=(seq,), input_dtype="int64", batch_size=batch,
-                      optimizer="adamw", dtype=dtype, amp=amp is not None,
+                      optimizer="adamw", dtype=dtype, amp=amp or False,
                       name=f"{model_name}-{config}-b{batch}-s{seq}", step=lm_step)
     with open(path, "w") as f:
         json.dump(d, f)

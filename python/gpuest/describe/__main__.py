@@ -70,10 +70,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="optimizer whose state the step creates (default: adamw)")
     p.add_argument("--dtype", default="float32", choices=list(DTYPES),
                    help="parameter dtype (default: float32)")
-    p.add_argument("--amp", action="store_true",
-                   help="mixed precision training (torch.autocast on CUDA with a "
-                        "GradScaler): traced with CUDA autocast's op lists and weight-"
-                        "cast cache, fp32 master weights and the scaler's state")
+    p.add_argument("--amp", nargs="?", const="float16", default=None,
+                   choices=["float16", "bfloat16"],
+                   help="mixed precision training (torch.autocast on CUDA): traced with "
+                        "CUDA autocast's op lists and weight-cast cache over the --dtype "
+                        "weights; float16 (the default with --amp) with a GradScaler's "
+                        "state, bfloat16 without one")
     p.add_argument("--loss", default="auto", choices=LOSSES,
                    help="the loss the traced step computes on the output: auto "
                         "(default: cross_entropy for a (batch, classes) output, else "
@@ -159,7 +161,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     started = time.perf_counter()
     try:
         desc = describe(model, input_shape=shape, batch_size=args.batch_size,
-                        optimizer=args.optimizer, dtype=args.dtype, amp=args.amp,
+                        optimizer=args.optimizer, dtype=args.dtype, amp=args.amp or False,
                         trace=args.trace, input_dtype=args.input_dtype, name=args.name,
                         alloc_conf=args.alloc_conf, loss=args.loss,
                         cudnn_benchmark=args.cudnn_benchmark,

@@ -89,7 +89,7 @@ def describe_json(model: nn.Module,
                   batch_size: Optional[int] = None,
                   optimizer: str = "adamw",
                   dtype: str = "float32",
-                  amp: bool = False,
+                  amp: Union[bool, str] = False,
                   trace: bool = True,
                   *,
                   input_dtype: Union[str, torch.dtype, None] = None,
@@ -108,7 +108,10 @@ def describe_json(model: nn.Module,
     ``input_dtype="int64"`` for token ids); or ``example_inputs``, a tensor or tuple
     whose first dimension is the batch (re-sized to ``batch_size`` when given).
     ``optimizer``: sgd, sgd_momentum, adam, adamw, rmsprop or adagrad. ``dtype``:
-    float32, float16 or bfloat16 for the parameters; ``amp`` for mixed precision.
+    float32, float16 or bfloat16 for the parameters ("true" half precision: the weights,
+    gradients and optimizer state in it). ``amp``: mixed precision, torch.autocast on
+    CUDA over the ``dtype`` weights: True or "float16" (with a GradScaler, as fp16
+    recipes need), "bfloat16" (without one); False for none.
     ``alloc_conf``: the job's PYTORCH_CUDA_ALLOC_CONF (default: this process's
     environment); its max_split_size_mb and expandable_segments go into the
     description for the allocator simulation.
@@ -158,6 +161,7 @@ def describe_json(model: nn.Module,
     elif not isinstance(cudnn_benchmark, bool):
         raise DescribeError(f"cudnn_benchmark must be True, False or None, got "
                             f"{cudnn_benchmark!r}")
+    amp_dtype = _amp_dtype(amp)
     parallel = parallelism_json(parallelism, model, getattr(torch, dtype))
     if batch_size is not None and int(batch_size) <= 0:
         raise DescribeError(f"batch_size must be positive, got {batch_size}")
@@ -181,21 +185,22 @@ def describe_json(model: nn.Module,
     try:
         if trace:
             try:
-                tracer = traced_step(model, specs, batch, optimizer, torch_dtype, amp, recorder,
+                tracer = traced_step(model, specs, batch, optimizer, torch_dtype, amp_dtype,
+                                     recorder,
                                      loss=loss, step_fn=step)
                 layers = recorder.layers()
                 traced_loss = tracer.loss
                 how = (f"torch {TORCH_VERSION} FakeTensorMode, one step: forward, "
                        f"{traced_loss} loss, "
                        f"backward, {optimizer} step emulated (multi-tensor, first step)"
-                       + (", CUDA autocast (float16) and GradScaler emulated for AMP" if amp else "")
+                       + _amp_words(amp_dtype)
                        + f"; {tracer.ops} ops")
                 trace_msg = trace_json(tracer.sizes, tracer.alloc_at, tracer.free_at,
                                        tracer.category, how)
             except Exception as e:  # any failure of the fake step: say why, keep going
                 reason = _reason(e)
         if layers is None:
-            layers = _layers_without_trace(model, specs, torch_dtype, amp, recorder)
+            layers = _layers_without_trace(model, specs, torch_dtype, amp_dtype, recorder)
             if isinstance(layers, str):  # no forward ran at all
                 reason = (reason + "; " if reason else "") + layers
                 layers = []
@@ -213,7 +218,7 @@ def describe_json(model: nn.Module,
         input_shape=sample_shape, sequence_length=sequence_length, layers=layers,
         activation_function=infer_activation(model, layers),
         optimizer=OPTIMIZER_ENUMS[optimizer], dtype=DTYPE_ENUMS[dtype],
-        mixed_precision=amp, framework_version=TORCH_VERSION, trace=trace_msg,
+        mixed_precision=amp_dtype is not None, framework_version=TORCH_VERSION, trace=trace_msg,
         trace_unavailable_reason=reason if trace else
         "; ".join(x for x in ("tracing was turned off", reason) if x),
         allocator=allocator, loss=traced_loss, cudnn_benchmark=cudnn_benchmark,
@@ -234,6 +239,27 @@ def _returning_message(build: Callable[P, Dict[str, Any]]) -> Callable[P, "Model
 
 
 describe = _returning_message(describe_json)
+
+
+_AMP_DTYPES = {True: torch.float16, "float16": torch.float16, "fp16": torch.float16,
+               "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+
+
+def _amp_dtype(amp) -> Optional[torch.dtype]:
+    """The autocast type ``amp`` asks for, None for no autocast."""
+    if amp is False or amp is None:
+        return None
+    if isinstance(amp, (bool, str)) and amp in _AMP_DTYPES:
+        return _AMP_DTYPES[amp]
+    raise DescribeError(f"amp must be False, True, 'float16' or 'bfloat16', got {amp!r}")
+
+
+def _amp_words(amp_dtype: Optional[torch.dtype]) -> str:
+    if amp_dtype is None:
+        return ""
+    if amp_dtype == torch.float16:
+        return ", CUDA autocast (float16) and GradScaler emulated for AMP"
+    return ", CUDA autocast (bfloat16, no GradScaler) emulated for AMP"
 
 
 def _layers_without_trace(model, specs, dtype, amp, recorder):

@@ -115,9 +115,10 @@ class _GradScaler:
         return [self.scale_, self.growth_tracker]
 
 
-def _autocast(amp: bool):
-    """CUDA autocast's rules for the forward (cuda_autocast.py), or nothing."""
-    return CudaAutocast() if amp else None
+def _autocast(amp: Optional[torch.dtype]):
+    """CUDA autocast's rules for the forward at ``amp``, its 16-bit type
+    (cuda_autocast.py), or nothing."""
+    return CudaAutocast(amp) if amp is not None else None
 
 
 def _batch_for_step(args):
@@ -135,7 +136,7 @@ def _check_step_loss(value):
 
 
 def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optimizer: str,
-                dtype: torch.dtype, amp: bool, recorder: LayerRecorder,
+                dtype: torch.dtype, amp: Optional[torch.dtype], recorder: LayerRecorder,
                 loss: str = "auto", step_fn: Optional[Callable] = None):
     """Run the step; returns the tracer with categories filled in and ``loss`` set
     to the name of the loss it computed.
@@ -206,7 +207,9 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
                             output = model(*args)
                             value, tracer.loss = training_loss(loss, output, labels,
                                                                make_target, dtype)
-                    scaler = _GradScaler() if amp else None
+                    # A GradScaler goes with float16 autocast: bfloat16 has float32's
+                    # range and trains without one (the AMP recipes' advice).
+                    scaler = _GradScaler() if amp == torch.float16 else None
                     if scaler is not None:
                         value = scaler.scale(value)
                 tracer.phase = "backward"
@@ -242,7 +245,8 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
     return tracer
 
 
-def fake_forward(model: nn.Module, specs: List[InputSpec], dtype: torch.dtype, amp: bool):
+def fake_forward(model: nn.Module, specs: List[InputSpec], dtype: torch.dtype,
+                 amp: Optional[torch.dtype]):
     """A forward without gradients on fake tensors: enough for the layer sequence."""
     mode = make_fake_mode()
     was_training = model.training
