@@ -210,6 +210,15 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
         "; the larger counts as used (a job not yet started is not in the node's "
         "figure)"));
   }
+  const ResolvedJob& candidate_job = jobs.back();
+  response.set_candidate_gpus(candidate_job.gpus);
+  if (candidate_job.gpus > 1) {
+    response.add_reasons(absl::StrCat(
+        "candidate '", candidate_job.name, "' runs on ", candidate_job.gpus,
+        " GPUs (its parallelism): this answers for one of them, holding one rank; the "
+        "job fits only where each of its ",
+        candidate_job.gpus, " GPUs answers fits, and runs at the pace of its slowest"));
+  }
   response.add_reasons(absl::StrCat(
       fit.fits ? "fits: " : "does not fit: ", "candidate '", jobs.back().name, "' needs ",
       Gib(fit.candidate_bytes), " (", jobs.back().memory_basis, ") beside ",
@@ -322,6 +331,7 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
         const ResolvedJob job,
         ResolveJob(request.job(), "job", gpu, engine_, *contention_, deadline));
     AddWarnings(job.warnings, response.mutable_warnings(), seen);
+    response.set_gpus_needed(job.gpus);
     v1::GpuRanking& r = *response.add_gpus();
     r.set_gpu(gpu.id);
     r.set_name(gpu.name);

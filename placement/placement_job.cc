@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "common/units.h"
+#include "estimators/job_gpus.h"
 
 namespace gpuest {
 namespace {
@@ -183,6 +184,7 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
             absl::StrCat(field, ".description: no estimator gave a memory figure"));
       }
       out.memory_bytes = response->recommendation().memory_bytes();
+      out.gpus = GpusPerJob(request.model().parallelism());
       out.estimator_id = response->recommendation().estimator_id();
       out.cap = response->recommendation().cap();
       out.memory_basis = absl::StrCat("estimated for ", gpu.id, ": ",

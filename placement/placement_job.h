@@ -31,6 +31,9 @@ struct ResolvedJob {
   // For a description: how to hold it to memory_bytes (cap.needed: it has a transient
   // that uncapped can take the GPU's free memory).
   v1::MemoryCap cap;
+  // GPUs the job occupies (GpusPerJob of its description's layout); memory_bytes is
+  // then one rank's share, on each of them.
+  uint64_t gpus = 1;
 };
 
 // field names the job in errors ("candidate", "existing[2]"). gpu is the target, from

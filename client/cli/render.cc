@@ -327,7 +327,12 @@ std::string RenderRanking(const v1::RankGpusResponse& response) {
                     FormatSignedBytes(g.headroom_bytes()),
                     g.estimator_id().empty() ? "-" : g.estimator_id()});
   }
-  return Table(rows) + WarningLines(response.warnings());
+  std::string out;
+  if (response.gpus_needed() > 1) {
+    absl::StrAppend(&out, "per GPU, one rank each: the job needs ",
+                    response.gpus_needed(), " such GPUs\n");
+  }
+  return out + Table(rows) + WarningLines(response.warnings());
 }
 
 std::string RenderJson(const google::protobuf::Message& message) {

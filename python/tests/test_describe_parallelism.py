@@ -92,3 +92,20 @@ def test_each_zero_stage_lowers_the_per_gpu_peak_and_the_basis_says_why(client):
     assert one - zero1 <= 16 * params * 7 // 8 + (1 << 20)
     assert zero3 < zero1
     assert "ZeRO-3" in zero3_basis and "all-gathered" in zero3_basis
+
+
+def test_rank_gpus_and_check_placement_take_a_job_over_eight_gpus(client):
+    job = gpuest.describe(Decoder(), input_shape=(SEQ,), input_dtype="int64", batch_size=4,
+                          optimizer="adamw", loss="cross_entropy",
+                          parallelism={"data_parallel": 8, "sharding": "zero3"})
+    described = v1.PlacementJob(description=v1.EstimateRequest(model=job))
+    ranking = client.rank_gpus(v1.RankGpusRequest(job=described))
+    assert ranking.gpus_needed == 8
+    (a100,) = [g for g in ranking.gpus if g.gpu == "a100-40gb"]
+    allocated, _ = _allocated(client, {"data_parallel": 8, "sharding": "zero3"})
+    assert a100.peak_bytes > allocated  # the rank's requirement: its step and context
+    placed = client.check_placement(v1.CheckPlacementRequest(
+        gpu=v1.PlacementGpu(catalog_id="a100-40gb"), candidate=described))
+    assert placed.candidate_gpus == 8
+    assert placed.candidate_bytes == a100.peak_bytes
+    assert any("runs on 8 GPUs" in r for r in placed.reasons)

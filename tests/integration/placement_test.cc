@@ -1,5 +1,6 @@
 // gpuest.v1.Placement through the real server on loopback: the client library's calls,
 // the metrics they leave, and `gpuest place` / `gpuest rank` as a user runs them.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -128,6 +129,53 @@ TEST_F(PlacementServerTest, RankGpusCoversMigProfilesAndAgreesWithEstimate) {
   }
   EXPECT_TRUE(saw_a100);
   EXPECT_TRUE(saw_mig);
+}
+
+// A job over several GPUs (issue "llm"): RankGpus and CheckPlacement answer per GPU,
+// one rank's share, and say how many GPUs the job occupies.
+TEST_F(PlacementServerTest, AJobOverEightGpusIsAnsweredPerGpuAndSaysSo) {
+  v1::EstimateRequest one = testing::ExampleRequest("cnn.json");
+  v1::EstimateRequest eight = one;
+  v1::Parallelism& layout = *eight.mutable_model()->mutable_parallelism();
+  layout.set_data_parallel(4);
+  layout.set_tensor_parallel(2);
+  layout.set_sharding(v1::SHARDING_PARAMETERS);
+  auto peak_on_a100 =
+      [&](const v1::EstimateRequest& job) -> std::pair<uint64_t, uint32_t> {
+    v1::RankGpusRequest request;
+    *request.mutable_job()->mutable_description() = job;
+    auto r = client_->RankGpus(request);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return {0, 0};
+    for (const v1::GpuRanking& g : r->gpus()) {
+      if (g.gpu() == "a100-40gb") return {g.peak_bytes(), r->gpus_needed()};
+    }
+    ADD_FAILURE() << "no a100-40gb in the ranking";
+    return {0, 0};
+  };
+  const auto [alone, alone_gpus] = peak_on_a100(one);
+  const auto [rank, rank_gpus] = peak_on_a100(eight);
+  EXPECT_EQ(alone_gpus, 1u);
+  EXPECT_EQ(rank_gpus, 8u);
+  EXPECT_LT(rank, alone);
+
+  v1::CheckPlacementRequest check;
+  check.mutable_gpu()->set_catalog_id("a100-40gb");
+  *check.mutable_candidate()->mutable_description() = eight;
+  auto placed = client_->CheckPlacement(check);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->candidate_gpus(), 8u);
+  EXPECT_EQ(placed->candidate_bytes(), rank);
+  const bool says_so = std::any_of(
+      placed->reasons().begin(), placed->reasons().end(),
+      [](const std::string& r) { return absl::StrContains(r, "runs on 8 GPUs"); });
+  EXPECT_TRUE(says_so) << placed->DebugString();
+
+  *check.mutable_candidate()->mutable_description() = one;
+  placed = client_->CheckPlacement(check);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->candidate_gpus(), 1u);
+  EXPECT_EQ(placed->candidate_bytes(), alone);
 }
 
 TEST_F(PlacementServerTest, MetricsCountPlacementCallsLikeEstimate) {
