@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "estimators/job_gpus.h"
 
 namespace gpuest::allocsim {
 namespace {
@@ -26,8 +27,7 @@ void Add(v1::AllocationTrace& trace, uint64_t bytes, uint32_t alloc_at, uint32_t
 }  // namespace
 
 bool SpreadsOverGpus(const v1::Parallelism& p) {
-  return p.data_parallel() > 1 || p.tensor_parallel() > 1 || p.offload_optimizer() ||
-         p.offload_parameters();
+  return GpusPerJob(p) > 1 || p.offload_optimizer() || p.offload_parameters();
 }
 
 RankTrace PerRankTrace(const v1::AllocationTrace& trace, const v1::Parallelism& p) {
