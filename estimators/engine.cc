@@ -53,6 +53,11 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
             "; estimates treat them by their totals only")));
   }
 
+  for (const std::string& caveat : request.model().trace_caveats()) {
+    warnings.push_back(MakeWarning(v1::WARNING_CODE_TRACE_CAVEAT,
+                                   absl::StrCat("the description's trace: ", caveat)));
+  }
+
   for (const Estimator* estimator : chosen) {
     const v1::EstimatorInfo& info = estimator->Info();
     if (!estimator->AppliesTo(input)) {

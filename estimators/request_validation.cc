@@ -188,6 +188,9 @@ absl::Status CheckFeatures(const v1::FeatureVector& f, const ValidationLimits& l
 constexpr uint32_t kMaxDataParallel = 65536;
 constexpr uint32_t kMaxTensorParallel = 1024;
 constexpr uint64_t kMaxUnitBytes = uint64_t{1} << 44;
+// Each caveat becomes a warning in the response: a handful of sentences.
+constexpr int kMaxTraceCaveats = 16;
+constexpr size_t kMaxTraceCaveatLength = 1024;
 
 absl::Status ValidateParallelism(const v1::Parallelism& p) {
   if (p.data_parallel() > kMaxDataParallel) {
@@ -295,6 +298,17 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
   if (max_split != 0 && (max_split <= 20 || max_split > (uint64_t{1} << 40))) {
     return Invalid("model.allocator.max_split_size_mb",
                    absl::StrCat("must be 0 (unlimited) or above 20, got ", max_split));
+  }
+  if (model.trace_caveats_size() > kMaxTraceCaveats) {
+    return Invalid(
+        "model.trace_caveats",
+        absl::StrCat("at most ", kMaxTraceCaveats, ", got ", model.trace_caveats_size()));
+  }
+  for (int i = 0; i < model.trace_caveats_size(); ++i) {
+    if (model.trace_caveats(i).size() > kMaxTraceCaveatLength) {
+      return Invalid(absl::StrCat("model.trace_caveats[", i, "]"),
+                     absl::StrCat("longer than ", kMaxTraceCaveatLength, " characters"));
+    }
   }
   return ValidateParallelism(model.parallelism());
 }

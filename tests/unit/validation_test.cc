@@ -241,7 +241,18 @@ INSTANTIATE_TEST_SUITE_P(
                r.mutable_model()->mutable_parallelism()->set_data_parallel(8);
                r.mutable_model()->mutable_parallelism()->set_offload_parameters(true);
              },
-             "model.parallelism.offload_parameters:"}),
+             "model.parallelism.offload_parameters:"},
+        Case{"too_many_trace_caveats",
+             [](auto& r) {
+               for (int i = 0; i < 17; ++i) r.mutable_model()->add_trace_caveats("c");
+             },
+             "model.trace_caveats: at most 16"},
+        Case{"a_trace_caveat_too_long",
+             [](auto& r) {
+               r.mutable_model()->add_trace_caveats("ok");
+               r.mutable_model()->add_trace_caveats(std::string(1025, 'x'));
+             },
+             "model.trace_caveats[1]: longer than 1024"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Validation, AcceptsAValidRequestAndTrace) {

@@ -19,6 +19,7 @@ from .parallelism import parallelism_json
 from .message import allocator_json, description_json, to_message, trace_json
 from .optim import ENUM_NAMES as OPTIMIZER_ENUMS
 from .optim import OPTIMIZERS
+from .caveats import unwrap_compiled, weight_caveats
 from .step import DTYPES, InputSpec, fake_forward, real_forward, traced_step
 
 if TYPE_CHECKING:
@@ -162,6 +163,8 @@ def describe_json(model: nn.Module,
         raise DescribeError(f"cudnn_benchmark must be True, False or None, got "
                             f"{cudnn_benchmark!r}")
     amp_dtype = _amp_dtype(amp)
+    model, caveats = unwrap_compiled(model)
+    caveats += weight_caveats(model)
     parallel = parallelism_json(parallelism, model, getattr(torch, dtype))
     if batch_size is not None and int(batch_size) <= 0:
         raise DescribeError(f"batch_size must be positive, got {batch_size}")
@@ -222,7 +225,7 @@ def describe_json(model: nn.Module,
         trace_unavailable_reason=reason if trace else
         "; ".join(x for x in ("tracing was turned off", reason) if x),
         allocator=allocator, loss=traced_loss, cudnn_benchmark=cudnn_benchmark,
-        parallelism=parallel)
+        parallelism=parallel, trace_caveats=caveats if trace else [])
     return d
 
 

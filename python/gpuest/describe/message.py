@@ -62,7 +62,8 @@ def description_json(*, name: str, family: str, batch_size: int, input_shape: Li
                      trace_unavailable_reason: str,
                      allocator: Optional[dict] = None, loss: str = "",
                      cudnn_benchmark: Optional[bool] = None,
-                     parallelism: Optional[dict] = None) -> dict:
+                     parallelism: Optional[dict] = None,
+                     trace_caveats: Optional[List[str]] = None) -> dict:
     d: Dict[str, Any] = {}
     _put(d, "name", name)
     _put(d, "family", family)
@@ -86,6 +87,8 @@ def description_json(*, name: str, family: str, batch_size: int, input_shape: Li
         d["cudnnBenchmark"] = bool(cudnn_benchmark)
     if parallelism:
         d["parallelism"] = parallelism
+    if trace_caveats:
+        d["traceCaveats"] = list(trace_caveats)
     return d
 
 
