@@ -44,3 +44,30 @@ def test_optimizer_state_sizes():
         d = _describe(name)
         assert bytes_by_category(d["trace"])["OPTIMIZER_STATE"] == state, name
         assert d["optimizer"] == "OPTIMIZER_" + name.upper()
+
+
+def test_gradient_accumulation_runs_the_second_backward_beside_the_first_gradients():
+    one = _describe("sgd")["trace"]
+    model = nn.Sequential(nn.Linear(IN, OUT, bias=False), nn.ReLU())
+    four = describe_dict(model, input_shape=(IN,), batch_size=B, optimizer="sgd",
+                         gradient_accumulation=4)["trace"]
+    check_trace_shape(four)
+    params = IN * OUT * 4
+    _, peak_one = live_curve(one)
+    curve, peak_four = live_curve(four)
+    # The second micro-batch's backward holds the first's gradient (a weight's worth)
+    # beside its own activations, and its new gradient before adding it in.
+    assert peak_four >= peak_one + params
+    assert peak_four <= peak_one + 2 * params
+    # Added in place: one gradient at the end, as after one micro-batch.
+    assert curve[-1] == live_curve(one)[0][-1]
+    assert bytes_by_category(four)["GRADIENT"] == params
+    assert "gradient accumulation (4 micro-batches" in four["tracer"]
+
+
+def test_gradient_accumulation_must_be_a_count():
+    import pytest
+    from gpuest.describe import DescribeError
+    with pytest.raises(DescribeError, match="gradient_accumulation"):
+        describe_dict(nn.Linear(IN, OUT), input_shape=(IN,), batch_size=B,
+                      gradient_accumulation=0)

@@ -76,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
                         "CUDA autocast's op lists and weight-cast cache over the --dtype "
                         "weights; float16 (the default with --amp) with a GradScaler's "
                         "state, bfloat16 without one")
+    p.add_argument("--gradient-accumulation", type=int, default=1, metavar="N",
+                   help="micro-batches of --batch-size whose gradients add up before one "
+                        "optimizer step (default 1); above 1 the trace runs two, the "
+                        "second beside the first's gradients")
     p.add_argument("--loss", default="auto", choices=LOSSES,
                    help="the loss the traced step computes on the output: auto "
                         "(default: cross_entropy for a (batch, classes) output, else "
@@ -162,6 +166,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         desc = describe(model, input_shape=shape, batch_size=args.batch_size,
                         optimizer=args.optimizer, dtype=args.dtype, amp=args.amp or False,
+                        gradient_accumulation=args.gradient_accumulation,
                         trace=args.trace, input_dtype=args.input_dtype, name=args.name,
                         alloc_conf=args.alloc_conf, loss=args.loss,
                         cudnn_benchmark=args.cudnn_benchmark,

@@ -100,7 +100,8 @@ def describe_json(model: nn.Module,
                   loss: str = "auto",
                   step: Optional[Callable] = None,
                   cudnn_benchmark: Optional[bool] = None,
-                  parallelism: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+                  parallelism: Optional[Mapping[str, Any]] = None,
+                  gradient_accumulation: int = 1) -> Dict[str, Any]:
     """Describe ``model`` for gpuest: its layer sequence and, with ``trace``, the
     allocations of one training step at ``batch_size``, without a GPU and without
     computing anything (fake tensors).
@@ -131,6 +132,11 @@ def describe_json(model: nn.Module,
     "sharding": "zero3"}`` (keys in ``gpuest.describe.parallelism``); the estimate is
     then per GPU, and the largest block that sharding gathers at once is measured on
     the model. The trace is of the unsharded step at the per-GPU ``batch_size``.
+
+    ``gradient_accumulation``: micro-batches (each of ``batch_size``) whose gradients
+    add up before one optimizer step; above 1 the trace runs two of them, since the
+    second's backward runs beside the gradients the first left (and adds into them),
+    and later ones repeat it.
 
     ``describe`` returns a ``gpuest.v1.ModelDescription``; ``describe_json`` the same
     description in its protobuf-JSON form (a dict, 64-bit integers as numbers), built
@@ -163,6 +169,10 @@ def describe_json(model: nn.Module,
         raise DescribeError(f"cudnn_benchmark must be True, False or None, got "
                             f"{cudnn_benchmark!r}")
     amp_dtype = _amp_dtype(amp)
+    if isinstance(gradient_accumulation, bool) or not isinstance(gradient_accumulation, int) \
+            or gradient_accumulation < 1:
+        raise DescribeError(f"gradient_accumulation must be a whole number of micro-batches "
+                            f"(1 or more), got {gradient_accumulation!r}")
     model, caveats = unwrap_compiled(model)
     caveats += weight_caveats(model)
     parallel = parallelism_json(parallelism, model, getattr(torch, dtype))
@@ -189,14 +199,16 @@ def describe_json(model: nn.Module,
         if trace:
             try:
                 tracer = traced_step(model, specs, batch, optimizer, torch_dtype, amp_dtype,
-                                     recorder,
-                                     loss=loss, step_fn=step)
+                                     recorder, loss=loss, step_fn=step,
+                                     micro_batches=gradient_accumulation)
                 layers = recorder.layers()
                 traced_loss = tracer.loss
                 how = (f"torch {TORCH_VERSION} FakeTensorMode, one step: forward, "
                        f"{traced_loss} loss, "
                        f"backward, {optimizer} step emulated (multi-tensor, first step)"
                        + _amp_words(amp_dtype)
+                       + (f", gradient accumulation ({gradient_accumulation} micro-batches: "
+                          f"the first two traced)" if gradient_accumulation > 1 else "")
                        + f"; {tracer.ops} ops")
                 trace_msg = trace_json(tracer.sizes, tracer.alloc_at, tracer.free_at,
                                        tracer.category, how)

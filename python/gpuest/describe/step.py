@@ -137,13 +137,16 @@ def _check_step_loss(value):
 
 def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optimizer: str,
                 dtype: torch.dtype, amp: Optional[torch.dtype], recorder: LayerRecorder,
-                loss: str = "auto", step_fn: Optional[Callable] = None):
+                loss: str = "auto", step_fn: Optional[Callable] = None,
+                micro_batches: int = 1):
     """Run the step; returns the tracer with categories filled in and ``loss`` set
     to the name of the loss it computed.
 
     ``loss`` is one of losses.LOSSES; ``step_fn(model, batch) -> loss``, when given,
     runs instead of the forward and that loss (the caller's own code, on the fake
-    tensors). The recorder must already be attached; it sees the forward.
+    tensors). ``micro_batches`` above 1: gradient accumulation, the forward and
+    backward of two micro-batches before the optimizer step. The recorder must already
+    be attached; it sees the forward.
     """
     mode = make_fake_mode()
     tracer = AllocationTracer()
@@ -185,37 +188,49 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
             # forward; it is loaded with the batch, so its time is taken now.
             target_at = tracer.reserve_tick() if step_fn is None and needs_target(loss) else None
 
+            targets = []  # one per batch: the micro-batches reuse the first's
+
             def make_target(shape, target_dtype):
+                if targets:
+                    return targets[0]
                 with outside_dispatch_modes():
                     target = fake_leaf(mode, torch.empty(shape, device="meta"),
                                        dtype=target_dtype)
                 inputs.append(tracer.track(target, at=target_at))
+                targets.append(target)
                 return target
 
             autocast = _autocast(amp)
             with mode, tracer, cuda_attention(autocast), cudnn_recurrent(autocast):
-                tracer.phase = "forward"
-                with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-                    # The forward and loss under autocast, as a training loop writes
-                    # them; its exit frees the weight casts autograd did not save.
-                    with autocast or contextlib.nullcontext():
-                        if step_fn is not None:
-                            output = None
-                            value = _check_step_loss(step_fn(model, _batch_for_step(args)))
-                            tracer.loss = STEP_FUNCTION
-                        else:
-                            output = model(*args)
-                            value, tracer.loss = training_loss(loss, output, labels,
-                                                               make_target, dtype)
-                    # A GradScaler goes with float16 autocast: bfloat16 has float32's
-                    # range and trains without one (the AMP recipes' advice).
-                    scaler = _GradScaler() if amp == torch.float16 else None
-                    if scaler is not None:
-                        value = scaler.scale(value)
-                tracer.phase = "backward"
-                value.backward()
-                del output, value
-                tracer.reap()
+                scaler = None
+                # Gradient accumulation: the second micro-batch's backward runs beside
+                # the gradients the first left, and adds into them; later ones repeat it.
+                for micro in range(min(micro_batches, 2)):
+                    tracer.phase = "forward"
+                    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+                        # The forward and loss under autocast, as a training loop writes
+                        # them; its exit frees the weight casts autograd did not save.
+                        with autocast or contextlib.nullcontext():
+                            if step_fn is not None:
+                                output = None
+                                value = _check_step_loss(
+                                    step_fn(model, _batch_for_step(args)))
+                                tracer.loss = STEP_FUNCTION
+                            else:
+                                output = model(*args)
+                                value, tracer.loss = training_loss(loss, output, labels,
+                                                                   make_target, dtype)
+                        # A GradScaler goes with float16 autocast: bfloat16 has float32's
+                        # range and trains without one (the AMP recipes' advice).
+                        if micro == 0 and amp == torch.float16:
+                            scaler = _GradScaler()
+                        if scaler is not None:
+                            value = scaler.scale(value)
+                    tracer.phase = "backward"
+                    value.backward()
+                    del output, value
+                    tracer.reap()
+                targets.clear()  # a batch's target dies with its last backward's graph
                 grads = [tracer.index_of(p.grad) for p in params if p.grad is not None]
                 tracer.phase = "optimizer"
                 unscaled = scaler.unscale() if scaler is not None else ()
