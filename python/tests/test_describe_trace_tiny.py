@@ -71,3 +71,25 @@ def test_gradient_accumulation_must_be_a_count():
     with pytest.raises(DescribeError, match="gradient_accumulation"):
         describe_dict(nn.Linear(IN, OUT), input_shape=(IN,), batch_size=B,
                       gradient_accumulation=0)
+
+
+def test_the_optimizer_implementation_sets_its_temporaries():
+    params = IN * OUT * 4
+
+    def peak(impl):
+        model = nn.Sequential(nn.Linear(IN, OUT, bias=False), nn.Linear(OUT, OUT, bias=False))
+        d = describe_dict(model, input_shape=(IN,), batch_size=B, optimizer="adam",
+                          optimizer_impl=impl)
+        assert f"adam step emulated ({impl}, first step)" in d["trace"]["tracer"]
+        return live_curve(d["trace"])
+
+    (foreach_curve, _), (fused_curve, _), (single_curve, _) = (
+        peak("foreach"), peak("fused"), peak("single_tensor"))
+    # After the step all three hold the same (weights, gradients, two states each).
+    assert foreach_curve[-1] == fused_curve[-1] == single_curve[-1]
+    # During it, foreach holds a sqrt(v) of every weight at once (IN x OUT, OUT x OUT),
+    # single_tensor one at a time (the larger), fused none.
+    extra = lambda curve: max(curve) - curve[-1]  # noqa: E731
+    assert extra(fused_curve) <= 0 < extra(single_curve) < extra(foreach_curve)
+    assert extra(foreach_curve) == params + OUT * OUT * 4
+    assert extra(single_curve) == OUT * OUT * 4

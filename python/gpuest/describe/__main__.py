@@ -76,6 +76,11 @@ def _parser() -> argparse.ArgumentParser:
                         "CUDA autocast's op lists and weight-cast cache over the --dtype "
                         "weights; float16 (the default with --amp) with a GradScaler's "
                         "state, bfloat16 without one")
+    p.add_argument("--optimizer-impl", default="foreach",
+                   choices=["foreach", "fused", "single_tensor"],
+                   help="how torch.optim runs the step: foreach (default; torch 2.x's on "
+                        "CUDA, one temporary per parameter at once), fused (fused=True: "
+                        "none) or single_tensor (foreach=False: one at a time)")
     p.add_argument("--gradient-accumulation", type=int, default=1, metavar="N",
                    help="micro-batches of --batch-size whose gradients add up before one "
                         "optimizer step (default 1); above 1 the trace runs two, the "
@@ -167,6 +172,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         desc = describe(model, input_shape=shape, batch_size=args.batch_size,
                         optimizer=args.optimizer, dtype=args.dtype, amp=args.amp or False,
                         gradient_accumulation=args.gradient_accumulation,
+                        optimizer_impl=args.optimizer_impl,
                         trace=args.trace, input_dtype=args.input_dtype, name=args.name,
                         alloc_conf=args.alloc_conf, loss=args.loss,
                         cudnn_benchmark=args.cudnn_benchmark,

@@ -18,7 +18,7 @@ from .errors import DescribeError
 from .parallelism import parallelism_json
 from .message import allocator_json, description_json, to_message, trace_json
 from .optim import ENUM_NAMES as OPTIMIZER_ENUMS
-from .optim import OPTIMIZERS
+from .optim import IMPLEMENTATIONS as OPTIMIZER_IMPLEMENTATIONS, OPTIMIZERS
 from .caveats import unwrap_compiled, weight_caveats
 from .step import DTYPES, InputSpec, fake_forward, real_forward, traced_step
 
@@ -101,7 +101,8 @@ def describe_json(model: nn.Module,
                   step: Optional[Callable] = None,
                   cudnn_benchmark: Optional[bool] = None,
                   parallelism: Optional[Mapping[str, Any]] = None,
-                  gradient_accumulation: int = 1) -> Dict[str, Any]:
+                  gradient_accumulation: int = 1,
+                  optimizer_impl: str = "foreach") -> Dict[str, Any]:
     """Describe ``model`` for gpuest: its layer sequence and, with ``trace``, the
     allocations of one training step at ``batch_size``, without a GPU and without
     computing anything (fake tensors).
@@ -133,6 +134,9 @@ def describe_json(model: nn.Module,
     then per GPU, and the largest block that sharding gathers at once is measured on
     the model. The trace is of the unsharded step at the per-GPU ``batch_size``.
 
+    ``optimizer_impl``: how torch.optim runs the step: "foreach" (torch 2.x's default
+    on CUDA: one temporary per parameter alive at once), "fused" (``fused=True``: none)
+    or "single_tensor" (``foreach=False``: one at a time).
     ``gradient_accumulation``: micro-batches (each of ``batch_size``) whose gradients
     add up before one optimizer step; above 1 the trace runs two of them, since the
     second's backward runs beside the gradients the first left (and adds into them),
@@ -148,6 +152,9 @@ def describe_json(model: nn.Module,
     """
     if not isinstance(model, nn.Module):
         raise DescribeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if optimizer_impl not in OPTIMIZER_IMPLEMENTATIONS:
+        raise DescribeError(f"unknown optimizer_impl {optimizer_impl!r}; one of "
+                            f"{', '.join(OPTIMIZER_IMPLEMENTATIONS)}")
     if optimizer not in OPTIMIZERS:
         raise DescribeError(f"unknown optimizer {optimizer!r}; one of {', '.join(OPTIMIZERS)}")
     if dtype not in DTYPES:
@@ -200,12 +207,13 @@ def describe_json(model: nn.Module,
             try:
                 tracer = traced_step(model, specs, batch, optimizer, torch_dtype, amp_dtype,
                                      recorder, loss=loss, step_fn=step,
-                                     micro_batches=gradient_accumulation)
+                                     micro_batches=gradient_accumulation,
+                                     optimizer_impl=optimizer_impl)
                 layers = recorder.layers()
                 traced_loss = tracer.loss
                 how = (f"torch {TORCH_VERSION} FakeTensorMode, one step: forward, "
                        f"{traced_loss} loss, "
-                       f"backward, {optimizer} step emulated (multi-tensor, first step)"
+                       f"backward, {optimizer} step emulated ({optimizer_impl}, first step)"
                        + _amp_words(amp_dtype)
                        + (f", gradient accumulation ({gradient_accumulation} micro-batches: "
                           f"the first two traced)" if gradient_accumulation > 1 else "")

@@ -3,9 +3,12 @@
 torch.optim's step cannot run under FakeTensorMode on torch 1.13 (its profiler
 wrapper rejects fake arguments), and what the trace needs is only what the step
 allocates: the state it creates on the first step and the temporaries it holds.
-This mirrors torch 2.x's default on CUDA, the multi-tensor ("foreach") path, which
-keeps one temporary per parameter alive at once (Adam's sqrt(v), for example);
-Adam's step counters live on the host there and are left out.
+By default this mirrors torch 2.x's default on CUDA, the multi-tensor ("foreach")
+path, which keeps one temporary per parameter alive at once (Adam's sqrt(v), for
+example); Adam's step counters live on the host there and are left out. The other two
+implementations a job can ask for: ``fused`` (``fused=True``: one kernel per group that
+updates in registers, no temporaries) and ``single_tensor`` (``foreach=False``: a loop
+over the parameters, one temporary alive at a time).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import List
 import torch
 
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "rmsprop", "adagrad")
+IMPLEMENTATIONS = ("foreach", "fused", "single_tensor")
 ENUM_NAMES = {
     "sgd": "OPTIMIZER_SGD",
     "sgd_momentum": "OPTIMIZER_SGD_MOMENTUM",
@@ -25,9 +29,14 @@ ENUM_NAMES = {
 
 
 @torch.no_grad()
-def optimizer_step(name: str, params: List[torch.Tensor], lr: float = 1e-3) -> list:
-    """Apply one first step of optimizer ``name``; returns the state it created (the
-    caller keeps it alive to the end of the step, as an optimizer would)."""
+def optimizer_step(name: str, params: List[torch.Tensor], lr: float = 1e-3,
+                   impl: str = "foreach") -> list:
+    """Apply one first step of optimizer ``name`` as implementation ``impl`` does;
+    returns the state it created (the caller keeps it alive to the end of the step, as
+    an optimizer would)."""
+    if impl not in IMPLEMENTATIONS:
+        raise ValueError(f"unknown optimizer implementation {impl!r}; one of "
+                         f"{', '.join(IMPLEMENTATIONS)}")
     params = [p for p in params if p.grad is not None]
     grads = [p.grad for p in params]
     state: list = []
@@ -50,31 +59,42 @@ def optimizer_step(name: str, params: List[torch.Tensor], lr: float = 1e-3) -> l
         for m, v, g in zip(exp_avg, exp_avg_sq, grads):
             m.mul_(beta1).add_(g, alpha=1 - beta1)
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        denom = [v.sqrt() for v in exp_avg_sq]  # all alive at once, as in foreach
-        for d in denom:
-            d.div_(1 - beta2).add_(eps)
-        for p, m, d in zip(params, exp_avg, denom):
-            p.addcdiv_(m, d, value=-lr / (1 - beta1))
-        del denom
+        _update(params, exp_avg, exp_avg_sq, impl,
+                lambda d: d.div_(1 - beta2).add_(eps), -lr / (1 - beta1))
     elif name == "rmsprop":
-        state += _squared_gradient_step(params, grads, keep=0.99, add=0.01, eps=1e-8, lr=lr)
+        state += _squared_gradient_step(params, grads, keep=0.99, add=0.01, eps=1e-8, lr=lr,
+                                        impl=impl)
     elif name == "adagrad":
-        state += _squared_gradient_step(params, grads, keep=1.0, add=1.0, eps=1e-10, lr=lr)
+        state += _squared_gradient_step(params, grads, keep=1.0, add=1.0, eps=1e-10, lr=lr,
+                                        impl=impl)
     else:
         raise ValueError(f"unknown optimizer {name!r}; one of {', '.join(OPTIMIZERS)}")
     return state
 
 
-def _squared_gradient_step(params, grads, keep, add, eps, lr):
+def _squared_gradient_step(params, grads, keep, add, eps, lr, impl):
     """RMSprop (keep=alpha, add=1-alpha) and Adagrad (keep=add=1): one buffer of squared
     gradients per parameter, and a temporary sqrt per parameter during the update."""
     buffers = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
     for s, g in zip(buffers, grads):
         s.mul_(keep).addcmul_(g, g, value=add)
-    denom = [s.sqrt() for s in buffers]
-    for d in denom:
-        d.add_(eps)
-    for p, g, d in zip(params, grads, denom):
-        p.addcdiv_(g, d, value=-lr)
-    del denom
+    _update(params, grads, buffers, impl, lambda d: d.add_(eps), -lr)
     return buffers
+
+
+def _update(params, numerators, squares, impl, finish_denominator, step):
+    """p += step * numerator / finish(sqrt(square)). The denominators are temporaries:
+    all at once (foreach), one at a time (single_tensor), or none (fused: computed in
+    registers, and so left out here)."""
+    if impl == "fused":
+        return
+    if impl == "single_tensor":
+        for p, n, sq in zip(params, numerators, squares):
+            d = finish_denominator(sq.sqrt())
+            p.addcdiv_(n, d, value=step)
+            del d
+        return
+    denom = [finish_denominator(sq.sqrt()) for sq in squares]  # all alive at once
+    for p, n, d in zip(params, numerators, denom):
+        p.addcdiv_(n, d, value=step)
+    del denom

@@ -138,7 +138,7 @@ def _check_step_loss(value):
 def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optimizer: str,
                 dtype: torch.dtype, amp: Optional[torch.dtype], recorder: LayerRecorder,
                 loss: str = "auto", step_fn: Optional[Callable] = None,
-                micro_batches: int = 1):
+                micro_batches: int = 1, optimizer_impl: str = "foreach"):
     """Run the step; returns the tracer with categories filled in and ``loss`` set
     to the name of the loss it computed.
 
@@ -234,7 +234,7 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
                 grads = [tracer.index_of(p.grad) for p in params if p.grad is not None]
                 tracer.phase = "optimizer"
                 unscaled = scaler.unscale() if scaler is not None else ()
-                state = optimizer_step(optimizer, params)
+                state = optimizer_step(optimizer, params, impl=optimizer_impl)
                 del unscaled  # GradScaler.update() drops them after the step
                 state += scaler.state() if scaler is not None else []
                 tracer.reap()
