@@ -124,3 +124,31 @@ def test_cli_loss(capsys):
         main(["--model", "torch.nn:Linear", "--kwargs", '{"in_features": 4, "out_features": 3}',
               "--input-shape", "4", "--batch-size", "2", "--loss", "hinge"])
     assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_a_chunked_cross_entropy_step_never_holds_the_whole_logits():
+    """Large-vocabulary recipes (Liger's fused linear cross-entropy, torchtune's chunked
+    loss) compute the head and the loss a chunk of tokens at a time, recomputing each
+    chunk's logits in backward: the (batch, seq, vocab) logits never exist at once."""
+    import torch.utils.checkpoint as checkpoint
+    chunks = 8
+
+    def chunk_loss(head, hidden, targets):
+        logits = head(hidden).float()
+        return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), reduction="sum")
+
+    def chunked_step(model, tokens):
+        hidden = model.embed(tokens)
+        total = 0
+        for h, t in zip(hidden.chunk(chunks, dim=1), tokens.chunk(chunks, dim=1)):
+            total = total + checkpoint.checkpoint(chunk_loss, model.head, h, t,
+                                                  use_reentrant=False)
+        return total / tokens.numel()
+
+    def full_step(model, tokens):
+        return F.cross_entropy(model(tokens).reshape(-1, V), tokens.reshape(-1))
+
+    full = live_curve(_describe(step=full_step)["trace"])[1]
+    chunked = live_curve(_describe(step=chunked_step)["trace"])[1]
+    # The whole step's logits-sized tensors (about three at once) shrink to a chunk's.
+    assert full - chunked > 2 * LOGITS * (1 - 2 / chunks), (full, chunked)
