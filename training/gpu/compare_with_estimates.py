@@ -81,6 +81,8 @@ def main(argv=None) -> int:
                    help="../shared/data/timm/timm_a100.csv: how its OK rows of the same "
                         "jobs compare with these rows plus --against-context-mib")
     p.add_argument("--against-context-mib", type=float, default=1429.0)
+    p.add_argument("--write-caps", default="",
+                   help="with --family-out-bound: write each job's family-out cap (MiB)")
     p.add_argument("--family-out-bound", action="store_true",
                    help="also score a bound fitted on the rows, architecture family out")
     args = p.parse_args(argv)
@@ -130,7 +132,7 @@ def main(argv=None) -> int:
           f"{100 * statistics.median(reserved_err):+.1f} %, mean |error| "
           f"{100 * statistics.mean(abs(e) for e in reserved_err):.1f} %")
     if args.family_out_bound:
-        family_out_bound(scored, args.context_mib)
+        family_out_bound(scored, args.context_mib, caps_path=args.write_caps)
     if args.against_csv:
         against(scored, args.against_csv, args.against_context_mib)
     if missing:
@@ -153,7 +155,11 @@ def against(scored, path, context_mib):
           f"95 % {at[5]:.2f}, max {at[6]:.2f}")
 
 
-def family_out_bound(scored, context_mib, quantile=0.95):
+def family_out_bound(scored, context_mib, quantile=0.95, caps_path=""):
+    """Prints the table; with caps_path, writes {job: k x simulated reserved MiB} for
+    every row, k fitted without the row's architecture family: the allocator's share of
+    the bound, a cap for measure_cudnn_benchmark.py --cap-file."""
+    caps = {}
     def k_for(rows):
         need = sorted(measured / sim for _, _, sim, measured in rows)
         return need[min(len(need) - 1, int(quantile * (len(need) - 1) + 0.999))]
@@ -174,11 +180,15 @@ def family_out_bound(scored, context_mib, quantile=0.95):
                 if architecture(job) != arch:
                     continue
                 bound = context_mib + k * sim
+                caps[job] = round(k * sim, 1)
                 need = measured + context_mib
                 safe += bound >= need
                 tight += need <= bound <= 1.2 * need
         print(f"| {family} | {len(rows)} | {len(archs)} | {safe / len(rows):.3f} | "
               f"{tight / len(rows):.3f} | {k_for(rows):.3f} |")
+    if caps_path:
+        with open(caps_path, "w") as f:
+            json.dump(caps, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -173,7 +173,8 @@ def main(argv=None) -> int:
                    help="stop starting new jobs after this many seconds")
     p.add_argument("--timeout-s", type=float, default=120, help="per configuration")
     p.add_argument("--modes", default="off,on,cap",
-                   help="which of off, on, cap to run for each job ('off' always runs)")
+                   help="which of off, on, cap to run for each job (cap alone: the "
+                        "--cap-file caps only)")
     p.add_argument("--parallel", type=int, default=1,
                    help="jobs at a time (NVML's figures are then device-wide, not the job's)")
     args = p.parse_args(argv)
@@ -202,8 +203,10 @@ def main(argv=None) -> int:
                       f"{row.get('steady_reserved_mib', 0):.0f} MiB", file=sys.stderr,
                       flush=True)
 
-        off = run_child(model, batch, False, 0, args.steps, args.timeout_s)
-        emit(off)
+        off = {}
+        if "off" in modes:
+            off = run_child(model, batch, False, 0, args.steps, args.timeout_s)
+            emit(off)
         if "on" in modes:
             emit(run_child(model, batch, True, 0, args.steps, args.timeout_s))
         if "cap" not in modes:
