@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_guard.h"
 
@@ -133,11 +134,86 @@ bool IsNull(od::value& value) {
   return value.is_null().get(null) == simdjson::SUCCESS && null;
 }
 
+// One container's nvidia.com/gpu limit: a quantity string ("2"), or a number where a
+// client wrote one; 0 when it has none.
+absl::StatusOr<uint32_t> ContainerGpus(od::object container) {
+  constexpr char kWhere[] = "Pod.spec.containers[].resources.limits[nvidia.com/gpu]";
+  for (auto field : container) {
+    std::string_view key;
+    GPUEST_JSON(field.unescaped_key().get(key), "Pod.spec.containers[]");
+    if (key != "resources") continue;
+    od::object resources;
+    if (field.value().get_object().get(resources) != simdjson::SUCCESS) return 0;
+    for (auto part : resources) {
+      GPUEST_JSON(part.unescaped_key().get(key), "Pod.spec.containers[].resources");
+      if (key != "limits") continue;
+      od::object limits;
+      if (part.value().get_object().get(limits) != simdjson::SUCCESS) return 0;
+      for (auto limit : limits) {
+        GPUEST_JSON(limit.unescaped_key().get(key),
+                    "Pod.spec.containers[].resources.limits");
+        if (key != kGpuResource) continue;
+        std::string_view text;
+        uint64_t count = 0;
+        od::value value = limit.value();
+        if (value.get_string().get(text) == simdjson::SUCCESS) {
+          // simdjson's views are std::string_view; this abseil's string_view is its own.
+          const std::string quantity(text.substr(0, 32));
+          if (text.size() > quantity.size() || !absl::SimpleAtoi(quantity, &count)) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(kWhere, ": '", quantity, "' is not a whole number"));
+          }
+        } else if (value.get_uint64().get(count) != simdjson::SUCCESS) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(kWhere, ": a whole number or its string is needed"));
+        }
+        if (count > kMaxPodGpus) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(kWhere, ": at most ", kMaxPodGpus, ", got ", count));
+        }
+        return static_cast<uint32_t>(count);
+      }
+    }
+  }
+  return 0;
+}
+
+// The pod's GPUs: its containers' limits, summed (extended resources are asked for as
+// limits, and requests equal them). Init containers hold theirs only before the
+// containers start: left out.
+absl::Status ReadPodGpus(od::object spec, ExtenderArgs& args) {
+  for (auto field : spec) {
+    std::string_view key;
+    GPUEST_JSON(field.unescaped_key().get(key), "Pod.spec");
+    if (key != "containers") continue;
+    od::array containers;
+    if (field.value().get_array().get(containers) != simdjson::SUCCESS) continue;
+    for (auto item : containers) {
+      od::object container;
+      if (item.get_object().get(container) != simdjson::SUCCESS) continue;
+      absl::StatusOr<uint32_t> gpus = ContainerGpus(container);
+      if (!gpus.ok()) return gpus.status();
+      args.gpus_requested += *gpus;
+      if (args.gpus_requested > kMaxPodGpus) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Pod.spec.containers: more than ", kMaxPodGpus, " nvidia.com/gpu in all"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadPod(od::object pod, ExtenderArgs& args) {
   std::string name = "?", space = "default";
   for (auto field : pod) {
     std::string_view key;
     GPUEST_JSON(field.unescaped_key().get(key), "Pod");
+    if (key == "spec") {
+      od::object spec;
+      GPUEST_JSON(field.value().get_object().get(spec), "Pod.spec");
+      if (absl::Status s = ReadPodGpus(spec, args); !s.ok()) return s;
+      continue;
+    }
     if (key != "metadata") continue;
     od::object metadata;
     GPUEST_JSON(field.value().get_object().get(metadata), "Pod.metadata");

@@ -9,6 +9,7 @@
 // a view into the body, to be echoed unchanged in the filter's result.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,11 @@
 #include "extender/kube_nodes.h"
 
 namespace gpuest {
+
+// The device plugin's resource a pod asks GPUs with.
+inline constexpr char kGpuResource[] = "nvidia.com/gpu";
+// More GPUs than any node holds: a pod asking for more is refused.
+inline constexpr uint32_t kMaxPodGpus = 1024;
 
 // The pod annotation that holds the job's description (inline JSON or a ConfigMap).
 inline constexpr char kDescriptionAnnotation[] = "gpuest.io/description";
@@ -32,6 +38,9 @@ struct ExtenderArgs {
   std::string pod;  // namespace/name, for reasons and logs.
   // Pod annotation kDescriptionAnnotation when it is a string; nullopt: none.
   std::optional<std::string> description;
+  // The GPUs the pod asks for: its containers' nvidia.com/gpu limits, summed; 0 when
+  // none says (judged as one). Each must take one rank of the job.
+  uint32_t gpus_requested = 0;
   bool names_only = false;          // NodeNames given (nodeCacheCapable), not Nodes.
   std::vector<ExtenderNode> nodes;  // Nodes.items, in order.
   // Nodes (the v1.NodeList) and its items array, as their text inside the body.

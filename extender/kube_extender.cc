@@ -232,7 +232,9 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   if (gpus->empty()) return verdict;  // No GPU data: gpuest has no opinion.
 
   const GpuProfiles& catalog = request.models->registry().gpus();
-  bool fits_somewhere = false, fits_empty_somewhere = false;
+  // Each of the pod's GPUs takes one rank of its job, with the figure estimated for it.
+  const uint32_t needed = std::max<uint32_t>(1, request.args.gpus_requested);
+  uint32_t fitting = 0, fitting_empty = 0;
   std::vector<std::string> misses;
   for (const NodeGpu& gpu : *gpus) {
     const GpuProfile* profile = catalog.Find(gpu.model);
@@ -310,9 +312,9 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
       misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", placed.status().message()));
       continue;
     }
-    if (placed->candidate_bytes() <= total) fits_empty_somewhere = true;
+    if (placed->candidate_bytes() <= total) ++fitting_empty;
     if (placed->fits()) {
-      fits_somewhere = true;
+      ++fitting;
       verdict.score = std::max(verdict.score, ScoreOf(*placed));
     } else {
       const uint64_t left = placed->capacity_bytes() -
@@ -323,11 +325,18 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
                        gpu.free_reported ? " free" : " (free not reported)"));
     }
   }
-  if (fits_somewhere) return verdict;
+  if (fitting >= needed) return verdict;
   verdict.passes = false;
-  verdict.unresolvable = !fits_empty_somewhere;
-  verdict.reason = absl::StrCat("gpuest: no GPU of the node takes the pod; ",
-                                absl::StrJoin(misses, "; "));
+  verdict.unresolvable = fitting_empty < needed;
+  verdict.reason =
+      needed == 1
+          ? absl::StrCat("gpuest: no GPU of the node takes the pod; ",
+                         absl::StrJoin(misses, "; "))
+          : absl::StrCat(
+                "gpuest: the pod asks for ", needed, " GPUs (", kGpuResource,
+                "), each to take one rank; ", fitting, " of the node's ", gpus->size(),
+                " do",
+                misses.empty() ? "" : absl::StrCat("; ", absl::StrJoin(misses, "; ")));
   return verdict;
 }
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -178,6 +179,52 @@ TEST_F(ExtenderTest, FilterPassesTheNodesWhereTheJobFitsAndSaysWhyNotElsewhere) 
   EXPECT_NE(unresolvable["broken"].get<std::string>().find("gpuest.io/gpus[0].freeMiB"),
             std::string::npos)
       << unresolvable["broken"];
+}
+
+// A pod that asks for several GPUs (issue "llm"): each must take one rank of its job,
+// so a node passes only with that many GPUs that fit.
+TEST_F(ExtenderTest, APodOfTwoGpusNeedsTwoGpusThatFitOnTheNode) {
+  auto gpus = [](std::vector<uint64_t> free_mib) {
+    json list = json::array();
+    for (uint64_t f : free_mib) {
+      list.push_back({{"model", "a100-40gb"}, {"totalMiB", 40960}, {"freeMiB", f}});
+    }
+    return json{{"gpuest.io/gpus", list.dump()}};
+  };
+  const uint64_t need = need_mib_;
+  json items = json::array({Node("one-gpu", {}, gpus({40960})),
+                            Node("two-roomy", {}, gpus({40960, 40960})),
+                            Node("one-busy", {}, gpus({40960, need - 512}))});
+  json args = {{"Pod", Pod("ddp", {{"gpuest.io/description", ExampleText("cnn.json")}})},
+               {"Nodes", {{"kind", "NodeList"}, {"apiVersion", "v1"}, {"items", items}}},
+               {"NodeNames", nullptr}};
+  args["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2";
+  auto [status, result] = Post("filter", args.dump());
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(result["Error"], "") << result.dump(2);
+  EXPECT_EQ(NamesOf(result["Nodes"]), (std::vector<std::string>{"two-roomy"}));
+  ASSERT_TRUE(result["FailedNodes"].contains("one-busy")) << result.dump(2);
+  EXPECT_NE(
+      result["FailedNodes"]["one-busy"].get<std::string>().find(
+          "asks for 2 GPUs (nvidia.com/gpu), each to take one rank; 1 of the node's 2"),
+      std::string::npos)
+      << result["FailedNodes"]["one-busy"];
+  // One GPU can never hold two ranks: preemption cannot help.
+  EXPECT_TRUE(result["FailedAndUnresolvableNodes"].contains("one-gpu")) << result.dump(2);
+
+  // The same pod asking for one GPU passes all three.
+  args["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1";
+  std::tie(status, result) = Post("filter", args.dump());
+  EXPECT_EQ(NamesOf(result["Nodes"]),
+            (std::vector<std::string>{"one-gpu", "two-roomy", "one-busy"}));
+
+  // A limit that is not a count is a clear error naming it.
+  args["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "two";
+  std::tie(status, result) = Post("filter", args.dump());
+  EXPECT_NE(result["Error"].get<std::string>().find(
+                "Pod.spec.containers[].resources.limits[nvidia.com/gpu]: 'two'"),
+            std::string::npos)
+      << result.dump(2);
 }
 
 TEST_F(ExtenderTest, PrioritizeScoresZeroToTenAndPrefersTheFullerGpu) {
