@@ -30,6 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/quantile.h"
 #include "gpuest/client.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -45,6 +46,7 @@ ABSL_FLAG(std::string, description, GPUEST_EXAMPLES_DIR "/cnn.json",
 
 namespace {
 
+using gpuest::Quantile;
 using nlohmann::json;
 
 // A Node object as a real cluster's API server returns it: GPU feature discovery and
@@ -180,13 +182,6 @@ std::string FilterBody(const json& list, const std::string& description,
   for (const json& node : list["items"]) names.push_back(node["metadata"]["name"]);
   return json{{"Pod", BenchPod(description)}, {"Nodes", nullptr}, {"NodeNames", names}}
       .dump();
-}
-
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1,
-                    static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
 // Latencies (ms) of n Estimate calls, one after another.

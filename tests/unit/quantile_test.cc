@@ -5,7 +5,9 @@
 #include <random>
 #include <vector>
 
+#include "common/text_file.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace gpuest {
 namespace {
@@ -27,6 +29,19 @@ TEST(Quantile, IsTheNearestRank) {
   // An observed value, never one interpolated between two.
   EXPECT_EQ(Quantile({10, 20}, 0.5), 10);
   EXPECT_EQ(Quantile({10, 20}, 0.51), 20);
+}
+
+// The cases python/tests/test_stats.py checks against gpuest.stats.quantile too.
+TEST(Quantile, AgreesWithPythonOnTheSharedCases) {
+  auto text = ReadTextFile(std::string(GPUEST_TEST_DATA_DIR) + "/quantile_cases.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json cases = nlohmann::json::parse(*text)["cases"];
+  ASSERT_GE(cases.size(), 10u);
+  for (const nlohmann::json& c : cases) {
+    EXPECT_EQ(Quantile(c["values"].get<std::vector<double>>(), c["q"].get<double>()),
+              c["quantile"].get<double>())
+        << c.dump();
+  }
 }
 
 TEST(Quantile, SortedAndUnsortedAgree) {

@@ -30,6 +30,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+from gpuest import stats  # noqa: E402  (the project's one quantile)
+
 MIB = 1 << 20
 
 
@@ -161,8 +164,7 @@ def family_out_bound(scored, context_mib, quantile=0.95, caps_path=""):
     the bound, a cap for measure_cudnn_benchmark.py --cap-file."""
     caps = {}
     def k_for(rows):
-        need = sorted(measured / sim for _, _, sim, measured in rows)
-        return need[min(len(need) - 1, int(quantile * (len(need) - 1) + 0.999))]
+        return stats.quantile([measured / sim for _, _, sim, measured in rows], quantile)
 
     def architecture(job):
         return re.match(r"[a-z]+", job).group(0)

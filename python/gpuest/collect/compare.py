@@ -9,15 +9,11 @@ import statistics
 from typing import Dict, List, Tuple
 
 from .clean import read_table
+from ..stats import quantile
 
 
 class CompareError(ValueError):
     pass
-
-
-def _quantile(values: List[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
 
 
 def compare(measurements_csv: str, reference_csv: str) -> str:
@@ -46,8 +42,8 @@ def compare(measurements_csv: str, reference_csv: str) -> str:
     if ratios:
         lines.append(
             f"both OK: {len(ratios)} rows; peak here / reference: median "
-            f"{statistics.median(ratios):.3f} (10% {_quantile(ratios, 0.1):.3f}, 90% "
-            f"{_quantile(ratios, 0.9):.3f}); difference: median "
+            f"{statistics.median(ratios):.3f} (10% {quantile(ratios, 0.1):.3f}, 90% "
+            f"{quantile(ratios, 0.9):.3f}); difference: median "
             f"{statistics.median(differences):+.0f} MiB")
     else:
         lines.append("both OK: no rows")
