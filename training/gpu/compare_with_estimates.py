@@ -53,7 +53,8 @@ def row_key(row):
     return f"{row['model']}@{row['batch_size']}"
 
 
-def estimate(cli, target, gpu, description):
+def estimate_response(cli, target, gpu, description, estimators="allocsim"):
+    """The CLI's --json answer for one description on one GPU."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         if isinstance(description, str):
             f.write(open(description).read())
@@ -62,11 +63,15 @@ def estimate(cli, target, gpu, description):
         path = f.name
     try:
         out = subprocess.run([cli, f"--target={target}", f"--gpu={gpu}",
-                              "--estimators=allocsim", "estimate", path, "--json"],
+                              f"--estimators={estimators}", "estimate", path, "--json"],
                              capture_output=True, text=True, check=True).stdout
     finally:
         os.unlink(path)
-    return json.loads(out)["results"][0]["memory"]
+    return json.loads(out)
+
+
+def estimate(cli, target, gpu, description):
+    return estimate_response(cli, target, gpu, description)["results"][0]["memory"]
 
 
 def main(argv=None) -> int:
@@ -86,6 +91,10 @@ def main(argv=None) -> int:
     p.add_argument("--against-context-mib", type=float, default=1429.0)
     p.add_argument("--write-caps", default="",
                    help="with --family-out-bound: write each job's family-out cap (MiB)")
+    p.add_argument("--verdict-gpus", default="",
+                   help="catalog ids (l4,a100-40gb,...): gpuest's fits / does-not-fit on "
+                        "each, against whether the measured reserved peak plus "
+                        "--context-mib is within the card (a proxy: not a run there)")
     p.add_argument("--family-out-bound", action="store_true",
                    help="also score a bound fitted on the rows, architecture family out")
     args = p.parse_args(argv)
@@ -134,6 +143,8 @@ def main(argv=None) -> int:
           f"{100 * statistics.mean(abs(e) for e in alloc_err):.1f} %; reserved error median "
           f"{100 * statistics.median(reserved_err):+.1f} %, mean |error| "
           f"{100 * statistics.mean(abs(e) for e in reserved_err):.1f} %")
+    if args.verdict_gpus:
+        verdicts(args, descriptions, [r for r in scored])
     if args.family_out_bound:
         family_out_bound(scored, args.context_mib, caps_path=args.write_caps)
     if args.against_csv:
@@ -141,6 +152,31 @@ def main(argv=None) -> int:
     if missing:
         print(f"no description for: {', '.join(missing)}", file=sys.stderr)
     return 0
+
+
+def verdicts(args, descriptions, scored):
+    """gpuest's verdict for each job on each of --verdict-gpus against the proxy."""
+    catalog = {}
+    right = total = 0
+    wrong = []
+    for gpu in filter(None, args.verdict_gpus.split(",")):
+        for job, _, _, measured in scored:
+            m = estimate_response(args.cli, args.target, gpu, descriptions[job])
+            recommendation = m["recommendation"]
+            catalog[gpu] = int(recommendation["fit"]["capacityBytes"]) / MIB
+            fits = recommendation["fit"]["fits"]
+            need = measured + args.context_mib
+            truth = need <= catalog[gpu]
+            total += 1
+            right += fits == truth
+            if fits != truth:
+                wrong.append(f"{job} on {gpu}: gpuest says {'fits' if fits else 'no'} "
+                             f"({int(recommendation['memoryBytes']) / MIB:,.0f} MiB), "
+                             f"measured + context {need:,.0f} of {catalog[gpu]:,.0f}")
+    print(f"\nverdicts on {', '.join(catalog)}: right on {right} of {total} "
+          f"({right / total:.3f}) against measured reserved + {args.context_mib:.0f} MiB")
+    for w in wrong:
+        print(f"- {w}")
 
 
 def against(scored, path, context_mib):
