@@ -2,8 +2,6 @@
 largest unit sharding gathers, and the server's estimate is per GPU, checked against
 the ZeRO paper's accounting of what each stage divides."""
 import pytest
-import torch
-import torch.nn as nn
 
 import gpuest
 from gpuest import v1
@@ -11,34 +9,9 @@ from gpuest.describe import DescribeError
 from helpers import describe_dict
 from server_process import ServerProcess
 
-VOCAB, WIDTH, LAYERS, SEQ = 1000, 128, 4, 32
+from small_decoder import Block, Decoder
 
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.norm = nn.LayerNorm(WIDTH)
-        self.up = nn.Linear(WIDTH, 4 * WIDTH)
-        self.down = nn.Linear(4 * WIDTH, WIDTH)
-
-    def forward(self, x):
-        return x + self.down(torch.relu(self.up(self.norm(x))))
-
-
-class Decoder(nn.Module):
-    """A small decoder: embeddings, a ModuleList of blocks (what FSDP wraps), a head."""
-
-    def __init__(self):
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, WIDTH)
-        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
-        self.head = nn.Linear(WIDTH, VOCAB)
-
-    def forward(self, tokens):
-        x = self.embed(tokens)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
+SEQ = 32
 
 
 def _describe(parallelism=None):

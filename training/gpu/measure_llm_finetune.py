@@ -141,7 +141,6 @@ def measure(model_name, config, batch, seq, steps):
 
 
 def describe(model_name, config, batch, seq, path):
-    import torch
     from gpuest.describe.api import describe_json
     dtype, amp, _, _ = CONFIGS[config]
     model = build(config, "meta", model_name)
