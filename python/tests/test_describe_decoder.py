@@ -68,3 +68,11 @@ def test_activation_checkpointing_keeps_only_each_blocks_input(how):
     assert saved_plain - saved_ckpt >= LAYERS * 5 * block_input
     assert saved_ckpt <= LAYERS * block_input + 2 * logits + 4 * block_input
     assert live_curve(ckpt["trace"])[1] < live_curve(plain["trace"])[1]
+
+
+def test_the_layer_sequence_is_one_forward_whatever_the_step_repeats():
+    plain = _describe(Decoder())["layers"]
+    for variant in (_describe(Decoder(checkpointing="non_reentrant")),
+                    _describe(Decoder(checkpointing="reentrant")),
+                    _describe(Decoder(), gradient_accumulation=4)):
+        assert variant["layers"] == plain

@@ -146,7 +146,7 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
     runs instead of the forward and that loss (the caller's own code, on the fake
     tensors). ``micro_batches`` above 1: gradient accumulation, the forward and
     backward of two micro-batches before the optimizer step. The recorder must already
-    be attached; it sees the forward.
+    be attached; it sees the first forward only (it is detached before the backward).
     """
     mode = make_fake_mode()
     tracer = AllocationTracer()
@@ -226,6 +226,9 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
                             scaler = _GradScaler()
                         if scaler is not None:
                             value = scaler.scale(value)
+                    # The layer sequence is the first forward's: not the next
+                    # micro-batch's, nor checkpointing's recomputation in backward.
+                    recorder.detach()
                     tracer.phase = "backward"
                     value.backward()
                     del output, value
