@@ -198,7 +198,14 @@ TEST_F(ExtenderTest, APodOfTwoGpusNeedsTwoGpusThatFitOnTheNode) {
   json args = {{"Pod", Pod("ddp", {{"gpuest.io/description", ExampleText("cnn.json")}})},
                {"Nodes", {{"kind", "NodeList"}, {"apiVersion", "v1"}, {"items", items}}},
                {"NodeNames", nullptr}};
-  args["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2";
+  // Two containers of one GPU each (a number this time); what follows the second's
+  // GPU limit (its requests, its volume mounts) is skipped.
+  args["Pod"]["spec"]["containers"].push_back(
+      {{"name", "sidecar"},
+       {"resources",
+        {{"limits", {{"cpu", "2"}, {"nvidia.com/gpu", 1}}},
+         {"requests", {{"cpu", "1"}}}}},
+       {"volumeMounts", {{{"name", "data"}, {"mountPath", "/data"}}}}});
   auto [status, result] = Post("filter", args.dump());
   ASSERT_EQ(status, 200);
   EXPECT_EQ(result["Error"], "") << result.dump(2);
@@ -213,7 +220,7 @@ TEST_F(ExtenderTest, APodOfTwoGpusNeedsTwoGpusThatFitOnTheNode) {
   EXPECT_TRUE(result["FailedAndUnresolvableNodes"].contains("one-gpu")) << result.dump(2);
 
   // The same pod asking for one GPU passes all three.
-  args["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1";
+  args["Pod"]["spec"]["containers"].erase(1);
   std::tie(status, result) = Post("filter", args.dump());
   EXPECT_EQ(NamesOf(result["Nodes"]),
             (std::vector<std::string>{"one-gpu", "two-roomy", "one-busy"}));
