@@ -54,3 +54,29 @@ def test_describing_from_threads_gives_each_call_its_answer_alone():
         assert d == alone[i], (k, i)
     assert (F.multi_head_attention_forward,
             getattr(F, "scaled_dot_product_attention", None)) == patched
+
+
+def test_the_step_hands_on_a_trace_nothing_can_change():
+    import dataclasses
+
+    import pytest
+    import torch.nn as nn
+
+    from gpuest.describe import api
+    from gpuest.describe.tracer import Trace
+    seen = []
+    original = api.traced_step
+
+    def keep(*args, **kwargs):
+        seen.append(original(*args, **kwargs))
+        return seen[-1]
+
+    api.traced_step = keep
+    try:
+        api.describe_json(nn.Linear(8, 8), input_shape=(8,), batch_size=2)
+    finally:
+        api.traced_step = original
+    (trace,) = seen
+    assert isinstance(trace, Trace) and isinstance(trace.sizes, tuple)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        trace.loss = "changed"  # type: ignore[misc]

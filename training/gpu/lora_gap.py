@@ -74,7 +74,7 @@ def real(model_name, config, batch, seq):
 
 def traced(model_name, config, batch, seq):
     from gpuest.describe import api, step, tracer as tr
-    captured = {}
+    captured, sites = {}, {}
     track = tr.AllocationTracer.track
 
     def track_with_site(self, t, at=None):
@@ -86,14 +86,14 @@ def traced(model_name, config, batch, seq):
                 frames.append({"filename": frame.f_code.co_filename,
                                "line": frame.f_lineno, "name": frame.f_code.co_name})
                 frame = frame.f_back
-            self.__dict__.setdefault("site", {})[idx] = site(frames)
+            sites[idx] = site(frames)
         return idx
 
     original = step.traced_step
 
     def keep(*a, **k):
-        captured["tracer"] = original(*a, **k)
-        return captured["tracer"]
+        captured["trace"] = original(*a, **k)
+        return captured["trace"]
 
     tr.AllocationTracer.track = track_with_site
     api.traced_step = keep
@@ -106,12 +106,11 @@ def traced(model_name, config, batch, seq):
     finally:
         tr.AllocationTracer.track = track
         api.traced_step = original
-    t = captured["tracer"]
-    sites = t.__dict__.get("site", {})
+    t = captured["trace"]  # gpuest.describe.tracer.Trace
     events = []
     for i, size in enumerate(t.sizes):
         where = (f"{sites.get(i, '?')} [{t.phase_of[i]} "
-                 f"{(t.category[i] or '').split('_')[-1].lower()}]")
+                 f"{t.category[i].split('_')[-1].lower()}]")
         events.append((2 * t.alloc_at[i], size, i, where))
         if t.free_at[i]:
             events.append((2 * t.free_at[i] - 1, -size, i, ""))

@@ -205,21 +205,21 @@ def describe_json(model: nn.Module,
     try:
         if trace:
             try:
-                tracer = traced_step(model, specs, batch, optimizer, torch_dtype, amp_dtype,
+                traced = traced_step(model, specs, batch, optimizer, torch_dtype, amp_dtype,
                                      recorder, loss=loss, step_fn=step,
                                      micro_batches=gradient_accumulation,
                                      optimizer_impl=optimizer_impl)
                 layers = recorder.layers()
-                traced_loss = tracer.loss
+                traced_loss = traced.loss
                 how = (f"torch {TORCH_VERSION} FakeTensorMode, one step: forward, "
                        f"{traced_loss} loss, "
                        f"backward, {optimizer} step emulated ({optimizer_impl}, first step)"
                        + _amp_words(amp_dtype)
                        + (f", gradient accumulation ({gradient_accumulation} micro-batches: "
                           f"the first two traced)" if gradient_accumulation > 1 else "")
-                       + f"; {tracer.ops} ops")
-                trace_msg = trace_json(tracer.sizes, tracer.alloc_at, tracer.free_at,
-                                       tracer.category, how)
+                       + f"; {traced.ops} ops")
+                trace_msg = trace_json(traced.sizes, traced.alloc_at, traced.free_at,
+                                       traced.category, how)
             except Exception as e:  # any failure of the fake step: say why, keep going
                 reason = _reason(e)
         if layers is None:

@@ -7,7 +7,7 @@ model.proto: lowerCamelCase field names, enums by name, default values left out
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, TYPE_CHECKING
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
@@ -44,8 +44,8 @@ def layer_json(layer: dict) -> dict:
     return d
 
 
-def trace_json(sizes: List[int], alloc_at: List[int], free_at: List[int],
-               categories: List[str], tracer: str) -> dict:
+def trace_json(sizes: Sequence[int], alloc_at: Sequence[int], free_at: Sequence[int],
+               categories: Sequence[str], tracer: str) -> dict:
     d: Dict[str, Any] = {}
     _put(d, "sizeBytes", [int(x) for x in sizes])
     _put(d, "allocAt", [int(x) for x in alloc_at])

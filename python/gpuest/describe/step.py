@@ -139,8 +139,8 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
                 dtype: torch.dtype, amp: Optional[torch.dtype], recorder: LayerRecorder,
                 loss: str = "auto", step_fn: Optional[Callable] = None,
                 micro_batches: int = 1, optimizer_impl: str = "foreach"):
-    """Run the step; returns the tracer with categories filled in and ``loss`` set
-    to the name of the loss it computed.
+    """Run the step; returns its Trace (tracer.py): every allocation with its category,
+    and the name of the loss it computed.
 
     ``loss`` is one of losses.LOSSES; ``step_fn(model, batch) -> loss``, when given,
     runs instead of the forward and that loss (the caller's own code, on the fake
@@ -257,10 +257,11 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
             tracer.category = [categories.get(i, "ALLOCATION_CATEGORY_TEMPORARY")
                                for i in range(len(tracer.sizes))]
             del state, labels, args, scaler
+            trace = tracer.freeze()
     finally:
         tracer.close()
         model.train(was_training)
-    return tracer
+    return trace
 
 
 def fake_forward(model: nn.Module, specs: List[InputSpec], dtype: torch.dtype,

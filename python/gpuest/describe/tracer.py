@@ -13,7 +13,8 @@ Times are a clock that ticks once per allocation and once per free, starting at 
 from __future__ import annotations
 
 import weakref
-from typing import Dict, List, Optional
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -21,6 +22,19 @@ from torch.utils._pytree import tree_flatten
 
 from ._compat import storage_nbytes, storage_ref
 from .shape_only import SHAPE_ONLY_OPS, can_run_in_float32, run_in_float32
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What one traced step allocated, when, and what for: the tracer's record, fixed
+    once the step is done (a describe call hands this on, never the live tracer)."""
+    sizes: Tuple[int, ...]
+    alloc_at: Tuple[int, ...]
+    free_at: Tuple[int, ...]
+    category: Tuple[str, ...]
+    phase_of: Tuple[str, ...]  # the phase that made each allocation
+    loss: str                  # the loss the step computed
+    ops: int                   # ATen ops the step ran
 
 
 class AllocationTracer(TorchDispatchMode):
@@ -105,6 +119,12 @@ class AllocationTracer(TorchDispatchMode):
 
     def live_indices(self):
         return [idx for idx, _ in self._live.values()]
+
+    def freeze(self) -> Trace:
+        """The record so far, as a Trace nothing can change."""
+        return Trace(tuple(self.sizes), tuple(self.alloc_at), tuple(self.free_at),
+                     tuple(c or "ALLOCATION_CATEGORY_TEMPORARY" for c in self.category),
+                     tuple(self.phase_of), self.loss, self.ops)
 
     def close(self) -> None:
         """Forget the weak references (callbacks must not outlive the trace)."""
