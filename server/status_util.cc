@@ -34,7 +34,7 @@ void PutVarint(std::string& out, int number, uint32_t value) {
 
 }  // namespace
 
-std::optional<std::string> FieldOfMessage(absl::string_view message) {
+std::optional<FieldError> FieldOfMessage(absl::string_view message) {
   size_t i = 0;
   auto identifier = [&] {
     if (i >= message.size() || !IdentifierStart(message[i])) return false;
@@ -61,7 +61,8 @@ std::optional<std::string> FieldOfMessage(absl::string_view message) {
     i = close + 1;
   }
   if (message.substr(i, 2) != ": ") return std::nullopt;
-  return std::string(message.substr(0, end));
+  return FieldError{std::string(message.substr(0, end)),
+                    std::string(message.substr(i + 2))};
 }
 
 std::string BadRequestDetails(int code, absl::string_view message,
@@ -84,9 +85,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   const auto code = static_cast<grpc::StatusCode>(status.code());
   std::string message(status.message());
   if (status.code() == absl::StatusCode::kInvalidArgument) {
-    if (std::optional<std::string> field = FieldOfMessage(message)) {
-      std::string details = BadRequestDetails(static_cast<int>(code), message, *field,
-                                              message.substr(message.find(": ") + 2));
+    if (std::optional<FieldError> error = FieldOfMessage(message)) {
+      std::string details = BadRequestDetails(static_cast<int>(code), message,
+                                              error->field, error->description);
       return grpc::Status(code, std::move(message), std::move(details));
     }
   }

@@ -18,9 +18,14 @@ namespace gpuest {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// The field path a message starts with: identifiers joined by '.' or indexed by
-// [...], then optionally " (what)", then ": ". nullopt for any other message.
-std::optional<std::string> FieldOfMessage(absl::string_view message);
+// A message that starts with a field's path: the path (identifiers joined by '.' or
+// indexed by [...]) and what follows it (after an optional " (what)" and ": ").
+struct FieldError {
+  std::string field;
+  std::string description;
+};
+// nullopt for a message that does not start so.
+std::optional<FieldError> FieldOfMessage(absl::string_view message);
 
 // A serialized google.rpc.Status {code, message, details: [Any(google.rpc.BadRequest
 // {field_violations: [{field, description}]})]}, written by hand with the messages'

@@ -14,16 +14,33 @@ namespace {
 
 using google::protobuf::internal::WireFormatLite;
 
+// The field a message names, or "" for none.
+std::string FieldIn(absl::string_view message) {
+  const std::optional<FieldError> error = FieldOfMessage(message);
+  return error ? error->field : "";
+}
+
 TEST(FieldOfMessage, ReadsThePathEveryValidatorWrites) {
-  EXPECT_EQ(FieldOfMessage("model.layers[3].type: is empty"), "model.layers[3].type");
-  EXPECT_EQ(FieldOfMessage("features.layer_counts[\"Conv2d\"]: negative"),
+  EXPECT_EQ(FieldIn("model.layers[3].type: is empty"), "model.layers[3].type");
+  EXPECT_EQ(FieldIn("features.layer_counts[\"Conv2d\"]: negative"),
             "features.layer_counts[\"Conv2d\"]");
-  EXPECT_EQ(FieldOfMessage("model.layers (total parameters): overflow"), "model.layers");
-  EXPECT_EQ(FieldOfMessage("gpu: unknown GPU 'x'"), "gpu");
+  EXPECT_EQ(FieldIn("model.layers (total parameters): overflow"), "model.layers");
+  EXPECT_EQ(FieldIn("gpu: unknown GPU 'x'"), "gpu");
   EXPECT_FALSE(FieldOfMessage("the server is overloaded: retry later").has_value());
   EXPECT_FALSE(FieldOfMessage("no colon here").has_value());
   EXPECT_FALSE(FieldOfMessage("model.layers[3: unclosed").has_value());
   EXPECT_FALSE(FieldOfMessage("").has_value());
+}
+
+// The description is what follows the path, even where the path itself holds ": ".
+TEST(FieldOfMessage, TheDescriptionFollowsThePath) {
+  auto error = FieldOfMessage("features.layer_counts[\"a: b\"]: negative");
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->field, "features.layer_counts[\"a: b\"]");
+  EXPECT_EQ(error->description, "negative");
+  error = FieldOfMessage("model.layers (total parameters): overflow");
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->description, "overflow");
 }
 
 // The length-delimited fields of one message: number -> bytes (the last of each).
