@@ -44,7 +44,7 @@ def _parallelism(args: argparse.Namespace):
 
 def _parser() -> argparse.ArgumentParser:
     from .losses import LOSSES
-    from .optim import OPTIMIZERS
+    from .optim import IMPLEMENTATIONS, OPTIMIZERS
     from .parallelism import SHARDINGS
     from .step import DTYPES
     p = argparse.ArgumentParser(
@@ -76,8 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                         "CUDA autocast's op lists and weight-cast cache over the --dtype "
                         "weights; float16 (the default with --amp) with a GradScaler's "
                         "state, bfloat16 without one")
-    p.add_argument("--optimizer-impl", default="foreach",
-                   choices=["foreach", "fused", "single_tensor"],
+    p.add_argument("--optimizer-impl", default="foreach", choices=list(IMPLEMENTATIONS),
                    help="how torch.optim runs the step: foreach (default; torch 2.x's on "
                         "CUDA, one temporary per parameter at once), fused (fused=True: "
                         "none) or single_tensor (foreach=False: one at a time)")
