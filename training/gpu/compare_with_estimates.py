@@ -144,7 +144,7 @@ def main(argv=None) -> int:
           f"{100 * statistics.median(reserved_err):+.1f} %, mean |error| "
           f"{100 * statistics.mean(abs(e) for e in reserved_err):.1f} %")
     if args.verdict_gpus:
-        verdicts(args, descriptions, [r for r in scored])
+        verdicts(args, descriptions, scored)
     if args.family_out_bound:
         family_out_bound(scored, args.context_mib, caps_path=args.write_caps)
     if args.against_csv:
@@ -156,24 +156,23 @@ def main(argv=None) -> int:
 
 def verdicts(args, descriptions, scored):
     """gpuest's verdict for each job on each of --verdict-gpus against the proxy."""
-    catalog = {}
+    gpus = [g for g in args.verdict_gpus.split(",") if g]
     right = total = 0
     wrong = []
-    for gpu in filter(None, args.verdict_gpus.split(",")):
+    for gpu in gpus:
         for job, _, _, measured in scored:
-            m = estimate_response(args.cli, args.target, gpu, descriptions[job])
-            recommendation = m["recommendation"]
-            catalog[gpu] = int(recommendation["fit"]["capacityBytes"]) / MIB
-            fits = recommendation["fit"]["fits"]
+            fit = estimate_response(args.cli, args.target, gpu,
+                                    descriptions[job])["recommendation"]
+            capacity = int(fit["fit"]["capacityBytes"]) / MIB
             need = measured + args.context_mib
-            truth = need <= catalog[gpu]
+            fits, truth = fit["fit"]["fits"], need <= capacity
             total += 1
             right += fits == truth
             if fits != truth:
                 wrong.append(f"{job} on {gpu}: gpuest says {'fits' if fits else 'no'} "
-                             f"({int(recommendation['memoryBytes']) / MIB:,.0f} MiB), "
-                             f"measured + context {need:,.0f} of {catalog[gpu]:,.0f}")
-    print(f"\nverdicts on {', '.join(catalog)}: right on {right} of {total} "
+                             f"({int(fit['memoryBytes']) / MIB:,.0f} MiB), "
+                             f"measured + context {need:,.0f} of {capacity:,.0f}")
+    print(f"\nverdicts on {', '.join(gpus)}: right on {right} of {total} "
           f"({right / total:.3f}) against measured reserved + {args.context_mib:.0f} MiB")
     for w in wrong:
         print(f"- {w}")
