@@ -198,6 +198,23 @@ std::vector<size_t> Without(const LucidData& data, const std::vector<size_t>& ro
   return out;
 }
 
+// A fitted head's P(below threshold) for the samples rows, as the served model computes
+// it (ContentionModel::LinearSpeed, then BadProbability).
+std::vector<double> HeadProbabilities(
+    const LucidData& data, const std::vector<size_t>& rows,
+    const std::pair<std::vector<double>, std::pair<double, double>>& head) {
+  ContentionModel m;
+  m.coefficients = head.first;
+  m.verdict_intercept = head.second.first;
+  m.verdict_slope = head.second.second;
+  std::vector<double> prob;
+  for (size_t i : rows) {
+    prob.push_back(m.BadProbability(
+        m.LinearSpeed(data.samples[i].self_util, data.samples[i].other_util)));
+  }
+  return prob;
+}
+
 // The verdict head fitted on rows: least squares, then the logistic on its in-sample
 // linear predictions.
 absl::StatusOr<std::pair<std::vector<double>, std::pair<double, double>>> FitHead(
@@ -413,20 +430,17 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
       std::vector<size_t> rows;
       for (size_t i : train)
         if (data.samples[i].self_model == inner) rows.push_back(i);
-      const std::vector<double> u = Linear(data, rows, inner_fit.first);
-      for (size_t k = 0; k < rows.size(); ++k) {
-        inner_rows.push_back(rows[k]);
-        inner_prob.push_back(
-            Sigmoid(inner_fit.second.first + inner_fit.second.second * u[k]));
-      }
+      const std::vector<double> prob = HeadProbabilities(data, rows, inner_fit);
+      inner_rows.insert(inner_rows.end(), rows.begin(), rows.end());
+      inner_prob.insert(inner_prob.end(), prob.begin(), prob.end());
     }
     const double cut = ChooseOperatingProbability(data, inner_rows, inner_prob, t,
                                                   options.min_pair_precision);
     const std::vector<size_t>& test = fold_rows[held];
-    const std::vector<double> u = Linear(data, test, fitted.first);
+    const std::vector<double> prob = HeadProbabilities(data, test, fitted);
     for (size_t k = 0; k < test.size(); ++k) {
-      outer_prob[test[k]] = Sigmoid(fitted.second.first + fitted.second.second * u[k]);
-      head_v.bad[test[k]] = outer_prob[test[k]] >= cut;
+      outer_prob[test[k]] = prob[k];
+      head_v.bad[test[k]] = prob[k] >= cut;
     }
   }
   result.table.push_back(Score(
