@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import functools
 import inspect
-import threading
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, ParamSpec, Sequence,
                     Union)
 
@@ -12,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from ._compat import TORCH_VERSION, data_dependent_errors
-from .layers import LayerRecorder, infer_activation, infer_family
+from .layers import infer_activation, infer_family
 from .losses import LOSSES, STEP_FUNCTION
 from .errors import DescribeError
 from .parallelism import parallelism_json
@@ -20,6 +19,7 @@ from .message import allocator_json, description_json, to_message, trace_json
 from .optim import ENUM_NAMES as OPTIMIZER_ENUMS
 from .optim import IMPLEMENTATIONS as OPTIMIZER_IMPLEMENTATIONS, OPTIMIZERS
 from .caveats import unwrap_compiled, weight_caveats
+from .session import TraceSession
 from .step import DTYPES, InputSpec, fake_forward, real_forward, traced_step
 
 if TYPE_CHECKING:
@@ -67,23 +67,6 @@ def _specs(input_shape, example_inputs, batch_size, input_dtype):
     return [InputSpec((int(batch_size), *shape), input_dtype)], shape, int(batch_size)
 
 
-# Describing patches process-wide functions for the length of a call (the fake-tensor
-# emulations of F.scaled_dot_product_attention, F.multi_head_attention_forward,
-# rnn._VF and CUDA autocast's kernels) and hooks the model: two calls at once in a
-# process would see each other's patches. One describe runs at a time; a second thread
-# waits for the first. Reentrant, so that a step function may describe a sub-model.
-_DESCRIBE_LOCK = threading.RLock()
-
-
-def _one_at_a_time(build: Callable[P, Dict[str, Any]]) -> Callable[P, Dict[str, Any]]:
-    @functools.wraps(build)
-    def locked(*args: P.args, **kwargs: P.kwargs) -> Dict[str, Any]:
-        with _DESCRIBE_LOCK:
-            return build(*args, **kwargs)
-    return locked
-
-
-@_one_at_a_time
 def describe_json(model: nn.Module,
                   input_shape: Optional[Sequence[int]] = None,
                   example_inputs: Any = None,
@@ -181,8 +164,6 @@ def describe_json(model: nn.Module,
         raise DescribeError(f"gradient_accumulation must be a whole number of micro-batches "
                             f"(1 or more), got {gradient_accumulation!r}")
     model, caveats = unwrap_compiled(model)
-    caveats += weight_caveats(model)
-    parallel = parallelism_json(parallelism, model, getattr(torch, dtype))
     if batch_size is not None and int(batch_size) <= 0:
         raise DescribeError(f"batch_size must be positive, got {batch_size}")
     if alloc_conf is None:
@@ -195,21 +176,23 @@ def describe_json(model: nn.Module,
     specs, sample_shape, batch = _specs(input_shape, example_inputs, batch_size, in_dtype)
     torch_dtype = DTYPES[dtype]
 
-    recorder = LayerRecorder(model, batch)
-    reason = ""
-    # Without a trace, the loss the caller named (auto resolves only in a step).
-    traced_loss = STEP_FUNCTION if step is not None else ("" if loss == "auto" else loss)
-    trace_msg = None
-    layers = None
-    recorder.attach()
-    try:
+    # Everything that reads the model runs in the session: it holds the describe lock,
+    # and another call's session may have the same model's parameters swapped for fakes.
+    with TraceSession(model, batch, amp_dtype) as session:
+        caveats += weight_caveats(model)
+        parallel = parallelism_json(parallelism, model, getattr(torch, dtype))
+        reason = ""
+        # Without a trace, the loss the caller named (auto resolves only in a step).
+        traced_loss = STEP_FUNCTION if step is not None else ("" if loss == "auto" else loss)
+        trace_msg = None
+        layers = None
         if trace:
             try:
-                traced = traced_step(model, specs, batch, optimizer, torch_dtype, amp_dtype,
-                                     recorder, loss=loss, step_fn=step,
+                traced = traced_step(session, specs, batch, optimizer, torch_dtype,
+                                     loss=loss, step_fn=step,
                                      micro_batches=gradient_accumulation,
                                      optimizer_impl=optimizer_impl)
-                layers = recorder.layers()
+                layers = session.recorder.layers()
                 traced_loss = traced.loss
                 how = (f"torch {TORCH_VERSION} FakeTensorMode, one step: forward, "
                        f"{traced_loss} loss, "
@@ -223,23 +206,22 @@ def describe_json(model: nn.Module,
             except Exception as e:  # any failure of the fake step: say why, keep going
                 reason = _reason(e)
         if layers is None:
-            layers = _layers_without_trace(model, specs, torch_dtype, amp_dtype, recorder)
+            layers = _layers_without_trace(session, specs, torch_dtype)
             if isinstance(layers, str):  # no forward ran at all
                 reason = (reason + "; " if reason else "") + layers
                 layers = []
-    finally:
-        recorder.detach()
+        family = infer_family(model, layers)
+        activation_function = infer_activation(model, layers)
 
     if trace and trace_msg is None and not reason:
         reason = "trace failed for an unknown reason"
-    family = infer_family(model, layers)
     if sequence_length is None:
         tokens = specs[0].dtype is not None and not specs[0].dtype.is_floating_point
         sequence_length = sample_shape[0] if tokens and len(sample_shape) == 1 else 0
     d = description_json(
         name=name or type(model).__name__, family=family, batch_size=batch,
         input_shape=sample_shape, sequence_length=sequence_length, layers=layers,
-        activation_function=infer_activation(model, layers),
+        activation_function=activation_function,
         optimizer=OPTIMIZER_ENUMS[optimizer], dtype=DTYPE_ENUMS[dtype],
         mixed_precision=amp_dtype is not None, framework_version=TORCH_VERSION, trace=trace_msg,
         trace_unavailable_reason=reason if trace else
@@ -285,12 +267,14 @@ def _amp_words(amp_dtype: Optional[torch.dtype]) -> str:
     return ", CUDA autocast (bfloat16, no GradScaler) emulated for AMP"
 
 
-def _layers_without_trace(model, specs, dtype, amp, recorder):
-    """Layers from a gradient-free fake forward, else a tiny real one; a string
-    saying why when neither runs."""
+def _layers_without_trace(session: TraceSession, specs, dtype):
+    """Layers from a gradient-free fake forward, else a tiny real one (without the
+    emulations: it runs on real values); a string saying why when neither runs."""
+    recorder = session.recorder
     errors = []
-    for label, run in (("fake forward", lambda: fake_forward(model, specs, dtype, amp)),
-                       ("real forward (batch 2)", lambda: real_forward(model, specs, 2))):
+    for label, run in (("fake forward", lambda: fake_forward(session, specs, dtype)),
+                       ("real forward (batch 2)",
+                        lambda: real_forward(session.model, specs, 2))):
         recorder.reset()
         recorder.batch_size = 2 if label.startswith("real") else _specs_batch(specs)
         try:

@@ -124,8 +124,9 @@ class _CudnnRNN(torch.autograd.Function):
         return (None, dx, dhx, dcx, *grads)
 
 
-def _padded_call(mode: str, original):
-    """The _VF function for ``mode``, with cuDNN's memory for the padded form."""
+def _padded_call(mode: str, original, autocast):
+    """The _VF function for ``mode``, with cuDNN's memory for the padded form;
+    ``autocast`` as cudnn_recurrent's."""
 
     def call(*args):
         if not isinstance(args[3], bool):  # packed: (data, batch_sizes, hx, params, ...)
@@ -137,7 +138,7 @@ def _padded_call(mode: str, original):
         if len(params) != per_layer * layers * dirs:  # an LSTM with proj_size
             return original(*args)
         h0, c0 = (hx[0], hx[1]) if mode == "lstm" else (hx, None)
-        half = _autocast_dtype()
+        half = autocast.dtype() if autocast is not None else None
         if half is not None:  # autocast casts the input and states as it does any
             x, h0 = x.to(half), h0.to(half)
             c0 = c0.to(half) if c0 is not None else None
@@ -149,25 +150,13 @@ def _padded_call(mode: str, original):
     return call
 
 
-class _State:
-    """What the swapped functions ask while ``cudnn_recurrent`` is active."""
-    autocast = None  # the CudaAutocast of the traced step, if any
-
-
-_state = _State()
-
-
-def _autocast_dtype():
-    return _state.autocast.dtype() if _state.autocast is not None else None
-
-
 class _VFProxy:
     """``_VF`` with the recurrent functions swapped; everything else passes through."""
 
-    def __init__(self, original):
+    def __init__(self, original, autocast):
         self._original = original
         for mode in _RESERVE_PER_LAYER:
-            setattr(self, mode, _padded_call(mode, getattr(original, mode)))
+            setattr(self, mode, _padded_call(mode, getattr(original, mode), autocast))
 
     def __getattr__(self, name):
         return getattr(self._original, name)
@@ -177,15 +166,15 @@ class _VFProxy:
 def cudnn_recurrent(autocast=None):
     """Within the block, recurrent modules allocate as cuDNN's training path does;
     ``autocast`` (a CudaAutocast) says, through ``dtype()``, when its region casts.
-    The original ``_VF`` is restored after, whatever happens."""
-    original, previous = rnn_module._VF, _state.autocast
-    rnn_module._VF = _VFProxy(original)
-    _state.autocast = autocast
+    The swapped functions hold it themselves (no module state: a session's patch
+    answers to that session only). The original ``_VF`` is restored after, whatever
+    happens."""
+    original = rnn_module._VF
+    rnn_module._VF = _VFProxy(original, autocast)
     try:
         yield
     finally:
         rnn_module._VF = original
-        _state.autocast = previous
 
 
 @contextlib.contextmanager

@@ -1,26 +1,24 @@
 """One training step (forward, loss, backward, optimizer step) on fake tensors.
 
 The model's parameters and buffers are swapped for fake tensors of the same shape
-for the duration (and put back after, whatever happens), so nothing is computed and
-no memory of the real batch size is touched; the tracer records every storage.
+for the duration, and the emulations patched in, by the describe call's TraceSession
+(session.py), which puts everything back after, whatever happens; so nothing is
+computed and no memory of the real batch size is touched. The tracer records every
+storage.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Callable, List, Optional, Sequence
 
 import torch
 import torch.nn as nn
 from torch._subclasses.fake_tensor import FakeTensor
 
-from ._compat import fake_leaf, make_fake_mode, outside_dispatch_modes
-from .cuda_autocast import CudaAutocast
-from .fused_attention import cuda_attention
-from .layers import LayerRecorder
+from ._compat import fake_leaf, outside_dispatch_modes
 from .losses import STEP_FUNCTION, needs_target, training_loss
 from .optim import optimizer_step
-from .recurrent import cudnn_recurrent, current_flat_weights
-from .tracer import AllocationTracer
+from .session import TraceSession
+from .tracer import AllocationTracer, Trace
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -35,40 +33,6 @@ class InputSpec:
     @property
     def is_tensor(self):
         return self.shape is not None
-
-
-@contextlib.contextmanager
-def fake_parameters(model: nn.Module, mode, dtype: torch.dtype):
-    """Swap every parameter and buffer for a fake one; yields (params, buffers).
-
-    Floating tensors take ``dtype``, unless the model's parameters already hold
-    several float dtypes: then the model was prepared for its run (PEFT keeps LoRA
-    adapters in float32 beside 16-bit base weights, and casts their input up to
-    match, so autograd saves a float32 copy per adapter), and each keeps its own."""
-    swapped = []
-    memo = {}
-    params, buffers = [], []
-    keep_own = len({p.dtype for p in model.parameters() if p.is_floating_point()}) > 1
-    try:
-        for m in model.modules():
-            for table, out, grad in ((m._parameters, params, True), (m._buffers, buffers, False)):
-                for name, t in list(table.items()):
-                    if t is None:
-                        continue
-                    fake = memo.get(id(t))
-                    if fake is None:  # tied weights stay tied
-                        want = dtype if t.is_floating_point() and not keep_own else None
-                        fake = fake_leaf(mode, t, dtype=want,
-                                         requires_grad=grad and t.requires_grad)
-                        memo[id(t)] = fake
-                        out.append(fake)
-                    swapped.append((table, name, t))
-                    table[name] = fake
-        with current_flat_weights(model):
-            yield params, buffers
-    finally:
-        for table, name, t in reversed(swapped):
-            table[name] = t
 
 
 def _fake_inputs(mode, specs: Sequence[InputSpec], dtype):
@@ -115,12 +79,6 @@ class _GradScaler:
         return [self.scale_, self.growth_tracker]
 
 
-def _autocast(amp: Optional[torch.dtype]):
-    """CUDA autocast's rules for the forward at ``amp``, its 16-bit type
-    (cuda_autocast.py), or nothing."""
-    return CudaAutocast(amp) if amp is not None else None
-
-
 def _batch_for_step(args):
     """What a caller's ``step(model, batch)`` gets: the input, or the tuple of inputs."""
     return args[0] if len(args) == 1 else tuple(args)
@@ -135,23 +93,22 @@ def _check_step_loss(value):
     return value
 
 
-def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optimizer: str,
-                dtype: torch.dtype, amp: Optional[torch.dtype], recorder: LayerRecorder,
-                loss: str = "auto", step_fn: Optional[Callable] = None,
-                micro_batches: int = 1, optimizer_impl: str = "foreach"):
-    """Run the step; returns its Trace (tracer.py): every allocation with its category,
+def traced_step(session: TraceSession, specs: List[InputSpec], batch_size: int,
+                optimizer: str, dtype: torch.dtype, loss: str = "auto",
+                step_fn: Optional[Callable] = None, micro_batches: int = 1,
+                optimizer_impl: str = "foreach") -> Trace:
+    """Run the step on ``session``'s model, under its emulations (mixed precision:
+    its autocast); returns the Trace (tracer.py): every allocation with its category,
     and the name of the loss it computed.
 
     ``loss`` is one of losses.LOSSES; ``step_fn(model, batch) -> loss``, when given,
     runs instead of the forward and that loss (the caller's own code, on the fake
     tensors). ``micro_batches`` above 1: gradient accumulation, the forward and
-    backward of two micro-batches before the optimizer step. The recorder must already
-    be attached; it sees the first forward only (it is detached before the backward).
+    backward of two micro-batches before the optimizer step. The session's recorder
+    sees the first forward only (it is detached before the backward).
     """
-    mode = make_fake_mode()
+    model, amp = session.model, session.autocast.lower if session.autocast else None
     tracer = AllocationTracer()
-    was_training = model.training
-    model.train()
     saved = set()
 
     def pack(t):
@@ -172,7 +129,8 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
         return fake
 
     try:
-        with fake_parameters(model, mode, dtype) as (params, buffers):
+        with session.fake_run(dtype) as (params, buffers):
+            mode = session.mode
             model_state = [tracer.track(t) for t in params + buffers]
             args = _fake_inputs(mode, specs, dtype)
             inputs = [tracer.track(a) for a in args if isinstance(a, torch.Tensor)]
@@ -200,8 +158,7 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
                 targets.append(target)
                 return target
 
-            autocast = _autocast(amp)
-            with mode, tracer, cuda_attention(autocast), cudnn_recurrent(autocast):
+            with session.emulating(tracer):
                 scaler = None
                 # Gradient accumulation: the second micro-batch's backward runs beside
                 # the gradients the first left, and adds into them; later ones repeat it.
@@ -210,7 +167,7 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
                     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
                         # The forward and loss under autocast, as a training loop writes
                         # them; its exit frees the weight casts autograd did not save.
-                        with autocast or contextlib.nullcontext():
+                        with session.autocast_region():
                             if step_fn is not None:
                                 output = None
                                 value = _check_step_loss(
@@ -228,7 +185,7 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
                             value = scaler.scale(value)
                     # The layer sequence is the first forward's: not the next
                     # micro-batch's, nor checkpointing's recomputation in backward.
-                    recorder.detach()
+                    session.recorder.detach()
                     tracer.phase = "backward"
                     value.backward()
                     del output, value
@@ -260,25 +217,16 @@ def traced_step(model: nn.Module, specs: List[InputSpec], batch_size: int, optim
             trace = tracer.freeze()
     finally:
         tracer.close()
-        model.train(was_training)
     return trace
 
 
-def fake_forward(model: nn.Module, specs: List[InputSpec], dtype: torch.dtype,
-                 amp: Optional[torch.dtype]):
-    """A forward without gradients on fake tensors: enough for the layer sequence."""
-    mode = make_fake_mode()
-    was_training = model.training
-    model.train()
-    try:
-        with fake_parameters(model, mode, dtype):
-            args = _fake_inputs(mode, specs, dtype)
-            autocast = _autocast(amp)
-            with mode, torch.no_grad(), autocast or contextlib.nullcontext(), \
-                    cudnn_recurrent(autocast):
-                model(*args)
-    finally:
-        model.train(was_training)
+def fake_forward(session: TraceSession, specs: List[InputSpec], dtype: torch.dtype):
+    """A forward without gradients on fake tensors, under the session's emulations:
+    enough for the layer sequence."""
+    with session.fake_run(dtype):
+        args = _fake_inputs(session.mode, specs, dtype)
+        with session.emulating(), torch.no_grad(), session.autocast_region():
+            session.model(*args)
 
 
 def real_forward(model: nn.Module, specs: List[InputSpec], batch: int):
