@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/model_family.h"
+#include "common/status_macros.h"
 #include "estimators/layer_types.h"
 
 namespace gpuest::ml {
@@ -285,54 +286,50 @@ nlohmann::json EncodingSpec::ToJson() const {
   return j;
 }
 
-absl::StatusOr<EncodingSpec> EncodingSpec::FromJson(const nlohmann::json& j) {
-  try {
-    EncodingSpec spec;
-    const std::string family = j.at("family").get<std::string>();
-    if (auto f = FamilyFromName(family)) spec.family = *f;
-    if (spec.family == v1::MODEL_FAMILY_UNSPECIFIED) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("encoding: unknown family '", family, "'"));
-    }
-    for (const nlohmann::json& e : j.at("features")) {
-      FeatureSpec f;
-      f.name = e.at("name").get<std::string>();
-      f.source = e.at("source").get<std::string>();
-      if (e.contains("layer_types")) {
-        f.layer_types = e.at("layer_types").get<std::vector<std::string>>();
-      }
-      f.mean = e.at("mean").get<double>();
-      f.std = e.at("std").get<double>();
-      f.min = e.at("min").get<double>();
-      f.max = e.at("max").get<double>();
-      if (!(f.std > 0)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("encoding: feature ", f.name, " has std ", f.std));
-      }
-      spec.features.push_back(std::move(f));
-    }
-    spec.activation_functions =
-        j.at("activation_functions").get<std::vector<std::string>>();
-    spec.seen_layer_types = j.at("seen_layer_types").get<std::vector<std::string>>();
-    std::sort(spec.seen_layer_types.begin(), spec.seen_layer_types.end());
-    const nlohmann::json& s = j.at("sequence");
-    spec.sequence.max_length = s.at("max_length").get<int>();
-    spec.sequence.vocabulary = s.at("vocabulary").get<std::vector<std::string>>();
-    // Indices are the network's embedding rows: the order must be what was trained.
-    if (!spec.sequence.vocabulary.empty() &&
-        !std::is_sorted(spec.sequence.vocabulary.begin() + 1,
-                        spec.sequence.vocabulary.end())) {
-      return absl::InvalidArgumentError(
-          "encoding: vocabulary is not sorted after index 0");
-    }
-    spec.sequence.activations_mean = s.at("activations_mean").get<double>();
-    spec.sequence.activations_std = s.at("activations_std").get<double>();
-    spec.sequence.parameters_mean = s.at("parameters_mean").get<double>();
-    spec.sequence.parameters_std = s.at("parameters_std").get<double>();
-    return spec;
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("encoding: ", e.what()));
+absl::StatusOr<EncodingSpec> EncodingSpec::FromJson(
+    strict_json::Fields<nlohmann::json>& f) {
+  EncodingSpec spec;
+  std::string family;
+  GPUEST_RETURN_IF_ERROR(f.Get("family", family));
+  std::optional<v1::ModelFamily> known = FamilyFromName(family);
+  if (!known) return f.Error("family", absl::StrCat("is not a family: '", family, "'"));
+  spec.family = *known;
+  GPUEST_ASSIGN_OR_RETURN(std::vector<strict_json::Fields<nlohmann::json>> features,
+                          f.Objects("features"));
+  for (strict_json::Fields<nlohmann::json>& e : features) {
+    FeatureSpec& feature = spec.features.emplace_back();
+    GPUEST_RETURN_IF_ERROR(e.Get("name", feature.name));
+    GPUEST_RETURN_IF_ERROR(e.Get("source", feature.source));
+    GPUEST_RETURN_IF_ERROR(e.GetOptional("layer_types", feature.layer_types));
+    GPUEST_RETURN_IF_ERROR(e.Get("mean", feature.mean));
+    GPUEST_RETURN_IF_ERROR(e.Get("std", feature.std));
+    GPUEST_RETURN_IF_ERROR(e.Get("min", feature.min));
+    GPUEST_RETURN_IF_ERROR(e.Get("max", feature.max));
+    GPUEST_RETURN_IF_ERROR(e.Finish());
+    if (!(feature.std > 0)) return e.Error("std", "must be positive");
   }
+  GPUEST_RETURN_IF_ERROR(f.Get("activation_functions", spec.activation_functions));
+  // The encoding in words, for people reading the manifest; the code is above.
+  std::string activation_encoding;
+  GPUEST_RETURN_IF_ERROR(f.Get("activation_encoding", activation_encoding));
+  GPUEST_RETURN_IF_ERROR(f.Get("seen_layer_types", spec.seen_layer_types));
+  std::sort(spec.seen_layer_types.begin(), spec.seen_layer_types.end());
+  GPUEST_ASSIGN_OR_RETURN(strict_json::Fields<nlohmann::json> s, f.Object("sequence"));
+  GPUEST_RETURN_IF_ERROR(s.Get("max_length", spec.sequence.max_length));
+  GPUEST_RETURN_IF_ERROR(s.Get("vocabulary", spec.sequence.vocabulary));
+  // Indices are the network's embedding rows: the order must be what was trained.
+  if (!spec.sequence.vocabulary.empty() &&
+      !std::is_sorted(spec.sequence.vocabulary.begin() + 1,
+                      spec.sequence.vocabulary.end())) {
+    return s.Error("vocabulary", "is not sorted after index 0");
+  }
+  GPUEST_RETURN_IF_ERROR(s.Get("activations_mean", spec.sequence.activations_mean));
+  GPUEST_RETURN_IF_ERROR(s.Get("activations_std", spec.sequence.activations_std));
+  GPUEST_RETURN_IF_ERROR(s.Get("parameters_mean", spec.sequence.parameters_mean));
+  GPUEST_RETURN_IF_ERROR(s.Get("parameters_std", spec.sequence.parameters_std));
+  GPUEST_RETURN_IF_ERROR(s.Finish());
+  GPUEST_RETURN_IF_ERROR(f.Finish());
+  return spec;
 }
 
 }  // namespace gpuest::ml

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/strict_json.h"
 #include "gpuest/v1/estimate.pb.h"
 #include "gpuest/v1/model.pb.h"
 #include "nlohmann/json.hpp"
@@ -61,7 +62,7 @@ struct EncodingSpec {
   std::vector<std::string> seen_layer_types;
 
   nlohmann::json ToJson() const;
-  static absl::StatusOr<EncodingSpec> FromJson(const nlohmann::json& json);
+  static absl::StatusOr<EncodingSpec> FromJson(strict_json::Fields<nlohmann::json>& f);
 };
 
 // The feature layout of a family before fitting (standardisation 0/1, ranges empty):

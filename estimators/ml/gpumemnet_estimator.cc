@@ -128,8 +128,7 @@ absl::StatusOr<std::unique_ptr<Estimator>> GpuMemNetEstimator::Load(
   std::unique_ptr<GpuMemNetEstimator> e(new GpuMemNetEstimator());
   try {
     e->spec_ = m.encoding;
-    const std::string& kind = m.kind;
-    e->transformer_ = kind == "transformer";
+    e->transformer_ = m.kind == NetworkKind::kTransformer;
 
     int offset = 0;
     for (const HeadSpec& head : m.heads) {
@@ -144,7 +143,7 @@ absl::StatusOr<std::unique_ptr<Estimator>> GpuMemNetEstimator::Load(
     e->device_ = torch::Device(device);
     for (const MemberRecord& member : m.members) {
       const NetworkConfig* config = &member.network;
-      if (config->kind != kind || config->total_classes() != offset ||
+      if (config->kind != m.kind || config->total_classes() != offset ||
           config->global_features != static_cast<int>(e->spec_.features.size()) ||
           (e->transformer_ &&
            config->vocabulary != static_cast<int>(e->spec_.sequence.vocabulary.size()))) {
@@ -171,7 +170,7 @@ absl::StatusOr<std::unique_ptr<Estimator>> GpuMemNetEstimator::Load(
     info.set_description(m.description);
     info.set_estimates_memory(true);
     for (const HeadSpec& h : e->heads_) {
-      if (h.target == "utilization") {
+      if (h.target == HeadTarget::kUtilization) {
         info.add_utilization_metrics(UtilizationMetricOf(h.metric));
       }
     }
@@ -330,7 +329,7 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
   result.set_confidence(confidence);
 
   for (size_t h = 0; h < heads_.size(); ++h) {
-    if (heads_[h].target != "utilization") continue;
+    if (heads_[h].target != HeadTarget::kUtilization) continue;
     double c = 0;
     const int k = ensemble(h, mean, c);
     v1::UtilizationEstimate& u = *result.add_utilization();

@@ -11,14 +11,11 @@ namespace {
 using Json = nlohmann::json;
 using Fields = manifest::Fields<Json>;
 
-// A part with its own FromJson (HeadSpec, NetworkConfig, EncodingSpec), its errors
-// placed at its key.
+// A part with its own FromJson (NetworkConfig, EncodingSpec), read at its key.
 template <typename Part>
 absl::StatusOr<Part> PartFromJson(Fields& f, const std::string& key) {
-  GPUEST_ASSIGN_OR_RETURN(const Json* value, f.Value(key));
-  absl::StatusOr<Part> part = Part::FromJson(*value);
-  if (!part.ok()) return f.Error(key, part.status().message());
-  return part;
+  GPUEST_ASSIGN_OR_RETURN(Fields part, f.Object(key));
+  return Part::FromJson(part);
 }
 
 absl::StatusOr<MemberRecord> MemberFromJson(Fields& f) {
@@ -154,8 +151,8 @@ Json GpuMemNetManifest::ToJson() const {
   return {{"estimator_type", kEstimatorType},
           {"id", id},
           {"version", version},
-          {"kind", kind},
-          {"family", family},
+          {"kind", NetworkKindName(kind)},
+          {"family", FamilyName(family)},
           {"description", description},
           {"heads", heads_json},
           {"memory",
@@ -182,20 +179,22 @@ absl::StatusOr<GpuMemNetManifest> GpuMemNetManifest::FromJson(const Json& json,
   }
   GPUEST_RETURN_IF_ERROR(f.Get("id", m.id));
   GPUEST_RETURN_IF_ERROR(f.Get("version", m.version));
-  GPUEST_RETURN_IF_ERROR(f.Get("kind", m.kind));
-  if (m.kind != "mlp" && m.kind != "transformer") {
-    return f.Error("kind", "must be \"mlp\" or \"transformer\"");
+  std::string kind, family;
+  GPUEST_RETURN_IF_ERROR(f.Get("kind", kind));
+  std::optional<NetworkKind> known_kind = NetworkKindFromName(kind);
+  if (!known_kind) return f.Error("kind", "must be \"mlp\" or \"transformer\"");
+  m.kind = *known_kind;
+  GPUEST_RETURN_IF_ERROR(f.Get("family", family));
+  std::optional<v1::ModelFamily> known_family = FamilyFromName(family);
+  if (!known_family) {
+    return f.Error("family", absl::StrCat("is not a family: '", family, "'"));
   }
-  GPUEST_RETURN_IF_ERROR(f.Get("family", m.family));
+  m.family = *known_family;
   GPUEST_RETURN_IF_ERROR(f.Get("description", m.description));
-  GPUEST_ASSIGN_OR_RETURN(const Json* heads, f.Value("heads"));
-  if (!heads->is_array()) return f.Error("heads", "must be an array");
-  for (size_t i = 0; i < heads->size(); ++i) {
-    absl::StatusOr<HeadSpec> head = HeadSpec::FromJson((*heads)[i]);
-    if (!head.ok()) {
-      return f.Error(absl::StrCat("heads[", i, "]"), head.status().message());
-    }
-    m.heads.push_back(std::move(*head));
+  GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> heads, f.Objects("heads"));
+  for (Fields& head : heads) {
+    GPUEST_ASSIGN_OR_RETURN(HeadSpec spec, HeadSpec::FromJson(head));
+    m.heads.push_back(std::move(spec));
   }
   GPUEST_ASSIGN_OR_RETURN(Fields memory, f.Object("memory"));
   GPUEST_RETURN_IF_ERROR(memory.Get("served_head", m.memory.served_head));
@@ -205,11 +204,11 @@ absl::StatusOr<GpuMemNetManifest> GpuMemNetManifest::FromJson(const Json& json,
   GPUEST_RETURN_IF_ERROR(memory.Finish());
   bool served = false;
   for (const HeadSpec& h : m.heads) {
-    served = served || (h.name == m.memory.served_head && h.target == "memory");
+    served = served || (h.name == m.memory.served_head && h.memory());
   }
   if (!served) return memory.Error("served_head", "is not one of the memory heads");
   GPUEST_ASSIGN_OR_RETURN(m.encoding, PartFromJson<EncodingSpec>(f, "encoding"));
-  if (m.family != FamilyName(m.encoding.family)) {
+  if (m.family != m.encoding.family) {
     return f.Error("family", absl::StrCat("is not the encoding's family, ",
                                           FamilyName(m.encoding.family)));
   }

@@ -82,8 +82,8 @@ struct GpuMemNetManifest {
 
   std::string id;       // "gpumemnet-cnn-mlp"
   std::string version;  // From the members' digests.
-  std::string kind;     // "mlp" or "transformer".
-  std::string family;   // "cnn": the encoding's family by name.
+  NetworkKind kind = NetworkKind::kMlp;
+  v1::ModelFamily family = v1::MODEL_FAMILY_UNSPECIFIED;  // The encoding's family.
   std::string description;
   std::vector<HeadSpec> heads;  // In logits order.
   struct Memory {

@@ -1,16 +1,28 @@
 #include "estimators/ml/network_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace gpuest::ml {
 
+const char* NetworkKindName(NetworkKind kind) {
+  return kind == NetworkKind::kTransformer ? "transformer" : "mlp";
+}
+
+std::optional<NetworkKind> NetworkKindFromName(absl::string_view name) {
+  for (NetworkKind kind : {NetworkKind::kMlp, NetworkKind::kTransformer}) {
+    if (name == NetworkKindName(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
 nlohmann::json NetworkConfig::ToJson() const {
-  nlohmann::json j = {{"kind", kind},
+  nlohmann::json j = {{"kind", NetworkKindName(kind)},
                       {"global_features", global_features},
                       {"head_classes", head_classes},
                       {"hidden", hidden},
                       {"dropout", dropout}};
-  if (kind == "transformer") {
+  if (sequence()) {
     j["vocabulary"] = vocabulary;
     j["d_model"] = d_model;
     j["attention_heads"] = attention_heads;
@@ -20,37 +32,35 @@ nlohmann::json NetworkConfig::ToJson() const {
   return j;
 }
 
-absl::StatusOr<NetworkConfig> NetworkConfig::FromJson(const nlohmann::json& j) {
-  try {
-    NetworkConfig c;
-    c.kind = j.at("kind").get<std::string>();
-    c.global_features = j.at("global_features").get<int>();
-    c.head_classes = j.at("head_classes").get<std::vector<int>>();
-    c.hidden = j.at("hidden").get<std::vector<int>>();
-    c.dropout = j.at("dropout").get<double>();
-    if (c.kind == "transformer") {
-      c.vocabulary = j.at("vocabulary").get<int>();
-      c.d_model = j.at("d_model").get<int>();
-      c.attention_heads = j.at("attention_heads").get<int>();
-      c.encoder_layers = j.at("encoder_layers").get<int>();
-      c.feedforward = j.at("feedforward").get<int>();
-    } else if (c.kind != "mlp") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("network: unknown kind '", c.kind, "'"));
-    }
-    bool ok = c.global_features > 0 && !c.head_classes.empty() && !c.hidden.empty();
-    for (int n : c.head_classes) ok = ok && n > 0;
-    for (int n : c.hidden) ok = ok && n > 0;
-    if (c.kind == "transformer") {
-      ok = ok && c.vocabulary > 0 && c.d_model > 0 && c.attention_heads > 0 &&
-           c.d_model % c.attention_heads == 0 && c.encoder_layers > 0 &&
-           c.feedforward > 0;
-    }
-    if (!ok) return absl::InvalidArgumentError("network: inconsistent hyperparameters");
-    return c;
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("network: ", e.what()));
+absl::StatusOr<NetworkConfig> NetworkConfig::FromJson(
+    strict_json::Fields<nlohmann::json>& f) {
+  NetworkConfig c;
+  std::string kind;
+  GPUEST_RETURN_IF_ERROR(f.Get("kind", kind));
+  std::optional<NetworkKind> known = NetworkKindFromName(kind);
+  if (!known) return f.Error("kind", "must be \"mlp\" or \"transformer\"");
+  c.kind = *known;
+  GPUEST_RETURN_IF_ERROR(f.Get("global_features", c.global_features));
+  GPUEST_RETURN_IF_ERROR(f.Get("head_classes", c.head_classes));
+  GPUEST_RETURN_IF_ERROR(f.Get("hidden", c.hidden));
+  GPUEST_RETURN_IF_ERROR(f.Get("dropout", c.dropout));
+  if (c.sequence()) {
+    GPUEST_RETURN_IF_ERROR(f.Get("vocabulary", c.vocabulary));
+    GPUEST_RETURN_IF_ERROR(f.Get("d_model", c.d_model));
+    GPUEST_RETURN_IF_ERROR(f.Get("attention_heads", c.attention_heads));
+    GPUEST_RETURN_IF_ERROR(f.Get("encoder_layers", c.encoder_layers));
+    GPUEST_RETURN_IF_ERROR(f.Get("feedforward", c.feedforward));
   }
+  GPUEST_RETURN_IF_ERROR(f.Finish());
+  bool ok = c.global_features > 0 && !c.head_classes.empty() && !c.hidden.empty();
+  for (int n : c.head_classes) ok = ok && n > 0;
+  for (int n : c.hidden) ok = ok && n > 0;
+  if (c.sequence()) {
+    ok = ok && c.vocabulary > 0 && c.d_model > 0 && c.attention_heads > 0 &&
+         c.d_model % c.attention_heads == 0 && c.encoder_layers > 0 && c.feedforward > 0;
+  }
+  if (!ok) return f.Invalid("holds inconsistent hyperparameters");
+  return c;
 }
 
 }  // namespace gpuest::ml

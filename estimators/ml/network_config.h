@@ -5,18 +5,28 @@
 // served estimator reads them back. No libtorch here (networks.h has the modules).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/strict_json.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuest::ml {
 
+// kMlp: an MLP over the global features. kTransformer: layer tokens through a small
+// Transformer encoder, mean-pooled and concatenated with the global features.
+enum class NetworkKind { kMlp, kTransformer };
+
+// "mlp", "transformer": the words manifests, flags and reports use.
+const char* NetworkKindName(NetworkKind kind);
+// The kind a word names; nullopt for anything else.
+std::optional<NetworkKind> NetworkKindFromName(absl::string_view name);
+
 struct NetworkConfig {
-  // "mlp": an MLP over the global features. "transformer": layer tokens through a
-  // small Transformer encoder, mean-pooled and concatenated with the global features.
-  std::string kind = "mlp";
+  NetworkKind kind = NetworkKind::kMlp;
   int global_features = 0;
   // One classification head per target; the network's logits are the heads' classes
   // one after another, in this order.
@@ -30,13 +40,15 @@ struct NetworkConfig {
   int encoder_layers = 2;
   int feedforward = 64;
 
+  bool sequence() const { return kind == NetworkKind::kTransformer; }
   int total_classes() const {
     int n = 0;
     for (int c : head_classes) n += c;
     return n;
   }
   nlohmann::json ToJson() const;
-  static absl::StatusOr<NetworkConfig> FromJson(const nlohmann::json& json);
+  // Every key read strictly: a missing, mistyped or unknown key is an error naming it.
+  static absl::StatusOr<NetworkConfig> FromJson(strict_json::Fields<nlohmann::json>& f);
 };
 
 }  // namespace gpuest::ml

@@ -4,7 +4,7 @@ namespace gpuest::ml {
 
 GpuMemNetImpl::GpuMemNetImpl(const NetworkConfig& config) : config_(config) {
   int trunk_input = config.global_features;
-  if (config.kind == "transformer") {
+  if (config.sequence()) {
     type_embedding_ = register_module(
         "type_embedding", torch::nn::Embedding(config.vocabulary, config.d_model));
     number_projection_ =
@@ -41,7 +41,7 @@ torch::Tensor GpuMemNetImpl::forward(const torch::Tensor& global,
                                      const torch::Tensor& numbers,
                                      const torch::Tensor& padding) {
   torch::Tensor x = global;
-  if (config_.kind == "transformer") {
+  if (config_.sequence()) {
     // [B, L, d] -> the encoder's [L, B, d] and back.
     torch::Tensor tokens = type_embedding_(types) + number_projection_(numbers);
     torch::Tensor encoded =
@@ -60,7 +60,7 @@ ProbeInput MakeProbeInput(const NetworkConfig& config) {
   for (size_t i = 0; i < probe.global.size(); ++i) {
     probe.global[i] = 0.5f - 0.25f * static_cast<float>(i % 5);
   }
-  if (config.kind != "transformer") return probe;
+  if (!config.sequence()) return probe;
   const int64_t n = 19;  // Blocks of 8 and a remainder.
   for (int64_t t = 0; t < n; ++t) {
     probe.sequence.types.push_back(t % config.vocabulary);
@@ -76,7 +76,7 @@ std::vector<float> ProbeLogits(GpuMemNet net, const ProbeInput& probe) {
   const int64_t g = static_cast<int64_t>(probe.global.size());
   const torch::Tensor global = torch::tensor(probe.global).reshape({1, g}).to(device);
   torch::Tensor logits;
-  if (net->config().kind == "transformer") {
+  if (net->config().sequence()) {
     const int64_t n = static_cast<int64_t>(probe.sequence.types.size());
     logits = net->forward(
         global, torch::tensor(probe.sequence.types).reshape({1, n}).to(device),

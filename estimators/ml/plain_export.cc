@@ -51,7 +51,7 @@ absl::StatusOr<PlainNet> ToPlain(const GpuMemNet& net) {
   PlainNet p;
   p.trunk = ToDense(net);
   const NetworkConfig& c = net->config();
-  if (c.kind != "transformer") return p;
+  if (!c.sequence()) return p;
   p.d = c.d_model;
   GPUEST_ASSIGN_OR_RETURN(torch::Tensor emb, Parameter(net, "type_embedding.weight"));
   p.embedding = Floats(emb);

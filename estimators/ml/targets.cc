@@ -5,14 +5,18 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace gpuest::ml {
 
-int HeadSpec::classes() const {
-  if (target == "memory") return static_cast<int>(edges.size());  // N bins + top.
-  return static_cast<int>(edges.size()) - 1;
+const char* HeadTargetName(HeadTarget target) {
+  return target == HeadTarget::kUtilization ? "utilization" : "memory";
 }
 
+int HeadSpec::classes() const {
+  if (memory()) return static_cast<int>(edges.size());  // N bins + top.
+  return static_cast<int>(edges.size()) - 1;
+}
 int HeadSpec::MemoryClass(double bytes, bool oom) const {
   const int top = classes() - 1;
   if (oom || bytes >= edges.back()) return top;
@@ -29,8 +33,9 @@ int HeadSpec::UtilizationClass(double value) const {
 }
 
 nlohmann::json HeadSpec::ToJson() const {
-  nlohmann::json j = {{"name", name}, {"target", target}, {"classes", classes()}};
-  if (target == "memory") {
+  nlohmann::json j = {
+      {"name", name}, {"target", HeadTargetName(target)}, {"classes", classes()}};
+  if (memory()) {
     j["width_bytes"] = width_bytes;
     j["width_gib"] = width_bytes / kGiB;
     j["edges_bytes"] = nlohmann::json::array();
@@ -44,43 +49,57 @@ nlohmann::json HeadSpec::ToJson() const {
   return j;
 }
 
-absl::StatusOr<HeadSpec> HeadSpec::FromJson(const nlohmann::json& j) {
-  try {
-    HeadSpec h;
-    h.name = j.at("name").get<std::string>();
-    h.target = j.at("target").get<std::string>();
-    if (h.target == "memory") {
-      h.width_bytes = j.at("width_bytes").get<uint64_t>();
-      for (const auto& e : j.at("edges_bytes")) {
-        h.edges.push_back(static_cast<double>(e.get<uint64_t>()));
-      }
-    } else if (h.target == "utilization") {
-      h.metric = j.at("metric").get<std::string>();
-      h.edges = j.at("edges").get<std::vector<double>>();
-      h.edges_source = j.value("edges_source", "");
-      if (UtilizationMetricOf(h.metric) == v1::UTILIZATION_METRIC_UNSPECIFIED) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("head ", h.name, ": unknown metric '", h.metric, "'"));
-      }
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("head ", h.name, ": unknown target '", h.target, "'"));
+absl::StatusOr<HeadSpec> HeadSpec::FromJson(strict_json::Fields<nlohmann::json>& f) {
+  HeadSpec h;
+  GPUEST_RETURN_IF_ERROR(f.Get("name", h.name));
+  std::string target;
+  GPUEST_RETURN_IF_ERROR(f.Get("target", target));
+  if (target == HeadTargetName(HeadTarget::kMemory)) {
+    h.target = HeadTarget::kMemory;
+    std::vector<uint64_t> edges;
+    uint64_t width_gib = 0;
+    std::string top_class;
+    GPUEST_RETURN_IF_ERROR(f.Get("width_bytes", h.width_bytes));
+    GPUEST_RETURN_IF_ERROR(f.Get("edges_bytes", edges));
+    // Written for people reading the manifest; they must say what the bins say.
+    GPUEST_RETURN_IF_ERROR(f.Get("width_gib", width_gib));
+    GPUEST_RETURN_IF_ERROR(f.Get("top_class", top_class));
+    if (h.width_bytes == 0 || width_gib != h.width_bytes / kGiB) {
+      return f.Error("width_gib", "does not match width_bytes");
     }
-    if (h.edges.size() < 2 || !std::is_sorted(h.edges.begin(), h.edges.end()) ||
-        (h.target == "memory" && h.width_bytes == 0) ||
-        j.at("classes").get<int>() != h.classes()) {
-      return absl::InvalidArgumentError(absl::StrCat("head ", h.name, ": bad bin edges"));
+    if (top_class != kTopClassLabel) {
+      return f.Error("top_class", absl::StrCat("must be \"", kTopClassLabel, "\""));
     }
-    return h;
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("head: ", e.what()));
+    for (uint64_t e : edges) h.edges.push_back(static_cast<double>(e));
+  } else if (target == HeadTargetName(HeadTarget::kUtilization)) {
+    h.target = HeadTarget::kUtilization;
+    GPUEST_RETURN_IF_ERROR(f.Get("metric", h.metric));
+    GPUEST_RETURN_IF_ERROR(f.Get("edges", h.edges));
+    GPUEST_RETURN_IF_ERROR(f.GetOptional("edges_source", h.edges_source));
+    if (UtilizationMetricOf(h.metric) == v1::UTILIZATION_METRIC_UNSPECIFIED) {
+      return f.Error("metric", absl::StrCat("is not a known metric: '", h.metric, "'"));
+    }
+  } else {
+    return f.Error("target", "must be \"memory\" or \"utilization\"");
   }
+  int classes = 0;
+  GPUEST_RETURN_IF_ERROR(f.Get("classes", classes));
+  GPUEST_RETURN_IF_ERROR(f.Finish());
+  if (h.edges.size() < 2 || !std::is_sorted(h.edges.begin(), h.edges.end())) {
+    return f.Error(h.memory() ? "edges_bytes" : "edges",
+                   "must hold at least two edges in increasing order");
+  }
+  if (classes != h.classes()) {
+    return f.Error("classes",
+                   absl::StrCat("is ", classes, ", but the edges make ", h.classes()));
+  }
+  return h;
 }
 
 HeadSpec MemoryHead(int width_gib) {
   HeadSpec h;
   h.name = absl::StrCat("memory_", width_gib, "gib");
-  h.target = "memory";
+  h.target = HeadTarget::kMemory;
   h.width_bytes = static_cast<uint64_t>(width_gib) * kGiB;
   for (uint64_t e = 0; e <= kMemoryCeilingBytes; e += h.width_bytes) {
     h.edges.push_back(static_cast<double>(e));
@@ -92,7 +111,7 @@ HeadSpec UtilizationHead(const std::string& metric, std::vector<double> edges,
                          std::string edges_source) {
   HeadSpec h;
   h.name = absl::AsciiStrToLower(metric);
-  h.target = "utilization";
+  h.target = HeadTarget::kUtilization;
   h.metric = metric;
   h.edges = std::move(edges);
   h.edges_source = std::move(edges_source);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/strict_json.h"
 #include "common/units.h"
 #include "gpuest/v1/estimate.pb.h"
 #include "nlohmann/json.hpp"
@@ -21,9 +22,15 @@ namespace gpuest::ml {
 constexpr uint64_t kMemoryCeilingBytes = 40 * kGiB;
 constexpr char kTopClassLabel[] = "> 40 GiB (did not fit the A100 40GB)";
 
+// What a head predicts: peak memory in bins, or one utilization metric in classes.
+enum class HeadTarget { kMemory, kUtilization };
+
+// "memory", "utilization": the words the manifest uses.
+const char* HeadTargetName(HeadTarget target);
+
 struct HeadSpec {
-  std::string name;    // "memory_2gib", "smact".
-  std::string target;  // "memory" or "utilization".
+  std::string name;  // "memory_2gib", "smact".
+  HeadTarget target = HeadTarget::kMemory;
   // Memory: the bin width, and edges in bytes [0, w, 2w, ..., 40 GiB]; class k < N is
   // [edges[k], edges[k+1]), class N (the last) is the open top class.
   uint64_t width_bytes = 0;
@@ -39,8 +46,11 @@ struct HeadSpec {
   int MemoryClass(double bytes, bool oom) const;
   int UtilizationClass(double value) const;
 
+  bool memory() const { return target == HeadTarget::kMemory; }
+
   nlohmann::json ToJson() const;
-  static absl::StatusOr<HeadSpec> FromJson(const nlohmann::json& json);
+  // Every key read strictly; the bins must agree with the classes the head declares.
+  static absl::StatusOr<HeadSpec> FromJson(strict_json::Fields<nlohmann::json>& f);
 };
 
 HeadSpec MemoryHead(int width_gib);

@@ -46,7 +46,7 @@ std::vector<float> TorchLogits(GpuMemNet& net, std::vector<float> global,
   const int64_t g = static_cast<int64_t>(global.size());
   const torch::Tensor global_t = torch::from_blob(global.data(), {1, g}, torch::kFloat32);
   torch::Tensor logits;
-  if (net->config().kind == "transformer") {
+  if (net->config().sequence()) {
     const int64_t n = static_cast<int64_t>(seq.types.size());
     logits =
         net->forward(global_t, torch::from_blob(seq.types.data(), {1, n}, torch::kInt64),
@@ -135,7 +135,7 @@ TEST(PlainForwardAgainstLibtorch, ShippedMembersOnRealRows) {
 // A randomly initialised Transformer-based member of the given shape.
 GpuMemNet RandomTransformerMember(int d_model, int heads) {
   NetworkConfig config;
-  config.kind = "transformer";
+  config.kind = ml::NetworkKind::kTransformer;
   config.global_features = 5;
   config.head_classes = {7, 3};
   config.hidden = {40};

@@ -100,9 +100,25 @@ TEST(FeatureEncoding, SequenceTokensAndUnknownTypes) {
               1e-5);
 }
 
+// A part read by the strict reader as a manifest reads it, from "m.json".
+template <typename Part>
+absl::StatusOr<Part> Read(const nlohmann::json& json) {
+  absl::StatusOr<strict_json::Fields<nlohmann::json>> fields =
+      strict_json::Fields<nlohmann::json>::Of(json, "m.json");
+  if (!fields.ok()) return fields.status();
+  return Part::FromJson(*fields);
+}
+
+// The error's message, for checking that it names the file and the key.
+template <typename Part>
+std::string Refusal(const nlohmann::json& json) {
+  absl::StatusOr<Part> part = Read<Part>(json);
+  return part.ok() ? "accepted" : std::string(part.status().message());
+}
+
 TEST(FeatureEncoding, RoundTripsThroughJson) {
   const EncodingSpec spec = FittedMlpSpec();
-  auto back = EncodingSpec::FromJson(nlohmann::json::parse(spec.ToJson().dump()));
+  auto back = Read<EncodingSpec>(nlohmann::json::parse(spec.ToJson().dump()));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->ToJson(), spec.ToJson());
   const v1::FeatureVector f = ExtractFeatures(Mlp(48, 250, "GELU"));
@@ -110,13 +126,31 @@ TEST(FeatureEncoding, RoundTripsThroughJson) {
 
   nlohmann::json broken = spec.ToJson();
   broken["features"][0]["std"] = 0;
-  EXPECT_FALSE(EncodingSpec::FromJson(broken).ok());
+  EXPECT_EQ(Refusal<EncodingSpec>(broken), "m.json: 'features[0].std' must be positive");
   broken = spec.ToJson();
   broken["sequence"]["vocabulary"] = {"<unknown>", "ReLU", "Linear"};
-  EXPECT_FALSE(EncodingSpec::FromJson(broken).ok());
+  EXPECT_EQ(Refusal<EncodingSpec>(broken),
+            "m.json: 'sequence.vocabulary' is not sorted after index 0");
   broken = spec.ToJson();
   broken.erase("features");
-  EXPECT_FALSE(EncodingSpec::FromJson(broken).ok());
+  EXPECT_EQ(Refusal<EncodingSpec>(broken), "m.json: 'features' is missing");
+}
+
+// The strict reader: a mistyped, unknown or unknown-valued key is refused by name,
+// where the lenient at().get<>() readers took 2.5 as a count and ignored typos.
+TEST(FeatureEncoding, StrictReaderNamesTheKey) {
+  const EncodingSpec spec = FittedMlpSpec();
+  nlohmann::json broken = spec.ToJson();
+  broken["sequence"]["max_length"] = 2.5;
+  EXPECT_EQ(Refusal<EncodingSpec>(broken),
+            "m.json: 'sequence.max_length' must be an integer");
+  broken = spec.ToJson();
+  broken["features"][1]["stdev"] = 1.0;
+  EXPECT_EQ(Refusal<EncodingSpec>(broken),
+            "m.json: 'features[1].stdev' is not a known key");
+  broken = spec.ToJson();
+  broken["family"] = "rnn";
+  EXPECT_EQ(Refusal<EncodingSpec>(broken), "m.json: 'family' is not a family: 'rnn'");
 }
 
 TEST(FeatureEncoding, OutOfDistribution) {
@@ -153,12 +187,26 @@ TEST(Targets, MemoryBinsAndTheTopClass) {
   EXPECT_EQ(h.MemoryClass(39.9 * kGiB, false), 4);
   EXPECT_EQ(h.MemoryClass(3.0 * kGiB, true), 5);  // OOM: whatever the column says.
   EXPECT_EQ(MemoryHead(1).classes(), 41);
-  auto back = HeadSpec::FromJson(h.ToJson());
+  auto back = Read<HeadSpec>(h.ToJson());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->edges, h.edges);
+  nlohmann::json bad = h.ToJson();
+  bad["classes"] = 5;
+  EXPECT_EQ(Refusal<HeadSpec>(bad), "m.json: 'classes' is 5, but the edges make 6");
+  bad = h.ToJson();
+  bad["width_gib"] = 4;
+  EXPECT_EQ(Refusal<HeadSpec>(bad), "m.json: 'width_gib' does not match width_bytes");
+  bad = h.ToJson();
+  bad["target"] = "Memory";
+  EXPECT_EQ(Refusal<HeadSpec>(bad),
+            "m.json: 'target' must be \"memory\" or \"utilization\"");
 
   const HeadSpec u = UtilizationHead("SMACT", {0, 0.3, 0.9, 1}, "paper");
   EXPECT_EQ(u.classes(), 3);
+  auto u_back = Read<HeadSpec>(u.ToJson());
+  ASSERT_TRUE(u_back.ok()) << u_back.status();
+  EXPECT_EQ(u_back->target, HeadTarget::kUtilization);
+  EXPECT_EQ(u_back->metric, "SMACT");
   EXPECT_EQ(u.UtilizationClass(0.29), 0);
   EXPECT_EQ(u.UtilizationClass(0.3), 1);
   EXPECT_EQ(u.UtilizationClass(1.0), 2);
@@ -167,18 +215,31 @@ TEST(Targets, MemoryBinsAndTheTopClass) {
 
 TEST(NetworkConfig, RoundTripsAndRejectsNonsense) {
   NetworkConfig c;
-  c.kind = "transformer";
+  c.kind = NetworkKind::kTransformer;
   c.global_features = 12;
   c.head_classes = {21, 11, 6};
   c.hidden = {128};
   c.vocabulary = 7;
-  auto back = NetworkConfig::FromJson(c.ToJson());
+  auto back = Read<NetworkConfig>(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->ToJson(), c.ToJson());
+  EXPECT_EQ(back->kind, NetworkKind::kTransformer);
   EXPECT_EQ(back->total_classes(), 38);
   nlohmann::json bad = c.ToJson();
   bad["attention_heads"] = 5;  // 32 is not divisible by 5.
-  EXPECT_FALSE(NetworkConfig::FromJson(bad).ok());
+  EXPECT_EQ(Refusal<NetworkConfig>(bad), "m.json: holds inconsistent hyperparameters");
+  bad = c.ToJson();
+  bad["kind"] = "lstm";
+  EXPECT_EQ(Refusal<NetworkConfig>(bad),
+            "m.json: 'kind' must be \"mlp\" or \"transformer\"");
+  bad = c.ToJson();
+  bad["hidden"] = {128, -1.5};
+  EXPECT_EQ(Refusal<NetworkConfig>(bad),
+            "m.json: 'hidden' must be an array of the right type");
+  // An MLP's config holds no encoder keys; one left in is a writer's mistake.
+  bad = c.ToJson();
+  bad["kind"] = "mlp";
+  EXPECT_EQ(Refusal<NetworkConfig>(bad), "m.json: 'attention_heads' is not a known key");
 }
 
 }  // namespace

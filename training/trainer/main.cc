@@ -64,18 +64,22 @@ int main(int argc, char** argv) {
     gpuest::train::UseOneThread();
     gpuest::train::PipelineOptions options;
     options.out_dir = out;
-    options.kinds = absl::StrSplit(absl::GetFlag(FLAGS_kinds), ',', absl::SkipEmpty());
     options.seed = absl::GetFlag(FLAGS_seed);
     options.members = absl::GetFlag(FLAGS_members);
     options.mlp_epochs = absl::GetFlag(FLAGS_mlp_epochs);
     options.transformer_epochs = absl::GetFlag(FLAGS_transformer_epochs);
     options.smoke = absl::GetFlag(FLAGS_smoke);
     if (options.smoke) options.members = std::min(options.members, 2);
-    for (const std::string& kind : options.kinds) {
-      if (kind != "mlp" && kind != "transformer") {
-        std::fprintf(stderr, "gpuest-train: --kinds: unknown kind '%s'\n", kind.c_str());
+    options.kinds.clear();
+    for (absl::string_view word :
+         absl::StrSplit(absl::GetFlag(FLAGS_kinds), ',', absl::SkipEmpty())) {
+      std::optional<gpuest::ml::NetworkKind> kind = gpuest::ml::NetworkKindFromName(word);
+      if (!kind) {
+        std::fprintf(stderr, "gpuest-train: --kinds: unknown kind '%s'\n",
+                     std::string(word).c_str());
         return 2;
       }
+      options.kinds.push_back(*kind);
     }
     std::error_code ec;
     std::filesystem::create_directories(out, ec);

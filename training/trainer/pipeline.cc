@@ -51,13 +51,13 @@ std::vector<double> PaperEdges(v1::ModelFamily family, const std::string& metric
 double Round4(double x) { return std::round(x * 1e4) / 1e4; }
 
 // Member hyperparameters: varied widths, dropout, learning rate, and seeds.
-std::vector<MemberSpec> MemberSpecs(const std::string& kind, int members, int epochs) {
+std::vector<MemberSpec> MemberSpecs(ml::NetworkKind kind, int members, int epochs) {
   std::vector<MemberSpec> specs;
   for (int i = 0; i < members; ++i) {
     MemberSpec s;
     s.network.kind = kind;
     s.epochs = epochs;
-    if (kind == "mlp") {
+    if (kind == ml::NetworkKind::kMlp) {
       static const std::vector<std::vector<int>> kHidden = {
           {128, 128}, {256, 128}, {192, 192, 96}, {96, 96}, {256, 256}};
       static const double kDropout[] = {0.1, 0.2, 0.1, 0.05, 0.3};
@@ -150,10 +150,10 @@ std::vector<int> ArgmaxPerHead(const std::vector<float>& p,
 absl::StatusOr<EnsembleResult> TrainAndEvaluate(
     const Dataset& data, const std::vector<HeadSpec>& heads,
     const std::vector<std::vector<int64_t>>& labels, const std::vector<int>& train_rows,
-    const std::vector<int>& eval_rows, const std::string& kind,
+    const std::vector<int>& eval_rows, ml::NetworkKind kind,
     const PipelineOptions& options, int epochs, uint64_t seed_base,
     const std::string& label, ml::EncodingSpec* spec_out) {
-  const bool sequence = kind == "transformer";
+  const bool sequence = kind == ml::NetworkKind::kTransformer;
   const ml::EncodingSpec spec = Fit(data, train_rows, sequence);
   if (spec_out) *spec_out = spec;
   const EncodedSet train = Encode(data, spec, labels, train_rows);
@@ -166,8 +166,7 @@ absl::StatusOr<EnsembleResult> TrainAndEvaluate(
   std::vector<std::vector<float>> mean(eval.size());
   int coarsest = 0;
   for (size_t h = 0; h < heads.size(); ++h) {
-    if (heads[h].target == "memory" &&
-        heads[h].width_bytes > heads[coarsest].width_bytes) {
+    if (heads[h].memory() && heads[h].width_bytes > heads[coarsest].width_bytes) {
       coarsest = static_cast<int>(h);
     }
   }
@@ -290,7 +289,7 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
     const Example& e = data.examples[i];
     for (const HeadSpec& h : heads) {
       int c = -1;
-      if (h.target == "memory") {
+      if (h.memory()) {
         c = h.MemoryClass(e.memory_bytes(), e.measured.oom);
       } else if (auto it = e.measured.utilization.find(h.metric);
                  it != e.measured.utilization.end()) {
@@ -302,13 +301,15 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
   const std::vector<std::vector<int>> folds =
       StratifiedFolds(split.train, strata, options.folds, options.seed + 1);
 
-  for (const std::string& kind : options.kinds) {
+  for (const ml::NetworkKind kind : options.kinds) {
     const absl::Time start = absl::Now();
-    const std::string id = absl::StrCat("gpumemnet-", family, "-", kind);
-    const int epochs = options.smoke   ? 2
-                       : kind == "mlp" ? options.mlp_epochs
-                                       : options.transformer_epochs;
-    const uint64_t kind_seed = options.seed * 1000 + (kind == "mlp" ? 0 : 500);
+    const std::string id =
+        absl::StrCat("gpumemnet-", family, "-", ml::NetworkKindName(kind));
+    const int epochs = options.smoke                   ? 2
+                       : kind == ml::NetworkKind::kMlp ? options.mlp_epochs
+                                                       : options.transformer_epochs;
+    const uint64_t kind_seed =
+        options.seed * 1000 + (kind == ml::NetworkKind::kMlp ? 0 : 500);
 
     // Cross-validation on the training part: the ensemble as shipped, per fold.
     std::vector<std::vector<double>> cv_acc(heads.size()), cv_f1(heads.size());
@@ -339,7 +340,7 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
     // The served memory head, chosen by cross-validation only.
     int served = -1, best = -1;
     for (size_t h = 0; h < heads.size(); ++h) {
-      if (heads[h].target != "memory") continue;
+      if (!heads[h].memory()) continue;
       const double acc = Mean(cv_acc[h]);
       if (best < 0 || acc > Mean(cv_acc[best])) best = static_cast<int>(h);
       if (acc >= kServedAccuracy &&
@@ -406,11 +407,11 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
     training.seconds = absl::ToDoubleSeconds(absl::Now() - start);
 
     const std::string title = FamilyTitle(data.family);
-    const std::string kind_title = kind == "mlp" ? "MLP" : "Transformer";
+    const std::string kind_title = kind == ml::NetworkKind::kMlp ? "MLP" : "Transformer";
     manifest.id = id;
     manifest.version = Sha256Hex(weights_digest).substr(0, 12);
     manifest.kind = kind;
-    manifest.family = family;
+    manifest.family = data.family;
     manifest.description = absl::StrCat(
         "GPUMemNet/GPUUtilNet ", kind_title, "-based ensemble of ", final.members.size(),
         " classifiers for ", title,

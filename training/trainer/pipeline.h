@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "estimators/ml/network_config.h"
 #include "training/data/dataset.h"
 #include "training/trainer/split.h"
 
@@ -20,7 +21,8 @@ constexpr char kTrainerVersion[] = "gpuest-train 0.1.0";
 
 struct PipelineOptions {
   std::string out_dir = "models";
-  std::vector<std::string> kinds = {"mlp", "transformer"};
+  std::vector<ml::NetworkKind> kinds = {ml::NetworkKind::kMlp,
+                                        ml::NetworkKind::kTransformer};
   uint64_t seed = 2025;
   double test_fraction = 0.3;
   int folds = 3;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/model_family.h"
 #include "common/units.h"
 #include "estimators/ml/gpumemnet_manifest.h"
 #include "training/trainer/classification_scores.h"
@@ -20,31 +21,32 @@ using ml::GpuMemNetManifest;
 
 std::string F3(double x) { return absl::StrFormat("%.3f", x); }
 
-std::string Dataset(const std::string& family) {
-  if (family == "mlp") return "MLP (mlp.csv)";
-  if (family == "cnn") return "CNN (cnn.csv)";
+std::string Dataset(v1::ModelFamily family) {
+  if (family == v1::MODEL_FAMILY_MLP) return "MLP (mlp.csv)";
+  if (family == v1::MODEL_FAMILY_CNN) return "CNN (cnn.csv)";
   return "Transformer (transformer_sample.csv)";
 }
 
 std::string Estimator(const GpuMemNetManifest& m) {
-  return m.kind == "mlp" ? "MLP-based" : "Transformer-based";
+  return m.kind == ml::NetworkKind::kMlp ? "MLP-based" : "Transformer-based";
 }
 
 // The paper's held-out accuracy, for (family, kind, width in GiB); its bins are 1000
 // MiB multiples ("GB"), ours GiB.
-std::string PaperMemory(const std::string& family, const std::string& kind, int width) {
+std::string PaperMemory(v1::ModelFamily family, ml::NetworkKind kind, int width) {
   // The paper gives one range for the MLP data, not per estimator.
-  if (family == "mlp" && (width == 1 || width == 2)) {
+  if (family == v1::MODEL_FAMILY_MLP && (width == 1 || width == 2)) {
     return "0.95-0.97 (1-2 GB)";
   }
   if (width != 8) return "-";
-  if (family == "cnn") return kind == "mlp" ? "0.83 (8 GB)" : "0.81 (8 GB)";
-  if (family == "transformer") return kind == "mlp" ? "0.88 (8 GB)" : "0.86 (8 GB)";
+  const bool mlp = kind == ml::NetworkKind::kMlp;
+  if (family == v1::MODEL_FAMILY_CNN) return mlp ? "0.83 (8 GB)" : "0.81 (8 GB)";
+  if (family == v1::MODEL_FAMILY_TRANSFORMER) return mlp ? "0.88 (8 GB)" : "0.86 (8 GB)";
   return "-";
 }
 
-std::string PaperUtilization(const std::string& family, const std::string& metric) {
-  if (family == "cnn" && metric == "SMACT") return "0.77";
+std::string PaperUtilization(v1::ModelFamily family, const std::string& metric) {
+  if (family == v1::MODEL_FAMILY_CNN && metric == "SMACT") return "0.77";
   return "not found";
 }
 
@@ -72,11 +74,13 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
   if (manifests.empty()) {
     return absl::NotFoundError(absl::StrCat("no gpumemnet-* manifests in ", models_dir));
   }
-  const std::map<std::string, int> order = {{"mlp", 0}, {"cnn", 1}, {"transformer", 2}};
+  const std::map<v1::ModelFamily, int> order = {{v1::MODEL_FAMILY_MLP, 0},
+                                                {v1::MODEL_FAMILY_CNN, 1},
+                                                {v1::MODEL_FAMILY_TRANSFORMER, 2}};
   for (const GpuMemNetManifest& m : manifests) {
     if (!order.count(m.family)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(m.id, ": no report section for the family '", m.family, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          m.id, ": no report section for the family '", FamilyName(m.family), "'"));
     }
   }
   std::sort(manifests.begin(), manifests.end(),
@@ -118,7 +122,7 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
      << "|---|---|---|---|---|---|---|---|---|\n";
   for (const GpuMemNetManifest& m : manifests) {
     for (const ml::HeadSpec& h : m.heads) {
-      if (h.target != "memory") continue;
+      if (!h.memory()) continue;
       const ml::TestScores& test = m.training.test.at(h.name);
       const ml::CrossValidationScores& cv = m.training.cross_validation.heads.at(h.name);
       const auto ci = Wilson95(test.accuracy, test.n);
@@ -145,7 +149,7 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
      << "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const GpuMemNetManifest& m : manifests) {
     for (const ml::HeadSpec& h : m.heads) {
-      if (h.target != "utilization") continue;
+      if (h.target != ml::HeadTarget::kUtilization) continue;
       const ml::TestScores& test = m.training.test.at(h.name);
       const ml::CrossValidationScores& cv = m.training.cross_validation.heads.at(h.name);
       const auto ci = Wilson95(test.accuracy, test.n);
@@ -190,7 +194,7 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
      << absl::StrFormat("%.1f min", total_seconds / 60) << ".\n\n";
 
   md << "Dropped rows (per dataset, before the split):\n\n";
-  std::map<std::string, bool> seen;
+  std::map<v1::ModelFamily, bool> seen;
   for (const GpuMemNetManifest& m : manifests) {
     if (seen[m.family]) continue;
     seen[m.family] = true;
@@ -213,7 +217,7 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
         "95 % interval some ±0.05-0.07 wide (the intervals above), and the wider bins' "
         "higher classes hold a handful of rows each. Read its figures as indicative.\n";
   for (const GpuMemNetManifest& m : manifests) {
-    if (m.family != "transformer") continue;
+    if (m.family != v1::MODEL_FAMILY_TRANSFORMER) continue;
     const std::string& served = m.memory.served_head;
     const ml::TestScores& test = m.training.test.at(served);
     const auto ci = Wilson95(test.accuracy, test.n);

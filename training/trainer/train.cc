@@ -94,9 +94,8 @@ std::vector<std::vector<int64_t>> EpochBatches(const EncodedSet& data, int batch
 }
 
 torch::Tensor Forward(ml::GpuMemNet& net, const Batch& b) {
-  return net->config().kind == "transformer"
-             ? net->forward(b.global, b.types, b.numbers, b.padding)
-             : net->forward(b.global);
+  return net->config().sequence() ? net->forward(b.global, b.types, b.numbers, b.padding)
+                                  : net->forward(b.global);
 }
 
 }  // namespace
@@ -115,7 +114,7 @@ absl::StatusOr<TrainedMember> TrainMember(const EncodedSet& data, const MemberSp
     torch::optim::Adam optimizer(
         net->parameters(),
         torch::optim::AdamOptions(spec.learning_rate).weight_decay(spec.weight_decay));
-    const bool sequence = spec.network.kind == "transformer";
+    const bool sequence = spec.network.sequence();
     const std::vector<int>& heads = spec.network.head_classes;
     for (int epoch = 0; epoch < spec.epochs; ++epoch) {
       const double lr = spec.learning_rate * 0.5 *
@@ -167,7 +166,7 @@ absl::StatusOr<std::vector<std::vector<float>>> Predict(const TrainedMember& mem
     torch::NoGradGuard no_grad;
     ml::GpuMemNet& net = member.impl->net;
     net->eval();
-    const bool sequence = net->config().kind == "transformer";
+    const bool sequence = net->config().sequence();
     const std::vector<int>& heads = net->config().head_classes;
     std::vector<std::vector<float>> out(data.size());
     // Rows by length, so that a chunk is little padding; answers go back in place.
