@@ -13,6 +13,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/strict_json.h"
 #include "estimators/layer_types_json.h"
 #include "nlohmann/json.hpp"
 
@@ -114,82 +116,132 @@ struct Table {
   std::vector<Clause> clauses;
 };
 
-absl::StatusOr<Table> ParseTable(const nlohmann::json& j) {
-  Table t;
-  auto saves_of = [](const std::string& name) -> absl::StatusOr<SavedForBackward> {
-    if (auto s = Lookup(kSaves, name)) return *s;
-    return absl::InvalidArgumentError(absl::StrCat("unknown saves '", name, "'"));
-  };
-  auto unknown_saves = saves_of(j.at("unknown_saves").get<std::string>());
-  if (!unknown_saves.ok()) return unknown_saves.status();
-  t.unknown_saves = *unknown_saves;
+using Fields = strict_json::Fields<nlohmann::json>;
 
-  for (const nlohmann::json& type : j.at("types")) {
+// The keys of an object that names each of a table's words once: the "kinds" and
+// "saves" glossaries must document exactly the words the code knows.
+template <typename T, size_t N>
+absl::Status CheckGlossary(Fields& f, const std::string& key,
+                           const std::pair<const char*, T> (&words)[N],
+                           absl::string_view except = "") {
+  GPUEST_ASSIGN_OR_RETURN(Fields glossary, f.Object(key));
+  std::set<std::string> listed, known;
+  for (const std::string& word : glossary.Keys()) {
+    std::string text;
+    GPUEST_RETURN_IF_ERROR(glossary.Get(word, text));
+    listed.insert(word);
+  }
+  for (const auto& [word, value] : words) {
+    if (word != except) known.insert(word);
+  }
+  for (const std::string& word : known) {
+    if (!listed.count(word)) return glossary.Error(word, "is missing");
+  }
+  for (const std::string& word : listed) {
+    if (!known.count(word)) return glossary.Error(word, "is not a word the code knows");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Table> ParseTable(Fields& f) {
+  Table t;
+  auto saves_of = [](Fields& at, const std::string& key,
+                     SavedForBackward& out) -> absl::Status {
+    std::string name;
+    GPUEST_RETURN_IF_ERROR(at.Get(key, name));
+    std::optional<SavedForBackward> saves = Lookup(kSaves, name);
+    if (!saves) return at.Error(key, absl::StrCat("is not a known saves: '", name, "'"));
+    out = *saves;
+    return absl::OkStatus();
+  };
+  GPUEST_ASSIGN_OR_RETURN(Fields doc, f.Object("doc"));
+  doc.Keys();  // Prose for people; any keys.
+  GPUEST_RETURN_IF_ERROR(CheckGlossary(f, "kinds", kKinds, "unknown"));
+  GPUEST_RETURN_IF_ERROR(CheckGlossary(f, "saves", kSaves));
+  GPUEST_RETURN_IF_ERROR(saves_of(f, "unknown_saves", t.unknown_saves));
+
+  GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> types, f.Objects("types"));
+  for (Fields& type : types) {
     LayerTypeInfo info;
-    info.canonical = type.at("name").get<std::string>();
-    const std::optional<LayerKind> kind =
-        Lookup(kKinds, type.at("kind").get<std::string>());
-    if (!kind || *kind == LayerKind::kUnknown) {
-      return absl::InvalidArgumentError(absl::StrCat(info.canonical, ": bad kind"));
+    std::string kind;
+    std::vector<std::string> aliases;
+    GPUEST_RETURN_IF_ERROR(type.Get("name", info.canonical));
+    GPUEST_RETURN_IF_ERROR(type.Get("kind", kind));
+    const std::optional<LayerKind> known = Lookup(kKinds, kind);
+    if (!known || *known == LayerKind::kUnknown) {
+      return type.Error("kind", absl::StrCat("is not a known kind: '", kind, "'"));
     }
-    info.kind = *kind;
-    auto saves = saves_of(type.at("saves").get<std::string>());
-    if (!saves.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(info.canonical, ": ", saves.status().message()));
-    }
-    info.saves = *saves;
+    info.kind = *known;
+    GPUEST_RETURN_IF_ERROR(saves_of(type, "saves", info.saves));
+    GPUEST_RETURN_IF_ERROR(type.GetOptional("aliases", aliases));
+    GPUEST_RETURN_IF_ERROR(type.Finish());
     if (!t.exact.emplace(info.canonical, info).second) {
-      return absl::InvalidArgumentError(absl::StrCat(info.canonical, " is listed twice"));
+      return type.Error("name", absl::StrCat("'", info.canonical, "' is listed twice"));
     }
     t.squashed.try_emplace(Squash(info.canonical), info);
-    for (const nlohmann::json& alias : type.value("aliases", nlohmann::json::array())) {
-      t.squashed.try_emplace(Squash(alias.get<std::string>()), info);
-    }
+    for (const std::string& alias : aliases) t.squashed.try_emplace(Squash(alias), info);
   }
 
-  const nlohmann::json& rule = j.at("family_rule");
+  GPUEST_ASSIGN_OR_RETURN(Fields rule, f.Object("family_rule"));
+  std::string rule_doc;
+  GPUEST_RETURN_IF_ERROR(rule.Get("doc", rule_doc));
   std::set<std::string> known_signals;
   for (const auto& [kind, value] : kKinds) known_signals.insert(kind);
-  for (const auto& [name, s] : rule.at("signals").items()) {
+  GPUEST_ASSIGN_OR_RETURN(Fields signals, rule.Object("signals"));
+  for (const std::string& name : signals.Keys()) {
+    GPUEST_ASSIGN_OR_RETURN(Fields s, signals.Object(name));
+    std::vector<std::string> types, name_contains;
+    GPUEST_RETURN_IF_ERROR(s.Get("types", types));
+    GPUEST_RETURN_IF_ERROR(s.Get("name_contains", name_contains));
+    GPUEST_RETURN_IF_ERROR(s.Finish());
     Signal signal{name, {}, {}};
-    for (const std::string& type : s.at("types").get<std::vector<std::string>>()) {
-      signal.types.insert(Squash(type));
-    }
-    for (const std::string& part :
-         s.at("name_contains").get<std::vector<std::string>>()) {
+    for (const std::string& type : types) signal.types.insert(Squash(type));
+    for (const std::string& part : name_contains) {
       signal.name_contains.push_back(Squash(part));
     }
     known_signals.insert(name);
     t.signals.push_back(std::move(signal));
   }
-  for (const nlohmann::json& c : rule.at("clauses")) {
+  GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> clauses, rule.Objects("clauses"));
+  GPUEST_RETURN_IF_ERROR(rule.Finish());
+  for (Fields& c : clauses) {
     Clause clause;
-    const std::string family = c.at("family").get<std::string>();
+    std::string family;
+    GPUEST_RETURN_IF_ERROR(c.Get("family", family));
     if (!v1::ModelFamily_Parse(family, &clause.family) ||
         clause.family == v1::MODEL_FAMILY_UNSPECIFIED) {
-      return absl::InvalidArgumentError(absl::StrCat("family_rule: bad family ", family));
+      return c.Error("family", absl::StrCat("is not a family: '", family, "'"));
     }
-    clause.any_of = c.value("any_of", std::vector<std::string>());
-    clause.all_of = c.value("all_of", std::vector<std::string>());
-    if (c.contains("only")) clause.only = c.at("only").get<std::set<std::string>>();
+    GPUEST_RETURN_IF_ERROR(c.GetOptional("any_of", clause.any_of));
+    GPUEST_RETURN_IF_ERROR(c.GetOptional("all_of", clause.all_of));
+    if (c.Has("only")) {
+      std::vector<std::string> only;
+      GPUEST_RETURN_IF_ERROR(c.Get("only", only));
+      clause.only.emplace(only.begin(), only.end());
+    }
+    GPUEST_RETURN_IF_ERROR(c.Finish());
     std::vector<std::string> named = clause.any_of;
     named.insert(named.end(), clause.all_of.begin(), clause.all_of.end());
     if (clause.only) named.insert(named.end(), clause.only->begin(), clause.only->end());
     for (const std::string& s : named) {
       if (!known_signals.count(s)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("family_rule: unknown signal ", s));
+        return c.Invalid(absl::StrCat("names an unknown signal '", s, "'"));
       }
     }
     t.clauses.push_back(std::move(clause));
   }
+  GPUEST_RETURN_IF_ERROR(f.Finish());
   const Clause& last = t.clauses.empty() ? Clause{} : t.clauses.back();
   if (t.clauses.empty() || !last.any_of.empty() || !last.all_of.empty() || last.only) {
-    return absl::InvalidArgumentError(
-        "family_rule: the last clause must hold for every model");
+    return rule.Error("clauses", "must end with a clause that holds for every model");
   }
   return t;
+}
+
+absl::StatusOr<Table> ParseLayerTypes(absl::string_view text, const std::string& file) {
+  GPUEST_ASSIGN_OR_RETURN(nlohmann::json json, Fields::Parse(text, file));
+  GPUEST_ASSIGN_OR_RETURN(Fields f, Fields::Of(json, file));
+  return ParseTable(f);
 }
 
 // The embedded table, parsed once. It is part of the build, so a table that does not
@@ -197,12 +249,8 @@ absl::StatusOr<Table> ParseTable(const nlohmann::json& j) {
 const Table& TheTable() {
   static const Table* table = [] {
     const std::string_view text = LayerTypesJson();
-    absl::StatusOr<Table> parsed = absl::InternalError("not parsed");
-    try {
-      parsed = ParseTable(nlohmann::json::parse(text.begin(), text.end()));
-    } catch (const nlohmann::json::exception& e) {
-      parsed = absl::InternalError(e.what());
-    }
+    absl::StatusOr<Table> parsed =
+        ParseLayerTypes(absl::string_view(text.data(), text.size()), "layer_types.json");
     if (!parsed.ok()) {
       std::fprintf(stderr, "gpuest: the embedded layer_types.json is invalid: %s\n",
                    std::string(parsed.status().message()).c_str());
@@ -222,6 +270,10 @@ LayerTypeInfo ClassifyLayerType(absl::string_view type) {
     return it->second;
   }
   return LayerTypeInfo{std::string(type), LayerKind::kUnknown, table.unknown_saves};
+}
+
+absl::Status CheckLayerTypeTable(absl::string_view text, const std::string& file) {
+  return ParseLayerTypes(text, file).status();
 }
 
 v1::ModelFamily InferFamily(

@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "gpuest/v1/model.pb.h"
 
@@ -67,5 +68,10 @@ inline std::string CanonicalLayerType(absl::string_view type) {
 // anything else is OTHER. Types with a count of 0 do not count.
 v1::ModelFamily InferFamily(
     const google::protobuf::Map<std::string, int64_t>& layer_counts);
+
+// Reads a layer-type table as the embedded one is read, strictly: InvalidArgument
+// naming the file and the key for a missing, mistyped or unknown key or value. For
+// tests and for checking an edited table before it is built in.
+absl::Status CheckLayerTypeTable(absl::string_view text, const std::string& file);
 
 }  // namespace gpuest

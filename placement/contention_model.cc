@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/strict_json.h"
 #include "common/text_file.h"
 
 namespace gpuest {
@@ -14,19 +15,18 @@ constexpr int kGridSteps = 4;  // The interval searches a 5 x 5 grid of the rang
 
 double Clamp01(double v) { return std::min(1.0, std::max(0.0, v)); }
 
-absl::Status Missing(const std::string& file, const std::string& key,
-                     const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(file, ": key '", key, "' ", what));
+using Fields = strict_json::Fields<nlohmann::ordered_json>;
+
+// A number that must be finite: the model's arithmetic has no use for inf or NaN.
+absl::Status FiniteAt(Fields& f, const std::string& key, double& out) {
+  GPUEST_RETURN_IF_ERROR(f.Get(key, out));
+  if (!std::isfinite(out)) return f.Error(key, "is not finite");
+  return absl::OkStatus();
 }
 
-absl::StatusOr<double> NumberAt(const nlohmann::ordered_json& json, const char* key,
-                                const std::string& file) {
-  if (!json.contains(key)) return Missing(file, key, "is missing");
-  if (!json[key].is_number()) return Missing(file, key, "is not a number");
-  const double v = json[key].get<double>();
-  if (!std::isfinite(v)) return Missing(file, key, "is not finite");
-  return v;
-}
+// The fitter's provenance ("validation", "manifest"): objects kept as they are, for
+// writing the file back; nothing reads inside them.
+constexpr const char* kProvenanceKeys[] = {"validation", "manifest"};
 
 }  // namespace
 
@@ -121,62 +121,62 @@ nlohmann::ordered_json ContentionModel::ToJson() const {
 
 absl::StatusOr<ContentionModel> ContentionModel::FromJson(
     const nlohmann::ordered_json& json, const std::string& file) {
-  if (!json.is_object()) return absl::InvalidArgumentError(file + ": not a JSON object");
+  GPUEST_ASSIGN_OR_RETURN(Fields f, Fields::Of(json, file));
   ContentionModel m;
-  if (!json.contains("version") || !json["version"].is_string())
-    return Missing(file, "version", "is missing or not a string");
-  m.version = json["version"].get<std::string>();
-  if (!json.contains("features") || json["features"] != ContentionFeatureNames()) {
-    return Missing(file, "features",
+  GPUEST_RETURN_IF_ERROR(f.Get("version", m.version));
+  std::vector<std::string> features;
+  GPUEST_RETURN_IF_ERROR(f.Get("features", features));
+  if (features != ContentionFeatureNames()) {
+    return f.Error("features",
                    "does not list this server's contention features (refit the model)");
   }
-  if (!json.contains("coefficients") || !json["coefficients"].is_array() ||
-      json["coefficients"].size() != ContentionFeatureNames().size()) {
-    return Missing(file, "coefficients", "is not one number per feature");
+  GPUEST_RETURN_IF_ERROR(f.Get("coefficients", m.coefficients));
+  if (m.coefficients.size() != features.size()) {
+    return f.Error("coefficients", "is not one number per feature");
   }
-  for (const auto& c : json["coefficients"]) {
-    if (!c.is_number() || !std::isfinite(c.get<double>()))
-      return Missing(file, "coefficients", "holds a value that is not a finite number");
-    m.coefficients.push_back(c.get<double>());
-  }
-  GPUEST_ASSIGN_OR_RETURN(m.residual_low, NumberAt(json, "residual_low", file));
-  GPUEST_ASSIGN_OR_RETURN(m.residual_high, NumberAt(json, "residual_high", file));
-  if (m.residual_low > m.residual_high)
-    return Missing(file, "residual_low", "is above residual_high");
-  GPUEST_ASSIGN_OR_RETURN(m.interval_coverage, NumberAt(json, "interval_coverage", file));
-  GPUEST_ASSIGN_OR_RETURN(m.bad_threshold, NumberAt(json, "bad_threshold", file));
-  if (json.contains("verdict")) {
-    const auto& v = json["verdict"];
-    if (!v.is_object()) return Missing(file, "verdict", "is not an object");
-    GPUEST_ASSIGN_OR_RETURN(m.verdict_intercept, NumberAt(v, "intercept", file));
-    GPUEST_ASSIGN_OR_RETURN(m.verdict_slope, NumberAt(v, "slope", file));
-    GPUEST_ASSIGN_OR_RETURN(m.verdict_probability,
-                            NumberAt(v, "operating_probability", file));
-    if (m.verdict_slope == 0 || m.verdict_probability <= 0 || m.verdict_probability >= 1)
-      return Missing(file, "verdict",
-                     "needs a slope and an operating probability in (0, 1)");
-  }
-  if (!json.contains("smact_to_util") || !json["smact_to_util"].is_object())
-    return Missing(file, "smact_to_util", "is missing");
-  GPUEST_ASSIGN_OR_RETURN(m.smact_intercept,
-                          NumberAt(json["smact_to_util"], "intercept", file));
-  GPUEST_ASSIGN_OR_RETURN(m.smact_slope, NumberAt(json["smact_to_util"], "slope", file));
-  GPUEST_ASSIGN_OR_RETURN(m.smact_mae, NumberAt(json["smact_to_util"], "mae", file));
-  for (const auto& [key, value] : json.items()) {
-    if (key != "version" && key != "features" && key != "coefficients" &&
-        key != "residual_low" && key != "residual_high" && key != "interval_coverage" &&
-        key != "bad_threshold" && key != "smact_to_util" && key != "verdict") {
-      m.extra[key] = value;
+  for (double c : m.coefficients) {
+    if (!std::isfinite(c)) {
+      return f.Error("coefficients", "holds a value that is not a finite number");
     }
   }
+  GPUEST_RETURN_IF_ERROR(FiniteAt(f, "residual_low", m.residual_low));
+  GPUEST_RETURN_IF_ERROR(FiniteAt(f, "residual_high", m.residual_high));
+  if (m.residual_low > m.residual_high) {
+    return f.Error("residual_low", "is above residual_high");
+  }
+  GPUEST_RETURN_IF_ERROR(FiniteAt(f, "interval_coverage", m.interval_coverage));
+  GPUEST_RETURN_IF_ERROR(FiniteAt(f, "bad_threshold", m.bad_threshold));
+  if (f.Has("verdict")) {
+    GPUEST_ASSIGN_OR_RETURN(Fields v, f.Object("verdict"));
+    std::string link;
+    GPUEST_RETURN_IF_ERROR(v.Get("link", link));
+    GPUEST_RETURN_IF_ERROR(FiniteAt(v, "intercept", m.verdict_intercept));
+    GPUEST_RETURN_IF_ERROR(FiniteAt(v, "slope", m.verdict_slope));
+    GPUEST_RETURN_IF_ERROR(FiniteAt(v, "operating_probability", m.verdict_probability));
+    GPUEST_RETURN_IF_ERROR(v.Finish());
+    if (m.verdict_slope == 0 || m.verdict_probability <= 0 ||
+        m.verdict_probability >= 1) {
+      return v.Invalid("needs a slope and an operating probability in (0, 1)");
+    }
+  }
+  GPUEST_ASSIGN_OR_RETURN(Fields smact, f.Object("smact_to_util"));
+  GPUEST_RETURN_IF_ERROR(FiniteAt(smact, "intercept", m.smact_intercept));
+  GPUEST_RETURN_IF_ERROR(FiniteAt(smact, "slope", m.smact_slope));
+  GPUEST_RETURN_IF_ERROR(FiniteAt(smact, "mae", m.smact_mae));
+  GPUEST_RETURN_IF_ERROR(smact.Finish());
+  for (const char* key : kProvenanceKeys) {
+    if (!f.Has(key)) continue;
+    GPUEST_ASSIGN_OR_RETURN(const nlohmann::ordered_json* value, f.Value(key));
+    if (!value->is_object()) return f.Error(key, "must be a JSON object");
+    m.extra[key] = *value;
+  }
+  GPUEST_RETURN_IF_ERROR(f.Finish());
   return m;
 }
 
 absl::StatusOr<ContentionModel> ContentionModel::Parse(const std::string& text,
                                                        const std::string& file) {
-  nlohmann::ordered_json json = nlohmann::ordered_json::parse(text, nullptr, false);
-  if (json.is_discarded())
-    return absl::InvalidArgumentError(absl::StrCat(file, ": not valid JSON"));
+  GPUEST_ASSIGN_OR_RETURN(const nlohmann::ordered_json json, Fields::Parse(text, file));
   return FromJson(json, file);
 }
 

@@ -71,7 +71,7 @@ struct ContentionModel {
   double smact_slope = 1;
   // The map's mean absolute error on its rows: a SMACT reading's range is +- this.
   double smact_mae = 0;
-  // Everything else of the file (validation table, provenance), kept for writing.
+  // The fitter's provenance ("validation", "manifest"), kept for writing.
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 
   // The point prediction at exact utilizations, clipped to [0, 1], and before clipping.

@@ -6,6 +6,7 @@
 
 #include "estimators/layer_types_json.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace gpuest {
 namespace {
@@ -124,6 +125,35 @@ TEST(LayerTypes, TheEmbeddedTableIsTheSharedFile) {
   const std::string file((std::istreambuf_iterator<char>(in)),
                          std::istreambuf_iterator<char>());
   EXPECT_EQ(std::string(LayerTypesJson()), file);
+}
+
+// An edit of the shared table that the old lenient reader took without a word (a
+// misspelt key, a kind the glossary does not define) stops the build's self-check and
+// is named by key.
+TEST(LayerTypes, TheTableIsReadStrictly) {
+  const nlohmann::json table = nlohmann::json::parse(std::string(LayerTypesJson()));
+  EXPECT_TRUE(CheckLayerTypeTable(table.dump(), "t.json").ok());
+  auto refusal = [](const nlohmann::json& edited) {
+    return std::string(CheckLayerTypeTable(edited.dump(), "t.json").message());
+  };
+  nlohmann::json edited = table;
+  edited["types"][0]["alias"] = nlohmann::json::array({"dense"});
+  EXPECT_EQ(refusal(edited), "t.json: 'types[0].alias' is not a known key");
+  edited = table;
+  edited["types"][2]["saves"] = "inputs";
+  EXPECT_EQ(refusal(edited), "t.json: 'types[2].saves' is not a known saves: 'inputs'");
+  edited = table;
+  edited["kinds"]["recurrent"] = "LSTM and GRU";
+  EXPECT_EQ(refusal(edited), "t.json: 'kinds.recurrent' is not a word the code knows");
+  edited = table;
+  edited["family_rule"]["clauses"][1]["any_of"] = {"atention"};
+  EXPECT_EQ(refusal(edited),
+            "t.json: 'family_rule.clauses[1]' names an unknown signal 'atention'");
+  edited = table;
+  edited["family_rule"]["clauses"].erase(5);
+  EXPECT_EQ(refusal(edited),
+            "t.json: 'family_rule.clauses' must end with a clause that "
+            "holds for every model");
 }
 
 }  // namespace

@@ -238,6 +238,28 @@ TEST_F(ShippedContentionTest, RoundTripsAndRefusesAFileOfOtherFeatures) {
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "features"));
 }
 
+// The contention model is read by the one strict reader: a misspelt key used to be kept
+// as "extra" and its default served; now it stops the load, named.
+TEST_F(ShippedContentionTest, RefusesUnknownAndMistypedKeysByName) {
+  auto message = [](const nlohmann::ordered_json& json) {
+    auto m = ContentionModel::FromJson(json, "x.json");
+    return m.ok() ? std::string("accepted") : std::string(m.status().message());
+  };
+  nlohmann::ordered_json bad = model_.ToJson();
+  bad["residual_hi"] = 0.2;
+  EXPECT_EQ(message(bad), "x.json: 'residual_hi' is not a known key");
+  bad = model_.ToJson();
+  bad["smact_to_util"]["slope"] = "1.1";
+  EXPECT_EQ(message(bad), "x.json: 'smact_to_util.slope' must be a number");
+  bad = model_.ToJson();
+  bad["smact_to_util"].erase("mae");
+  EXPECT_EQ(message(bad), "x.json: 'smact_to_util.mae' is missing");
+  bad = model_.ToJson();
+  bad["manifest"] = "fitted by hand";
+  EXPECT_EQ(message(bad), "x.json: 'manifest' must be a JSON object");
+  EXPECT_EQ(message(model_.ToJson()), "accepted");
+}
+
 TEST(UtilizationFromEstimateTest, GractClassesGiveARangeAndOtherMetricsAreRefused) {
   v1::UtilizationEstimate u;
   u.set_metric(v1::UTILIZATION_METRIC_GRACT);
