@@ -35,14 +35,14 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 #include "common/units.h"
 #include "estimators/default_factories.h"
 #include "estimators/engine.h"
 #include "estimators/registry.h"
-#include "google/protobuf/util/json_util.h"
-#include "nlohmann/json.hpp"
 #include "placement/contention_model.h"
 #include "placement/placement_engine.h"
+#include "training/data/measured_rows.h"
 
 ABSL_FLAG(std::string, models, "models", "model repository");
 ABSL_FLAG(std::string, dataset, "build/datasets/timm_traced.jsonl",
@@ -89,32 +89,23 @@ absl::StatusOr<std::vector<Job>> LoadJobs(const Engine& engine,
                                           const std::vector<std::string>& models,
                                           const std::string& path, int count,
                                           uint64_t seed) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    // Rows without a measured peak (OOM_CRASH) have no truth to judge by.
-    if (line.find("\"status\":\"SUCCESSFUL\"") != std::string::npos)
-      lines.push_back(std::move(line));
+  GPUEST_ASSIGN_OR_RETURN(data::MeasuredFile file, data::ReadExportedRows(path));
+  // Rows without a measured peak (out of memory, crashed) have no truth to judge by.
+  std::vector<data::MeasuredRow> rows;
+  for (data::MeasuredRow& row : file.rows) {
+    if (!row.oom && row.status != "CRASHED") rows.push_back(std::move(row));
   }
   std::mt19937_64 rng(seed);
-  std::shuffle(lines.begin(), lines.end(), rng);
-  lines.resize(std::min<size_t>(lines.size(), static_cast<size_t>(count)));
+  std::shuffle(rows.begin(), rows.end(), rng);
+  rows.resize(std::min<size_t>(rows.size(), static_cast<size_t>(count)));
 
   std::vector<Job> jobs;
-  for (const std::string& line : lines) {
-    const nlohmann::json row = nlohmann::json::parse(line);
+  for (const data::MeasuredRow& row : rows) {
     Job job;
-    job.name = row.value("fileName", row.value("model", "?"));
-    job.truth_bytes =
-        static_cast<uint64_t>(std::llround(row.at("maxMemoryMib").get<double>() * kMiB));
+    job.name = row.file_name;
+    job.truth_bytes = static_cast<uint64_t>(std::llround(row.peak_mib * kMiB));
     v1::EstimateRequest request;
-    auto parsed = google::protobuf::util::JsonStringToMessage(
-        row.at("description").dump(), request.mutable_model());
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": ", job.name, ": ", std::string(parsed.message())));
-    }
+    *request.mutable_model() = row.model;
     for (const std::string& gpu : models) {
       request.set_gpu(gpu);
       absl::StatusOr<v1::EstimateResponse> r = engine.Estimate(request);

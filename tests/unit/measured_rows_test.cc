@@ -103,6 +103,24 @@ TEST(MeasuredRows, ReadsTheExportersJsonLines) {
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "bad.jsonl line 1"))
       << bad.status();
+
+  // Strict: a misspelt key, or a peak written as text, is named; the old reader let the
+  // first pass unseen.
+  auto message = [](const std::string& line) {
+    auto rows = ReadExportedRows(TempFile("strict.jsonl", line + "\n"));
+    return rows.ok() ? std::string("accepted") : std::string(rows.status().message());
+  };
+  const std::string misspelt = message(R"({"fileName":"t","description":{},)"
+                                       R"("maxMemoryMib":1,"status":"SUCCESSFUL",)"
+                                       R"("fakeTensorMiB":3})");
+  EXPECT_TRUE(
+      absl::EndsWith(misspelt, "strict.jsonl line 1: 'fakeTensorMiB' is not a known key"))
+      << misspelt;
+  const std::string text_peak = message(R"({"fileName":"t","description":{},)"
+                                        R"("maxMemoryMib":"1","status":"SUCCESSFUL"})");
+  EXPECT_TRUE(
+      absl::EndsWith(text_peak, "strict.jsonl line 1: 'maxMemoryMib' must be a number"))
+      << text_peak;
 }
 
 // Each timm row keeps what it shows (measuredStatus): the calibration fits OK rows,

@@ -1,18 +1,24 @@
-// The JSON lines of python3 -m gpuest.synthetic.export: one object per row with
-// "fileName", "description" (a ModelDescription in protobuf's JSON mapping),
-// "maxMemoryMib" and "status".
+// The JSON lines of python3 -m gpuest.synthetic.export and training/data/
+// describe_timm.py: one object per row with "fileName", "description" (a
+// ModelDescription in protobuf's JSON mapping), "maxMemoryMib" and "status", and
+// optionally "measuredStatus", "model", "matched" and "fakeTensorMib". Read strictly:
+// an unknown key is an error naming the line and the key.
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "common/strict_json.h"
 #include "common/text_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "training/data/measured_rows.h"
 
 namespace gpuest::data {
+namespace {
+using Fields = strict_json::Fields<nlohmann::json>;
+}  // namespace
 
 absl::StatusOr<MeasuredFile> ReadExportedRows(const std::string& path) {
   GPUEST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
@@ -20,38 +26,50 @@ absl::StatusOr<MeasuredFile> ReadExportedRows(const std::string& path) {
   file.name = std::filesystem::path(path).filename().string();
   file.sha256 = Sha256Hex(text);
   int number = 0;
+  auto where = [&](int line) { return absl::StrCat(path, " line ", line); };
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++number;
     if (line.empty()) continue;
-    auto bad = [&](absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat(path, " line ", number, ": ", why));
-    };
     MeasuredRow row;
-    try {
-      const nlohmann::json j = nlohmann::json::parse(line);
-      row.file_name = j.at("fileName").get<std::string>();
-      row.peak_mib = j.at("maxMemoryMib").get<double>();
-      row.oom = j.at("status").get<std::string>() == "OOM_CRASH";
-      row.status = j.value("measuredStatus", row.oom ? "OOM" : "OK");
-      if (row.status != "OK" && row.status != "OOM" && row.status != "OOM_INFERRED" &&
-          row.status != "SPIKE" && row.status != "CRASHED") {
-        return bad(absl::StrCat("unknown measuredStatus '", row.status, "'"));
-      }
-      if (row.oom != (row.status == "OOM" || row.status == "OOM_INFERRED")) {
-        return bad(absl::StrCat("status and measuredStatus '", row.status, "' disagree"));
-      }
-      const auto status = google::protobuf::util::JsonStringToMessage(
-          j.at("description").dump(), &row.model);
-      if (!status.ok()) return bad(std::string(status.message()));
-      // What else the exporter measured or estimated ("fakeTensorMib" of the timm rows).
-      for (const auto& [key, value] : j.items()) {
-        if (value.is_number() && key != "maxMemoryMib") {
-          row.columns[key] = value.get<double>();
-        }
-      }
-    } catch (const nlohmann::json::exception& e) {
-      return bad(e.what());
+    GPUEST_ASSIGN_OR_RETURN(const nlohmann::json json,
+                            Fields::Parse(line, where(number)));
+    GPUEST_ASSIGN_OR_RETURN(Fields f, Fields::Of(json, where(number)));
+    std::string status;
+    GPUEST_RETURN_IF_ERROR(f.Get("fileName", row.file_name));
+    GPUEST_RETURN_IF_ERROR(f.Get("maxMemoryMib", row.peak_mib));
+    GPUEST_RETURN_IF_ERROR(f.Get("status", status));
+    if (status != "SUCCESSFUL" && status != "OOM_CRASH" && status != "CRASHED") {
+      return f.Error("status", "must be \"SUCCESSFUL\", \"OOM_CRASH\" or \"CRASHED\"");
     }
+    row.oom = status == "OOM_CRASH";
+    row.status = row.oom ? "OOM" : status == "CRASHED" ? "CRASHED" : "OK";
+    GPUEST_RETURN_IF_ERROR(f.GetOptional("measuredStatus", row.status));
+    if (row.status != "OK" && row.status != "OOM" && row.status != "OOM_INFERRED" &&
+        row.status != "SPIKE" && row.status != "CRASHED") {
+      return f.Error("measuredStatus",
+                     absl::StrCat("is not a status: '", row.status, "'"));
+    }
+    if (row.oom != (row.status == "OOM" || row.status == "OOM_INFERRED") ||
+        (status == "CRASHED") != (row.status == "CRASHED")) {
+      return f.Error("measuredStatus",
+                     absl::StrCat("'", row.status, "' disagrees with status"));
+    }
+    GPUEST_ASSIGN_OR_RETURN(const nlohmann::json* description, f.Value("description"));
+    const auto parsed =
+        google::protobuf::util::JsonStringToMessage(description->dump(), &row.model);
+    if (!parsed.ok()) return f.Error("description", std::string(parsed.message()));
+    // Written by the exporters for people and other tools; nothing here reads them.
+    std::string model;
+    bool matched = false;
+    GPUEST_RETURN_IF_ERROR(f.GetOptional("model", model));
+    GPUEST_RETURN_IF_ERROR(f.GetOptional("matched", matched));
+    // What else the exporter estimated: FakeTensor's figure of the timm rows.
+    double fake_tensor_mib = 0;
+    if (f.Has("fakeTensorMib")) {
+      GPUEST_RETURN_IF_ERROR(f.Get("fakeTensorMib", fake_tensor_mib));
+      row.columns["fakeTensorMib"] = fake_tensor_mib;
+    }
+    GPUEST_RETURN_IF_ERROR(f.Finish());
     file.rows.push_back(std::move(row));
   }
   return file;
