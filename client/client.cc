@@ -3,9 +3,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "client/client_policy.h"
 #include "client/credentials.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
 #include "gpuest/v1/placement.grpc.pb.h"
@@ -15,14 +15,16 @@
 namespace gpuest {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& status, grpc::Channel& channel) {
+absl::Status FromGrpc(const grpc::Status& status, grpc::Channel& channel,
+                      const std::string& target) {
   if (status.ok()) return absl::OkStatus();
   // Calls wait for a server to be reachable: a deadline that passed with no connection
   // means no server was there, which callers tell apart from a slow answer.
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
       channel.GetState(false) != GRPC_CHANNEL_READY) {
-    return absl::UnavailableError(absl::StrCat(
-        "no server was reachable before the deadline: ", status.error_message()));
+    return absl::UnavailableError(
+        absl::StrCat("no server was reachable at ", target,
+                     " before the deadline: ", status.error_message()));
   }
   // This API gives callers no way to cancel, so a CANCELLED came from the server's side,
   // typically a call that raced its shutdown: to the caller the server is unavailable.
@@ -71,31 +73,10 @@ absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& target
       "for host names give one DNS target (dns:///name:port) and let it resolve to many");
 }
 
-std::string ServiceConfig(int max_attempts) {
-  // Every method of both services is a pure read, so resending is always safe:
-  // UNAVAILABLE (no server took the call, or it died with the call) and CANCELLED (a
-  // server dropped it while shutting down). waitForReady: an attempt made while no server
-  // is reachable (one restarting) waits for a connection, up to the call's deadline,
-  // instead of failing at once; with the reconnect backoff below, a call whose deadline
-  // outlasts a restart gets its answer.
-  return absl::StrFormat(R"({
-  "loadBalancingConfig": [{"round_robin": {}}],
-  "methodConfig": [{
-    "name": [{"service": "gpuest.v1.Estimator"}, {"service": "gpuest.v1.Placement"}],
-    "waitForReady": true,
-    "retryPolicy": {
-      "maxAttempts": %d,
-      "initialBackoff": "0.01s",
-      "maxBackoff": "0.2s",
-      "backoffMultiplier": 2,
-      "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"]
-    }
-  }]
-})",
-                         std::max(2, std::min(max_attempts, 5)));
-}
-
 }  // namespace
+
+absl::Duration PolicyDefaultDeadline() { return EmbeddedClientPolicy().default_deadline; }
+int PolicyMaxAttempts() { return EmbeddedClientPolicy().max_attempts; }
 
 struct Client::Impl {
   ClientOptions options;
@@ -123,7 +104,7 @@ struct Client::Impl {
     grpc::ClientContext context;
     SetDeadline(context, deadline);
     Response response;
-    absl::Status status = FromGrpc(rpc(&context, &response), *channel);
+    absl::Status status = FromGrpc(rpc(&context, &response), *channel, target);
     if (!status.ok()) return status;
     return response;
   }
@@ -150,18 +131,18 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->target = *target;
+  // The policy both clients share (client_policy.h): round robin, wait-for-ready and
+  // the retry policy in the service config, and a quick reconnect.
+  const ClientPolicy& policy = EmbeddedClientPolicy();
   grpc::ChannelArguments args;
-  if (options.max_attempts > 1) {
-    args.SetServiceConfigJSON(ServiceConfig(options.max_attempts));
-  } else {
-    args.SetLoadBalancingPolicyName("round_robin");
-    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-  }
-  // gRPC's reconnect backoff starts at 1 s and grows to 120 s: a server back after a
-  // 0.7 s restart would wait for the next attempt. Reconnect soon, and never wait long.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetServiceConfigJSON(ServiceConfigJson(policy, options.max_attempts));
+  if (options.max_attempts == 1) args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, policy.initial_reconnect_backoff_ms);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, policy.min_reconnect_backoff_ms);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, policy.max_reconnect_backoff_ms);
+  // A retry resends the request from gRPC's copy, which it keeps only up to this size
+  // (256 KiB by default: a long trace would not be retried).
+  args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, options.max_message_bytes);
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
   auto credentials = ChannelCredentialsFor(options.tls);
@@ -207,7 +188,7 @@ void Client::EstimateAsync(const v1::EstimateRequest& request,
         if (status.ok()) {
           done(std::move(call->response));
         } else {
-          done(FromGrpc(status, *impl->channel));
+          done(FromGrpc(status, *impl->channel, impl->target));
         }
         call.reset();  // The context goes while the channel surely lives.
         absl::MutexLock lock(&impl->mu);

@@ -10,7 +10,8 @@ writes, under OUT_DIR:
 - gpuest/v1/__init__.py, naming every message, enum and service stub of those files,
   so ``gpuest.v1.ModelDescription`` is the message;
 - gpuest/v1/layer_types.json, the layer-type table the describer reads (the server
-  embeds the same file);
+  embeds the same file), and gpuest/v1/client_policy.json, the deadline and retry
+  policy gpuest.Client applies (the C++ client embeds the same file);
 - gpuest/_health_pb2.py(i): grpc.health.v1's two messages under a private proto
   package. The call goes to /grpc.health.v1.Health/Check as the standard says; only
   the messages' registered names differ, so the package never clashes with
@@ -126,7 +127,8 @@ def generate(out: Path, proto_dir: Path = DEFAULT_PROTO_DIR) -> None:
         stale.unlink()
     _protoc(proto_dir, out, protos, grpc=True)
     _write_init(v1 / "__init__.py", _public_names(proto_dir, protos))
-    shutil.copyfile(proto_dir / "gpuest" / "v1" / "layer_types.json", v1 / "layer_types.json")
+    for shared in ("layer_types.json", "client_policy.json"):
+        shutil.copyfile(proto_dir / "gpuest" / "v1" / shared, v1 / shared)
     _health(proto_dir, out)
     _rpc(proto_dir, out)
 

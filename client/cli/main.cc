@@ -18,7 +18,9 @@
 ABSL_FLAG(std::string, target, "",
           "server address(es), host:port[,host:port...]; default $GPUEST_TARGET, else "
           "127.0.0.1:50051");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "deadline of each call");
+// The default is the client policy's, the one every gpuest client uses.
+ABSL_FLAG(absl::Duration, timeout, gpuest::PolicyDefaultDeadline(),
+          "deadline of each call, waiting for a server and retries included");
 ABSL_FLAG(std::string, gpu, "",
           "estimate, place: target GPU model, e.g. a100-40gb, h100-80gb, "
           "a100-40gb-mig-3g.20gb, or the name nvidia-smi prints");

@@ -3,9 +3,11 @@
 // The C++ client a scheduler links to ask gpuest-server for estimates and placement
 // checks on its critical path. One channel, round-robin over every target, a per-call
 // deadline, and retries of UNAVAILABLE (and of CANCELLED, which only a shutting-down
-// server causes here) through the service config, each attempt waiting for a reachable
-// server up to the deadline: a call whose deadline outlasts a server restart gets its
-// answer. The calls are pure reads.
+// server causes here), each attempt waiting for a reachable server up to the deadline:
+// a call whose deadline outlasts a server restart gets its answer. The deadline and
+// retry policy is the one the Python client applies too, read from one file
+// (proto/gpuest/v1/client_policy.json, embedded in this library). The calls are pure
+// reads.
 // Errors come back as absl::Status values; no exception crosses this API.
 //
 //   gpuest::ClientOptions options;
@@ -28,17 +30,23 @@
 
 namespace gpuest {
 
+// The shared policy's defaults (client_policy.json: defaultDeadlineSeconds, and the
+// retry policy's maxAttempts), which ClientOptions starts from.
+absl::Duration PolicyDefaultDeadline();
+int PolicyMaxAttempts();
+
 struct ClientOptions {
   // Either host:port addresses (IPv4, [IPv6] or one host name), balanced round-robin,
   // or a single gRPC target URI ("dns:///gpuest.svc:50051") whose resolver yields them.
   std::vector<std::string> targets = {"127.0.0.1:50051"};
-  // Met by the default request on a loaded 2-core machine (5 ms was not: its tail
-  // under load is tens of ms), and long enough to ride out a quick server restart.
-  absl::Duration default_deadline = absl::Seconds(1);
+  // For calls given no deadline of their own: long enough to ride out a server
+  // restart (client_policy.json has the figure and says why). A scheduler on its
+  // critical path passes a tighter one per call.
+  absl::Duration default_deadline = PolicyDefaultDeadline();
   // Attempts per call, the first included, when the server answers UNAVAILABLE (at
-  // most 5, gRPC's limit). 1 turns retries off, and calls then fail at once while no
-  // server is reachable.
-  int max_attempts = 3;
+  // most 5, gRPC's limit); waiting for a reachable server uses up none. 1 turns
+  // retries off, and calls then fail at once while no server is reachable.
+  int max_attempts = PolicyMaxAttempts();
   int max_message_bytes = 16 << 20;
   ClientTlsOptions tls;  // Empty: plaintext.
 };
@@ -53,7 +61,9 @@ class Client {
   // deadline at the latest); do not destroy the client from within one.
   ~Client();
 
-  // deadline <= 0 uses options.default_deadline.
+  // deadline <= 0 uses options.default_deadline. A deadline that passes while no
+  // server is reachable is UNAVAILABLE ("no server was reachable at TARGET before the
+  // deadline"), not DEADLINE_EXCEEDED, which means a server was too slow.
   absl::StatusOr<v1::EstimateResponse> Estimate(
       const v1::EstimateRequest& request,
       absl::Duration deadline = absl::ZeroDuration()) const;

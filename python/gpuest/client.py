@@ -6,9 +6,12 @@
 
 One channel, round-robin over the targets (as the C++ client: several IPv4 or [IPv6]
 host:port addresses, or one target such as dns:///name:port that resolves to many);
-every call has a deadline (``timeout``, 5 s unless given) and retries UNAVAILABLE with
-backoff while the deadline leaves time; a failed call raises GpuestError with the
-gRPC status code and, for INVALID_ARGUMENT, the request field the server named.
+every call has a deadline (``timeout``, else DEFAULT_TIMEOUT_S), waits for a reachable
+server up to it and retries UNAVAILABLE: the deadline and retry policy of the C++
+client, read from the same file (proto/gpuest/v1/client_policy.json, shipped as
+gpuest/v1/client_policy.json) and applied by gRPC itself. A failed call raises
+GpuestError with the gRPC status code and, for INVALID_ARGUMENT, the request field the
+server named.
 
 The calls are reads, so a retry never does anything twice. A service generated from a
 proto file the build found (proto/gpuest/v1/placement.proto: check_placement,
@@ -18,11 +21,12 @@ _optional_stub.
 from __future__ import annotations
 
 import importlib
+import json
 import os
-import random
+import queue
 import re
-import time
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from pathlib import Path
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 import grpc
 from google.protobuf import json_format
@@ -38,13 +42,58 @@ except ImportError as e:
     raise missing_generated_modules(e) from e
 
 DEFAULT_TARGET = "127.0.0.1:50051"
-DEFAULT_TIMEOUT_S = 5.0
-# Backoff between attempts after UNAVAILABLE: doubling from the first to the cap, each
-# wait drawn from its upper half so that clients started together spread out.
-FIRST_BACKOFF_S = 0.05
-MAX_BACKOFF_S = 1.0
-# What the last attempt is left at least: enough to reach a server that came back.
-LAST_ATTEMPT_S = 0.02
+
+
+def policy_path() -> Path:
+    """Where the client policy is: in an installed package, gpuest/v1/client_policy.json
+    (copied there from proto/ when the wheel was built); in the repository's checkout,
+    which has no gpuest/v1 beside this module, proto/gpuest/v1 itself."""
+    here = Path(__file__).resolve()
+    shipped = here.parent / "v1" / "client_policy.json"
+    if shipped.is_file():
+        return shipped
+    return here.parents[2] / "proto" / "gpuest" / "v1" / "client_policy.json"
+
+
+def _read_policy(path: Path) -> Dict[str, Any]:
+    """The policy file, read as strictly as the C++ client reads it: a key missing or
+    unknown, or a value of the wrong type, is an error naming the key. The service
+    config is gRPC's to check."""
+    with open(path) as f:
+        policy = json.load(f)
+
+    kinds: Dict[str, Any] = {"an object": dict, "a number": (int, float), "an integer": int}
+
+    def check(obj: Any, where: str, want: Dict[str, str]) -> None:
+        """obj is an object of exactly the keys of want, each of the kind named."""
+        def at(key: str) -> str:
+            return f"'{where}.{key}'" if where else f"'{key}'"
+        if not isinstance(obj, dict):
+            raise ValueError(f"{path}: '{where}' must be a JSON object")
+        unknown = sorted(obj.keys() - want.keys())
+        if unknown:
+            raise ValueError(f"{path}: {at(unknown[0])} is not a known key")
+        for key, kind in want.items():
+            if key not in obj:
+                raise ValueError(f"{path}: {at(key)} is missing")
+            if not isinstance(obj[key], kinds[kind]) or isinstance(obj[key], bool):
+                raise ValueError(f"{path}: {at(key)} must be {kind}")
+
+    check(policy, "", {"doc": "an object", "defaultDeadlineSeconds": "a number",
+                       "reconnectBackoffMs": "an object", "serviceConfig": "an object"})
+    check(policy["reconnectBackoffMs"], "reconnectBackoffMs",
+          {"initial": "an integer", "min": "an integer", "max": "an integer"})
+    if not policy["defaultDeadlineSeconds"] > 0:
+        raise ValueError(f"{path}: 'defaultDeadlineSeconds' must be positive")
+    backoff = policy["reconnectBackoffMs"]
+    if not 0 < backoff["min"] <= backoff["initial"] <= backoff["max"]:
+        raise ValueError(f"{path}: 'reconnectBackoffMs' must hold 0 < min <= initial <= max")
+    return policy
+
+
+_POLICY = _read_policy(policy_path())
+# A call's deadline when it is given none, in seconds (client_policy.json says why).
+DEFAULT_TIMEOUT_S = float(_POLICY["defaultDeadlineSeconds"])
 # The server's default --max-message-size: a long trace fits.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
@@ -148,16 +197,17 @@ class Client:
             targets = os.environ.get("GPUEST_TARGET") or DEFAULT_TARGET
         self.target = channel_target(targets)
         self.timeout = float(timeout)
+        backoff = _POLICY["reconnectBackoffMs"]
         self._channel = grpc.insecure_channel(self.target, options=[
-            ("grpc.lb_policy_name", "round_robin"),
-            # Retries are this class's (below), bounded by the deadline; gRPC's own
-            # would multiply them.
-            ("grpc.enable_retries", 0),
-            # Reconnect soon after a refused connection, so a retry can reach a server
-            # that has just started or come back.
-            ("grpc.initial_reconnect_backoff_ms", 100),
-            ("grpc.min_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", int(MAX_BACKOFF_S * 1000)),
+            # Round robin, wait-for-ready and the retry policy: gRPC retries within the
+            # deadline, and an attempt made while no server is reachable waits for one.
+            ("grpc.service_config", json.dumps(_POLICY["serviceConfig"])),
+            ("grpc.initial_reconnect_backoff_ms", backoff["initial"]),
+            ("grpc.min_reconnect_backoff_ms", backoff["min"]),
+            ("grpc.max_reconnect_backoff_ms", backoff["max"]),
+            # A retry resends the request from gRPC's copy, which it keeps only up to
+            # this size (256 KiB by default: a long trace would not be retried).
+            ("grpc.per_rpc_retry_buffer_size", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
         ])
@@ -225,27 +275,39 @@ class Client:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def _connected(self) -> bool:
+        """Whether the channel is connected (READY) now, as the C++ client asks its
+        channel. Python's gRPC tells the state only to a subscriber, on a thread of its
+        own: subscribed for the first report only, as a lasting subscription's thread
+        raises when an unclosed client is collected."""
+        reports: "queue.Queue[grpc.ChannelConnectivity]" = queue.Queue()
+        report = reports.put
+        self._channel.subscribe(report, try_to_connect=False)
+        try:
+            return reports.get(timeout=1.0) == grpc.ChannelConnectivity.READY
+        except queue.Empty:
+            return False
+        finally:
+            self._channel.unsubscribe(report)
+
     def _call(self, method: str, rpc: Any, request: Any, timeout: Optional[float]) -> Any:
-        """``rpc(request)`` within the deadline, retrying UNAVAILABLE (no server took the
-        call) and a server-side CANCELLED (a server that dropped it while shutting down)."""
+        """``rpc(request)`` within the deadline; gRPC waits and retries (the policy)."""
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout: must be positive, got {timeout}")
-        deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
-        backoff = FIRST_BACKOFF_S
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                return rpc(request, timeout=max(remaining, 0.001))
-            except grpc.RpcError as e:
-                code, details = e.code(), e.details() or ""
-                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-                    raise GpuestError(method, code, details, e.trailing_metadata()) from None
-                # The last wait is cut short so that one more attempt still fits before
-                # the deadline: the call gives up at its deadline, not a backoff early.
-                left = deadline - time.monotonic() - LAST_ATTEMPT_S
-                if left <= 0:
-                    raise GpuestError(method, grpc.StatusCode.UNAVAILABLE,
-                                      f"{details} (target {self.target}; retried until the "
-                                      f"deadline)") from None
-                time.sleep(min(backoff * random.uniform(0.5, 1.0), left))
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+        try:
+            return rpc(request, timeout=timeout if timeout is not None else self.timeout)
+        except grpc.RpcError as e:
+            code, details = e.code(), e.details() or ""
+            # Calls wait for a reachable server: a deadline that passed with no
+            # connection means no server was there, not a slow answer.
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED and not self._connected():
+                raise GpuestError(method, grpc.StatusCode.UNAVAILABLE,
+                                  f"no server was reachable at {self.target} before the "
+                                  f"deadline: {details}") from None
+            # The client gives callers no way to cancel, so a CANCELLED came from the
+            # server, typically a call that raced its shutdown.
+            if code == grpc.StatusCode.CANCELLED:
+                raise GpuestError(method, grpc.StatusCode.UNAVAILABLE,
+                                  f"the server cancelled the call (shutting down?): "
+                                  f"{details}") from None
+            raise GpuestError(method, code, details, e.trailing_metadata()) from None

@@ -34,6 +34,9 @@ def main():
           "gpuest.v1 was generated into the installed package")
     check(str(layer_types.table_path()).startswith(os.path.dirname(gpuest.v1.__file__)),
           "layer_types.json is the package's own copy")
+    import gpuest.client
+    check(str(gpuest.client.policy_path()).startswith(os.path.dirname(gpuest.v1.__file__)),
+          "client_policy.json is the package's own copy")
     check("torch" not in sys.modules, "importing gpuest imports no torch")
 
     with ServerProcess() as server:

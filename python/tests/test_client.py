@@ -139,34 +139,90 @@ def test_the_field_travels_as_a_google_rpc_bad_request(server):
     assert violation.description and violation.description in status.message
 
 
-def test_unavailable_is_retried_until_the_deadline():
-    client = gpuest.Client(f"127.0.0.1:{_free_port()}")
+# The default deadline and retry policy (proto/gpuest/v1/client_policy.json, the C++
+# client's too: tests/integration/server_test.cc checks the same two things).
+def test_a_call_to_a_server_that_never_comes_fails_at_the_default_deadline():
+    """It waits for the server until the deadline, not less, then says that no server
+    was reachable and where it looked."""
+    target = f"127.0.0.1:{_free_port()}"
+    client = gpuest.Client(target)
     started = time.monotonic()
     with pytest.raises(gpuest.GpuestError) as e:
-        client.health(timeout=1.0)
+        client.estimate(_mlp())
     elapsed = time.monotonic() - started
     assert e.value.code == grpc.StatusCode.UNAVAILABLE and e.value.field is None
-    assert "retried until the deadline" in e.value.details
-    assert 0.9 < elapsed < 2.5  # kept trying, and gave up at the deadline
+    assert f"no server was reachable at {target} before the deadline" in e.value.details
+    deadline = gpuest.client.DEFAULT_TIMEOUT_S
+    assert deadline - 0.005 <= elapsed < deadline + 2, elapsed
+    client.close()
 
 
-def test_a_server_that_starts_within_the_deadline_is_reached():
+def test_a_call_outlasts_a_server_that_starts_half_a_second_later():
     port = _free_port()
     client = gpuest.Client(f"127.0.0.1:{port}")
+    description = _mlp()
     outcome = {}
 
     def call():
+        started = time.monotonic()
         try:
-            outcome["status"] = client.health(timeout=30)
+            outcome["response"] = client.estimate(description, estimators=["horus"])
         except gpuest.GpuestError as e:
             outcome["error"] = e
+        outcome["took"] = time.monotonic() - started
 
     caller = threading.Thread(target=call)
     caller.start()
-    time.sleep(0.5)  # the first attempts find nobody
+    time.sleep(0.5)  # the call finds nobody
     with ServerProcess(listen=f"127.0.0.1:{port}"):
-        caller.join(timeout=40)
-    assert outcome == {"status": "SERVING"}
+        caller.join(timeout=30)
+    assert "error" not in outcome, outcome
+    assert outcome["response"].recommendation.memory_bytes > 0
+    assert outcome["took"] < gpuest.client.DEFAULT_TIMEOUT_S, outcome["took"]
+    client.close()
+
+
+def _long_trace_request(temporaries):
+    """A valid request whose replay takes tens of milliseconds (as the C++ tests'
+    LongTracedStep): the weights, then short-lived temporaries one after another."""
+    request = v1.EstimateRequest()
+    request.model.CopyFrom(_mlp())
+    trace = request.model.trace
+    trace.Clear()
+    trace.size_bytes.append(2**20)
+    trace.alloc_at.append(1)
+    trace.free_at.append(0)
+    trace.category.append(v1.ALLOCATION_CATEGORY_PARAMETER)
+    trace.size_bytes.extend(512 << (i % 18) for i in range(temporaries))
+    trace.alloc_at.extend(2 + 2 * i for i in range(temporaries))
+    trace.free_at.extend(3 + 2 * i for i in range(temporaries))
+    trace.category.extend([v1.ALLOCATION_CATEGORY_TEMPORARY] * temporaries)
+    return request
+
+
+def test_a_slow_answer_stays_deadline_exceeded(client):
+    """Connected, a call past its deadline is a slow answer, not an unreachable server."""
+    client.list_estimators()
+    with pytest.raises(gpuest.GpuestError) as e:
+        client.estimate(_long_trace_request(200_000), timeout=0.001)
+    assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED, e.value
+    assert client.health() == "SERVING"
+
+
+def test_the_policy_file_is_read_strictly(tmp_path):
+    from gpuest.client import _read_policy, policy_path
+    with open(policy_path()) as f:
+        policy = json.load(f)
+    policy["reconnectBackoffMs"]["maximum"] = 1000
+    path = tmp_path / "client_policy.json"
+    path.write_text(json.dumps(policy))
+    with pytest.raises(ValueError, match=r"'reconnectBackoffMs.maximum' is not a known key"):
+        _read_policy(path)
+    del policy["reconnectBackoffMs"]["maximum"]
+    policy["defaultDeadlineSeconds"] = "5"
+    path.write_text(json.dumps(policy))
+    with pytest.raises(ValueError, match=r"'defaultDeadlineSeconds' must be a number"):
+        _read_policy(path)
 
 
 def _estimates_served(server):

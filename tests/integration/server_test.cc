@@ -1,10 +1,17 @@
 // The real gpuest-server on loopback, through the client library.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "estimators/features.h"
 #include "estimators/horus.h"
 #include "gpuest/client.h"
@@ -289,13 +296,78 @@ TEST(Listening, ASecondServerOnTheSamePortFailsToStart) {
   EXPECT_TRUE(answer.ok()) << answer.status();
 }
 
-TEST(Unavailable, AServerThatIsNotThereIsUnavailable) {
+// A loopback port nothing listens on (the kernel's pick, released), for a server that
+// is not there yet.
+int UnusedLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  const bool ok = fd >= 0 &&
+                  bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  if (fd >= 0) close(fd);
+  return ok ? ntohs(address.sin_port) : 0;
+}
+
+// The default deadline and retry policy (proto/gpuest/v1/client_policy.json, the
+// Python client's too: python/tests/test_client.py checks the same two things). A call
+// to a server that never comes waits for it until the deadline, not less, and then
+// says that no server was reachable and where it looked.
+TEST(ClientPolicy, ACallToAServerThatNeverComesFailsAtTheDefaultDeadline) {
+  const int port = UnusedLoopbackPort();
+  ASSERT_NE(port, 0);
+  const std::string target = "127.0.0.1:" + std::to_string(port);
+  auto client = Client::Create(WithTargets({target}));
+  ASSERT_TRUE(client.ok());
+  const absl::Duration deadline = ClientOptions().default_deadline;
+  const absl::Time start = absl::Now();
+  const auto response = (*client)->Estimate(ExampleRequest("mlp.json"));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kUnavailable)
+      << response.status();
+  EXPECT_TRUE(absl::StrContains(
+      response.status().message(),
+      absl::StrCat("no server was reachable at ", target, " before the deadline")))
+      << response.status();
+  EXPECT_GE(took, deadline - absl::Milliseconds(5)) << "gave up before the deadline";
+  EXPECT_LT(took, deadline + absl::Seconds(2)) << "outlived the deadline";
+}
+
+// ... and a call made while the server is down, which starts half a second later, gets
+// its answer within the default deadline.
+TEST(ClientPolicy, ACallOutlastsAServerThatStartsHalfASecondLater) {
+  const int port = UnusedLoopbackPort();
+  ASSERT_NE(port, 0);
+  const std::string target = "127.0.0.1:" + std::to_string(port);
+  auto client = Client::Create(WithTargets({target}));
+  ASSERT_TRUE(client.ok());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::EstimateResponse> response = absl::UnknownError("not called");
+  absl::Duration took;
+  std::thread caller([&] {
+    response = (*client)->Estimate(ExampleRequest("mlp.json"));
+    took = absl::Now() - start;
+  });
+  absl::SleepFor(absl::Milliseconds(500));
+  auto server = ServerProcess::Start({"--listen=" + target});
+  caller.join();
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_TRUE(response.ok()) << response.status() << " after " << took;
+  EXPECT_LT(took, ClientOptions().default_deadline);
+}
+
+// max_attempts 1: no retries and no waiting, so a call fails at once.
+TEST(ClientPolicy, OneAttemptFailsAtOnceWhileNoServerIsReachable) {
   ClientOptions options = WithTargets({"127.0.0.1:1"});
-  options.default_deadline = absl::Seconds(2);
+  options.max_attempts = 1;
   auto client = Client::Create(options);
   ASSERT_TRUE(client.ok());
+  const absl::Time start = absl::Now();
   EXPECT_EQ((*client)->Estimate(ExampleRequest("mlp.json")).status().code(),
             absl::StatusCode::kUnavailable);
+  EXPECT_LT(absl::Now() - start, options.default_deadline / 2);
 }
 
 }  // namespace
