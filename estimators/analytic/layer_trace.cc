@@ -70,10 +70,23 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   std::vector<uint64_t> in_bytes(n);
   int previous = batch_input;
   uint64_t previous_bytes = batch * input_elements * 4;
+  uint64_t previous_elements = batch * input_elements;
   bool previous_kept = true;
   for (int i = 0; i < n; ++i) {
     const v1::Layer& layer = model.layers(i);
     const uint64_t elements = batch * static_cast<uint64_t>(layer.output_activations());
+    const uint64_t input = batch * static_cast<uint64_t>(layer.input_activations());
+    if (input > 0 && input != previous_elements) {
+      // An operation between modules made this input (a DenseNet block's torch.cat of
+      // every earlier feature map): a tensor of its own, which the layer keeps for
+      // backward where it saves its input. The tensor it was made from goes as an
+      // output does.
+      const int made = b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
+      if (!previous_kept) b.Free(previous);
+      previous = made;
+      previous_bytes = input * act_bytes;
+      previous_kept = false;
+    }
     const int output = b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
     in_bytes[i] = previous_bytes;
     const Saves saves = ClassifyLayerType(layer.type()).saves;
@@ -106,6 +119,7 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
     if (!saves_input && !previous_kept) b.Free(previous);
     previous = output;
     previous_bytes = elements * act_bytes;
+    previous_elements = elements;
     previous_kept = saves == Saves::kOutput;
   }
 

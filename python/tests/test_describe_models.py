@@ -35,8 +35,26 @@ def test_resnet18():
     _check(m, d, 4)
     assert d["family"] == "MODEL_FAMILY_CNN" and d["activationFunction"] == "ReLU"
     assert d["inputShape"] == [3, 224, 224]
-    assert d["layers"][0] == {"type": "Conv2d", "outputActivations": 64 * 112 * 112,
+    assert d["layers"][0] == {"type": "Conv2d", "inputActivations": 3 * 224 * 224,
+                              "outputActivations": 64 * 112 * 112,
                               "parameters": 9408, "name": "conv1"}
+
+
+def test_each_layer_gives_its_input_so_a_concatenation_between_modules_shows():
+    # torchvision's DenseNet concatenates every earlier feature map before each dense
+    # layer's first norm: a torch.cat, not a module, so only the layer's own input
+    # shows how large the tensor it keeps for backward is.
+    m = torchvision.models.densenet121()
+    d = describe_dict(m, input_shape=(3, 64, 64), batch_size=2)
+    layers = {l["name"]: l for l in d["layers"]}
+    first = layers["features.denseblock1.denselayer1.norm1"]
+    fourth = layers["features.denseblock1.denselayer4.norm1"]
+    spatial = 16 * 16  # 64 px, stride-2 conv, stride-2 max pool
+    assert first["inputActivations"] == 64 * spatial
+    # 64 channels from the stem and 32 from each of the three layers before it.
+    assert fourth["inputActivations"] == (64 + 3 * 32) * spatial
+    previous = d["layers"][d["layers"].index(fourth) - 1]
+    assert previous["outputActivations"] == 32 * spatial
 
 
 def test_resnet50_batch32():
@@ -135,8 +153,8 @@ def test_untraceable_model_keeps_layers_and_says_why():
     d = describe_dict(DataDependent(), input_shape=(4,), batch_size=8)
     assert "trace" not in d
     assert "nonzero" in d["traceUnavailableReason"]
-    assert d["layers"] == [{"type": "Linear", "outputActivations": 3, "parameters": 15,
-                            "name": "fc"}]
+    assert d["layers"] == [{"type": "Linear", "inputActivations": 4, "outputActivations": 3,
+                            "parameters": 15, "name": "fc"}]
     assert d["family"] == "MODEL_FAMILY_MLP"
 
 

@@ -109,5 +109,42 @@ TEST(LayerTrace, SavedActivationsFollowTheRules) {
   }
 }
 
+// A dense block as its layer list shows it: Conv2d(16 -> 8) and Tanh, then a second
+// Conv2d whose input is the torch.cat of the block input and the first conv's output
+// (24 channels, 8 x 8): a tensor no module made. Per sample, in floats.
+v1::ModelDescription DenseBlock(bool with_inputs) {
+  v1::ModelDescription m;
+  m.set_batch_size(2);
+  m.set_optimizer(v1::OPTIMIZER_SGD);
+  for (int64_t d : {16, 8, 8}) m.add_input_shape(d);
+  AddLayer(m, "Conv2d", 8 * 64, 16 * 8 * 9 + 8);
+  AddLayer(m, "Tanh", 8 * 64, 0);
+  AddLayer(m, "Conv2d", 8 * 64, 24 * 8 * 9 + 8);
+  if (with_inputs) {
+    m.mutable_layers(0)->set_input_activations(16 * 64);
+    m.mutable_layers(1)->set_input_activations(8 * 64);
+    m.mutable_layers(2)->set_input_activations(24 * 64);
+  }
+  return m;
+}
+
+TEST(LayerTrace, AnInputNoModuleMadeIsCountedAndKept) {
+  // Without inputs, the second conv keeps Tanh's output (kept anyway: Tanh saves it).
+  // With them, it keeps the 24-channel concatenation too, until its backward, and its
+  // input gradient is of the concatenation's size.
+  const uint64_t without = LiveActivationsAtBackward(TraceFromLayers(DenseBlock(false)));
+  const uint64_t with = LiveActivationsAtBackward(TraceFromLayers(DenseBlock(true)));
+  EXPECT_EQ(without, 2u * 4 * (8 * 64 + 8 * 64));  // Tanh's output, the logits.
+  EXPECT_EQ(with, without + 2u * 4 * 24 * 64);
+  // Inputs that are the previous layer's outputs change nothing.
+  v1::ModelDescription plain = SmallMlp(8, v1::OPTIMIZER_ADAM);
+  const int64_t inputs[] = {100, 50, 50, 50};
+  for (int i = 0; i < plain.layers_size(); ++i) {
+    plain.mutable_layers(i)->set_input_activations(inputs[i]);
+  }
+  EXPECT_EQ(TraceFromLayers(plain).SerializeAsString(),
+            TraceFromLayers(SmallMlp(8, v1::OPTIMIZER_ADAM)).SerializeAsString());
+}
+
 }  // namespace
 }  // namespace gpuest::analytic

@@ -2,8 +2,11 @@
 
 A layer is a module that is a leaf or owns parameters directly (MultiheadAttention
 owns its input projection; a ViT encoder owns its position embedding). Layers are
-listed in the order their forward starts. Parameters are counted once per module
-(a module called twice lists its parameters on its first call only), and those of
+listed in the order their forward starts, each with the elements per sample of its
+first input and of its output: where an input is not the previous layer's output, an
+operation between modules made it (a DenseNet block's torch.cat). Parameters are
+counted once per module (a module called twice lists its parameters on its first
+call only), and those of
 modules that never run as modules (MultiheadAttention uses ``out_proj`` functionally)
 are credited to their nearest recorded ancestor, so the layers add up to the model.
 """
@@ -23,6 +26,15 @@ _FUNCTIONAL_ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU", "silu": "SiLU", "tanh
 
 def _direct_params(m: nn.Module) -> int:
     return sum(p.numel() for p in m._parameters.values() if p is not None)
+
+
+def _per_sample(value, batch_size: int) -> int:
+    """Elements per sample of the first tensor in ``value`` (a module's inputs or its
+    output); 0 when it holds none."""
+    for t in tree_flatten(value)[0]:
+        if isinstance(t, torch.Tensor):
+            return int(t.numel()) // batch_size
+    return 0
 
 
 class LayerRecorder:
@@ -71,6 +83,7 @@ class LayerRecorder:
             params = _direct_params(module)
         self._open.setdefault(key, []).append(len(self.entries))
         self.entries.append({"type": type(module).__name__, "name": self.names.get(key, ""),
+                             "input_activations": _per_sample(inputs, self.batch_size),
                              "output_activations": 0, "parameters": params})
 
     def _post(self, module, inputs, output):
@@ -78,10 +91,7 @@ class LayerRecorder:
         if not stack:
             return
         entry = self.entries[stack.pop()]
-        for t in tree_flatten(output)[0]:
-            if isinstance(t, torch.Tensor):
-                entry["output_activations"] = int(t.numel()) // self.batch_size
-                break
+        entry["output_activations"] = _per_sample(output, self.batch_size)
 
     def layers(self) -> List[dict]:
         """Recorded layers, with unexecuted modules' parameters credited upward."""

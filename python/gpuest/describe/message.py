@@ -38,6 +38,7 @@ def _put(d: Dict[str, Any], key: str, value) -> None:
 def layer_json(layer: dict) -> dict:
     d: Dict[str, Any] = {}
     _put(d, "type", layer["type"])
+    _put(d, "inputActivations", int(layer.get("input_activations", 0)))
     _put(d, "outputActivations", int(layer["output_activations"]))
     _put(d, "parameters", int(layer["parameters"]))
     _put(d, "name", layer.get("name", ""))
