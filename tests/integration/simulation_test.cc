@@ -140,6 +140,30 @@ TEST_F(SimulationTest, ALayerOnlyRequestGetsTheAnalyticEstimate) {
             response->recommendation().memory_bytes() <= (15360ull << 20));
 }
 
+// The example's layers do not give their inputs, so the layer rule cannot see a tensor
+// no module made, and says so; given the inputs, it does not.
+TEST_F(SimulationTest, ALayerOnlyEstimateSaysWhenTheLayersInputsAreUnknown) {
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  v1::EstimateRequest request = testing::ExampleRequest("cnn.json");
+  request.set_gpu("a100-40gb");
+  auto without = client->Estimate(request);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_TRUE(Warned(*without, v1::WARNING_CODE_LAYER_INPUTS_UNKNOWN, "analytic"));
+  int64_t previous = 1;
+  for (int64_t d : request.model().input_shape()) previous *= d;
+  for (v1::Layer& layer : *request.mutable_model()->mutable_layers()) {
+    layer.set_input_activations(previous);
+    previous = layer.output_activations();
+  }
+  auto with = client->Estimate(request);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_FALSE(Warned(*with, v1::WARNING_CODE_LAYER_INPUTS_UNKNOWN, "analytic"));
+  // Inputs that are the previous layers' outputs add nothing: the same bound.
+  EXPECT_EQ(ResultOf(*with, "analytic")->memory().upper_bytes(),
+            ResultOf(*without, "analytic")->memory().upper_bytes());
+}
+
 // A bound is a bound: a step whose upper bound lands just above the A100 40GB is
 // reported above it, does not fit, and the retry verdict says the allocator's cache
 // release would let it run. Found by bisection over the step's size, so that it holds
