@@ -29,7 +29,11 @@ fi
 # The real models: every timm row described with a trace (about an hour on 2 cores the
 # first time; resumable, so a second run continues where a killed one stopped). The
 # shipped calibration used rows traced on a GPU machine's torch 2.11 in 14 shards
-# (training/gpu/device_run.sh): give such a file as GPUEST_TIMM_ROWS to use it as is.
+# (training/gpu/device_run.sh), their layers' inputs (Layer.input_activations, which the
+# layer rule needs) merged in afterwards from a layers-only describe, seconds a model:
+#   describe_timm.py --layers-only --out L
+#   training/data/merge_layer_inputs.py --traced ROWS --layers L --out MERGED
+# Give such a file as GPUEST_TIMM_ROWS to use it as is.
 TIMM_CSV="${GPUEST_TIMM_CSV:-../shared/data/timm/timm_a100.csv}"
 TIMM_SRC_TARBALL="${GPUEST_TIMM_SOURCE:-../shared/vendor/timm-src-aa4b5850.tar.gz}"
 timm_rows="${GPUEST_TIMM_ROWS:-build/datasets/timm_traced.jsonl}"

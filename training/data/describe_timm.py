@@ -72,6 +72,9 @@ def main(argv=None) -> int:
     p.add_argument("--models", default="", help="comma-separated subset of models")
     p.add_argument("--shard", default="0/1", metavar="K/N",
                    help="describe only every N-th model from the K-th (for N processes)")
+    p.add_argument("--layers-only", action="store_true",
+                   help="describe the layers without a trace (seconds a model), for "
+                        "training/data/merge_layer_inputs.py to give traced rows")
     args = p.parse_args(argv)
 
     import torch
@@ -128,16 +131,19 @@ def main(argv=None) -> int:
                 if batch not in traced:
                     traced[batch] = describe_json(
                         model, input_shape=shape, batch_size=batch,
-                        optimizer="sgd_momentum", name=name)
+                        optimizer="sgd_momentum", name=name, trace=not args.layers_only)
                 return traced[batch]
 
             for row in rows:
                 batch = int(row["batch_size"])
                 d = None
-                if len(rows) > 2 and batch not in (int(rows[0]["batch_size"]),
-                                                   int(rows[1]["batch_size"])):
-                    d = extrapolate(trace_at(int(rows[0]["batch_size"])),
-                                    trace_at(int(rows[1]["batch_size"])), batch)
+                # Without a trace each batch is described as it is: a layer's count
+                # per sample of a tensor without a batch dimension (Swin V2's position
+                # bias MLP) depends on the batch.
+                smallest = (int(rows[0]["batch_size"]), int(rows[1]["batch_size"])) \
+                    if len(rows) > 2 else ()
+                if not args.layers_only and smallest and batch not in smallest:
+                    d = extrapolate(trace_at(smallest[0]), trace_at(smallest[1]), batch)
                 if d is None:
                     d = trace_at(batch)
                 d = dict(d, frameworkVersion="2.4.1")  # what the measurements ran on
