@@ -1,5 +1,6 @@
 #include "common/text_file.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -25,10 +26,16 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
 }
 
 absl::Status WriteTextFile(const std::string& path, absl::string_view text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  // Written beside and renamed over: a reader (a server reloading its models) sees the
+  // old file or the new one, never half of one.
+  const std::string partial = path + ".partial";
+  std::ofstream out(partial, std::ios::binary | std::ios::trunc);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  if (!out || std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    return absl::InternalError(absl::StrCat("cannot write ", path));
+  }
   return absl::OkStatus();
 }
 

@@ -15,7 +15,8 @@ namespace gpuest {
 // The bytes of a file; NotFound "cannot read <path>".
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 
-// Replaces the file with text; Internal "cannot write <path>".
+// Replaces the file with text, whole (written beside as <path>.partial and renamed
+// over it); Internal "cannot write <path>".
 absl::Status WriteTextFile(const std::string& path, absl::string_view text);
 
 }  // namespace gpuest

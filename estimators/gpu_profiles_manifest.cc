@@ -1,6 +1,11 @@
 #include "estimators/gpu_profiles_manifest.h"
 
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "estimators/manifest_json.h"
 
@@ -95,5 +100,45 @@ absl::StatusOr<GpuProfilesManifest> GpuProfilesManifest::Load(const std::string&
 }
 
 std::string GpuProfilesManifest::Text() const { return ToJson().dump(2) + "\n"; }
+
+absl::Status GpuProfilesManifest::SetMeasuredContext(const std::string& gpu_id,
+                                                     const std::string& measured_on,
+                                                     double context_mib,
+                                                     const std::string& context_basis,
+                                                     bool assumed_too) {
+  if (!(context_mib >= 0) || context_mib > 1e6) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("context_mib: ", context_mib, " is not a context in MiB"));
+  }
+  GpuProfile* measured = nullptr;
+  std::vector<std::string> ids;
+  for (GpuProfile& g : gpus) {
+    ids.push_back(g.id);
+    if (g.id == gpu_id) measured = &g;
+  }
+  if (measured == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "gpu: '", gpu_id, "' is not in the profiles (", absl::StrJoin(ids, ", "), ")"));
+  }
+  if (!measured_on.empty() && measured->name != measured_on) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpu: '", gpu_id, "' is '", measured->name,
+                     "', but the rows were measured on '", measured_on, "'"));
+  }
+  const uint64_t context_bytes = static_cast<uint64_t>(std::llround(context_mib)) << 20;
+  if (assumed_too) {
+    for (GpuProfile& g : gpus) {
+      if (!g.constants_calibrated) g.context_bytes = context_bytes;
+    }
+  }
+  constexpr char kWorkspace[] = "; cuBLAS workspace:";
+  const size_t kept = measured->constants_basis.find(kWorkspace);
+  measured->constants_basis = absl::StrCat(
+      "context: ", context_basis,
+      kept == std::string::npos ? "" : measured->constants_basis.substr(kept));
+  measured->context_bytes = context_bytes;
+  measured->constants_calibrated = true;
+  return absl::OkStatus();
+}
 
 }  // namespace gpuest

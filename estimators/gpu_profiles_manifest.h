@@ -35,6 +35,17 @@ struct GpuProfilesManifest {
   static absl::StatusOr<GpuProfilesManifest> Load(const std::string& path);
   // The JSON as the file holds it (two-space indent, a final newline).
   std::string Text() const;
+
+  // Sets a GPU's CUDA context from measurements made on it: its context, its constants
+  // "calibrated", and its basis "context: <context_basis>" (the basis's cuBLAS
+  // workspace part is kept). measured_on, when not empty, must be the GPU's name: rows
+  // of another GPU are refused. With assumed_too, every GPU whose constants are assumed
+  // takes the same figure (same driver and CUDA stack, unmeasured). The one way both
+  // calibrations (gpuest-validate-memory, gpuest-collect calibrate through
+  // gpuest-set-gpu-context) change the file.
+  absl::Status SetMeasuredContext(const std::string& gpu_id,
+                                  const std::string& measured_on, double context_mib,
+                                  const std::string& context_basis, bool assumed_too);
 };
 
 }  // namespace gpuest

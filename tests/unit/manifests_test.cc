@@ -42,6 +42,49 @@ TEST(Manifests, GpuProfilesRoundTrip) {
   EXPECT_EQ(manifest->Text(), Read(path));
 }
 
+// Both calibrations change the file through SetMeasuredContext: the measured GPU's
+// context, constants and basis (its cuBLAS part kept); rows of another card refused.
+TEST(Manifests, AMeasuredContextChangesOneGpuOrTheAssumedOnesToo) {
+  auto loaded = GpuProfilesManifest::Load(kModels + "/gpu_profiles.json");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  GpuProfilesManifest profiles = *loaded;
+  const GpuProfile* h200_before = nullptr;
+  for (const GpuProfile& g : loaded->gpus) {
+    if (g.id == "h200") h200_before = &g;
+  }
+  ASSERT_NE(h200_before, nullptr);
+  EXPECT_EQ(
+      profiles.SetMeasuredContext("h200", "NVIDIA A100-SXM4-40GB", 600, "rows", false)
+          .message(),
+      "gpu: 'h200' is '" + h200_before->name +
+          "', but the rows were measured on 'NVIDIA A100-SXM4-40GB'");
+  EXPECT_TRUE(absl::StartsWith(
+      profiles.SetMeasuredContext("h300", "", 600, "rows", false).message(),
+      "gpu: 'h300' is not in the profiles (a100-40gb"));
+  ASSERT_TRUE(
+      profiles.SetMeasuredContext("h200", h200_before->name, 600, "rows", false).ok());
+  for (size_t i = 0; i < profiles.gpus.size(); ++i) {
+    const GpuProfile& g = profiles.gpus[i];
+    if (g.id != "h200") {
+      EXPECT_EQ(g.context_bytes, loaded->gpus[i].context_bytes) << g.id;
+      continue;
+    }
+    EXPECT_EQ(g.context_bytes, 600ull << 20);
+    EXPECT_TRUE(g.constants_calibrated);
+    const size_t workspace = h200_before->constants_basis.find("; cuBLAS workspace:");
+    ASSERT_NE(workspace, std::string::npos);
+    EXPECT_EQ(g.constants_basis,
+              "context: rows" + h200_before->constants_basis.substr(workspace));
+  }
+  // The A100's calibration sets the GPUs whose constants are assumed as well.
+  ASSERT_TRUE(profiles.SetMeasuredContext("a100-40gb", "", 1500, "fit", true).ok());
+  for (const GpuProfile& g : profiles.gpus) {
+    if (g.id == "a100-40gb" || !g.constants_calibrated) {
+      EXPECT_EQ(g.context_bytes, 1500ull << 20) << g.id;
+    }
+  }
+}
+
 TEST(Manifests, SimulationManifestsRoundTrip) {
   for (const char* id : {"allocsim", "analytic"}) {
     const std::string path = kModels + "/" + id + "/manifest.json";

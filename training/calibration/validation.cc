@@ -616,13 +616,11 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
 // are assumed take the same figure (same driver and CUDA stack, unmeasured). Another
 // GPU calibrated on its own measurements (gpuest-collect calibrate) keeps its figure.
 absl::Status WriteContext(const std::string& path, double context_mib,
-                          const std::string& basis) {
+                          const std::string& context_basis) {
   GPUEST_ASSIGN_OR_RETURN(GpuProfilesManifest profiles, GpuProfilesManifest::Load(path));
-  for (GpuProfile& g : profiles.gpus) {
-    if (g.constants_calibrated && g.id != kCalibratedGpu) continue;
-    g.context_bytes = static_cast<uint64_t>(std::llround(context_mib)) << 20;
-    if (g.id == kCalibratedGpu) g.constants_basis = basis;
-  }
+  GPUEST_RETURN_IF_ERROR(profiles.SetMeasuredContext(kCalibratedGpu, "", context_mib,
+                                                     context_basis,
+                                                     /*assumed_too=*/true));
   return WriteTextFile(path, profiles.Text());
 }
 
@@ -720,9 +718,8 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
 
   if (o.write_models) {
     const std::string basis = absl::StrFormat(
-        "context: median of measured - simulated peak over the MLP training rows of "
-        "GPUMemNet's A100 40GB measurements (%s; gpuest-validate-memory); cuBLAS "
-        "workspace: PyTorch's default before Hopper (4096 KiB x 2 + 16 KiB x 8)",
+        "median of measured - simulated peak over the MLP training rows of GPUMemNet's "
+        "A100 40GB measurements (%s; gpuest-validate-memory)",
         context.split);
     GPUEST_RETURN_IF_ERROR(
         WriteContext(o.models_dir + "/gpu_profiles.json", context_mib, basis));

@@ -10,9 +10,10 @@ the GPU's ``context_mib``, and its constants turn from "assumed" to "calibrated"
 """
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import statistics
+import subprocess
 from typing import List, Tuple
 
 
@@ -38,34 +39,39 @@ def context_residuals(rows: List[dict]) -> Tuple[str, List[float]]:
     return names.pop(), residuals
 
 
+SET_CONTEXT_TOOL = "gpuest-set-gpu-context"
+# Where the project's build puts it, for a checkout that has not installed it.
+_BUILT_TOOL = os.path.join("build", "training", "calibration", SET_CONTEXT_TOOL)
+
+
+def set_context_tool() -> str:
+    """The one writer of gpu_profiles.json (GpuProfilesManifest, C++): $GPUEST_SET_GPU_
+    CONTEXT, else on PATH, else in ./build."""
+    tool = (os.environ.get("GPUEST_SET_GPU_CONTEXT") or shutil.which(SET_CONTEXT_TOOL)
+            or (_BUILT_TOOL if os.access(_BUILT_TOOL, os.X_OK) else None))
+    if not tool:
+        raise CalibrationError(f"{SET_CONTEXT_TOOL} is needed to write the profiles: "
+                               "build the project (deploy/build.sh) or set "
+                               "GPUEST_SET_GPU_CONTEXT to it")
+    return tool
+
+
 def calibrate_context(rows: List[dict], profiles_path: str, gpu_id: str,
                       source: str) -> dict:
-    """Rewrites ``gpu_id``'s context in ``profiles_path``; returns what it set."""
+    """Sets ``gpu_id``'s context in ``profiles_path`` (through gpuest-set-gpu-context,
+    which checks the GPU's id and name and keeps the rest of the file); returns what it
+    set."""
     name, residuals = context_residuals(rows)
-    with open(profiles_path) as f:
-        profiles = json.load(f)
-    matches = [g for g in profiles["gpus"] if g["id"] == gpu_id]
-    if not matches:
-        raise CalibrationError(f"--gpu {gpu_id}: not in {profiles_path} (ids: "
-                               f"{', '.join(g['id'] for g in profiles['gpus'])})")
-    gpu = matches[0]
-    if gpu["name"] != name:
-        raise CalibrationError(f"--gpu {gpu_id} is {gpu['name']!r} in {profiles_path}, but "
-                               f"the rows were measured on {name!r}")
     context = round(statistics.median(residuals))
     spread = (min(residuals), max(residuals))
-    gpu["context_mib"] = context
-    gpu["constants"] = "calibrated"
-    kept = gpu["constants_basis"].split("; cuBLAS workspace:", 1)
-    workspace = ("; cuBLAS workspace:" + kept[1]) if len(kept) == 2 else ""
-    gpu["constants_basis"] = (
-        f"context: median of nvidia-smi's process peak - torch.cuda.max_memory_reserved "
-        f"over {len(residuals)} successful training runs measured on this GPU by "
-        f"gpuest-collect ({source}; range {spread[0]:.0f}..{spread[1]:.0f} MiB)"
-        + workspace)
-    text = json.dumps(profiles, indent=2, ensure_ascii=False) + "\n"
-    with open(profiles_path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(profiles_path + ".tmp", profiles_path)
+    basis = (f"median of nvidia-smi's process peak - torch.cuda.max_memory_reserved "
+             f"over {len(residuals)} successful training runs measured on this GPU by "
+             f"gpuest-collect ({source}; range {spread[0]:.0f}..{spread[1]:.0f} MiB)")
+    done = subprocess.run([set_context_tool(), f"--profiles={profiles_path}",
+                           f"--gpu={gpu_id}", f"--measured-on={name}",
+                           f"--context-mib={context}", f"--basis={basis}"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CalibrationError(done.stderr.strip().removeprefix(f"{SET_CONTEXT_TOOL}: "))
     return {"gpu": gpu_id, "name": name, "context_mib": context, "rows": len(residuals),
             "min_mib": spread[0], "max_mib": spread[1]}
