@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client_policy_json.h"
+#include "common/embedded_file.h"
 #include "common/status_macros.h"
 #include "common/strict_json.h"
 
@@ -73,17 +74,8 @@ absl::StatusOr<ClientPolicy> ParseClientPolicy(absl::string_view text,
 }
 
 const ClientPolicy& EmbeddedClientPolicy() {
-  static const ClientPolicy* policy = [] {
-    const std::string_view text = ClientPolicyJson();
-    absl::StatusOr<ClientPolicy> parsed = ParseClientPolicy(
-        absl::string_view(text.data(), text.size()), "client_policy.json");
-    if (!parsed.ok()) {
-      std::fprintf(stderr, "gpuest: the embedded client_policy.json is invalid: %s\n",
-                   std::string(parsed.status().message()).c_str());
-      std::abort();
-    }
-    return new ClientPolicy(std::move(*parsed));
-  }();
+  static const ClientPolicy* policy = ParseEmbeddedFileOrDie<ClientPolicy>(
+      ClientPolicyJson(), "client_policy.json", ParseClientPolicy);
   return *policy;
 }
 

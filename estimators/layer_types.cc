@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/embedded_file.h"
 #include "common/status_macros.h"
 #include "common/strict_json.h"
 #include "estimators/layer_types_json.h"
@@ -247,17 +248,8 @@ absl::StatusOr<Table> ParseLayerTypes(absl::string_view text, const std::string&
 // The embedded table, parsed once. It is part of the build, so a table that does not
 // parse is a defect of this build: say so and stop rather than answer without it.
 const Table& TheTable() {
-  static const Table* table = [] {
-    const std::string_view text = LayerTypesJson();
-    absl::StatusOr<Table> parsed =
-        ParseLayerTypes(absl::string_view(text.data(), text.size()), "layer_types.json");
-    if (!parsed.ok()) {
-      std::fprintf(stderr, "gpuest: the embedded layer_types.json is invalid: %s\n",
-                   std::string(parsed.status().message()).c_str());
-      std::abort();
-    }
-    return new Table(std::move(*parsed));
-  }();
+  static const Table* table = ParseEmbeddedFileOrDie<Table>(
+      LayerTypesJson(), "layer_types.json", ParseLayerTypes);
   return *table;
 }
 
