@@ -286,14 +286,20 @@ nlohmann::json EncodingSpec::ToJson() const {
   return j;
 }
 
+absl::Status ReadFamily(strict_json::Fields<nlohmann::json>& f, const std::string& key,
+                        v1::ModelFamily& out) {
+  std::string word;
+  GPUEST_RETURN_IF_ERROR(f.Get(key, word));
+  std::optional<v1::ModelFamily> family = FamilyFromName(word);
+  if (!family) return f.Error(key, absl::StrCat("is not a family: '", word, "'"));
+  out = *family;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<EncodingSpec> EncodingSpec::FromJson(
     strict_json::Fields<nlohmann::json>& f) {
   EncodingSpec spec;
-  std::string family;
-  GPUEST_RETURN_IF_ERROR(f.Get("family", family));
-  std::optional<v1::ModelFamily> known = FamilyFromName(family);
-  if (!known) return f.Error("family", absl::StrCat("is not a family: '", family, "'"));
-  spec.family = *known;
+  GPUEST_RETURN_IF_ERROR(ReadFamily(f, "family", spec.family));
   GPUEST_ASSIGN_OR_RETURN(std::vector<strict_json::Fields<nlohmann::json>> features,
                           f.Objects("features"));
   for (strict_json::Fields<nlohmann::json>& e : features) {

@@ -51,6 +51,10 @@ struct SequenceSpec {
   double parameters_mean = 0, parameters_std = 1;
 };
 
+// The family f's key names ("cnn"); InvalidArgument naming the key for another word.
+absl::Status ReadFamily(strict_json::Fields<nlohmann::json>& f, const std::string& key,
+                        v1::ModelFamily& out);
+
 struct EncodingSpec {
   v1::ModelFamily family = v1::MODEL_FAMILY_UNSPECIFIED;
   std::vector<FeatureSpec> features;

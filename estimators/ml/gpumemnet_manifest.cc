@@ -179,17 +179,8 @@ absl::StatusOr<GpuMemNetManifest> GpuMemNetManifest::FromJson(const Json& json,
   }
   GPUEST_RETURN_IF_ERROR(f.Get("id", m.id));
   GPUEST_RETURN_IF_ERROR(f.Get("version", m.version));
-  std::string kind, family;
-  GPUEST_RETURN_IF_ERROR(f.Get("kind", kind));
-  std::optional<NetworkKind> known_kind = NetworkKindFromName(kind);
-  if (!known_kind) return f.Error("kind", "must be \"mlp\" or \"transformer\"");
-  m.kind = *known_kind;
-  GPUEST_RETURN_IF_ERROR(f.Get("family", family));
-  std::optional<v1::ModelFamily> known_family = FamilyFromName(family);
-  if (!known_family) {
-    return f.Error("family", absl::StrCat("is not a family: '", family, "'"));
-  }
-  m.family = *known_family;
+  GPUEST_RETURN_IF_ERROR(ReadNetworkKind(f, "kind", m.kind));
+  GPUEST_RETURN_IF_ERROR(ReadFamily(f, "family", m.family));
   GPUEST_RETURN_IF_ERROR(f.Get("description", m.description));
   GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> heads, f.Objects("heads"));
   for (Fields& head : heads) {

@@ -16,6 +16,16 @@ std::optional<NetworkKind> NetworkKindFromName(absl::string_view name) {
   return std::nullopt;
 }
 
+absl::Status ReadNetworkKind(strict_json::Fields<nlohmann::json>& f,
+                             const std::string& key, NetworkKind& out) {
+  std::string word;
+  GPUEST_RETURN_IF_ERROR(f.Get(key, word));
+  std::optional<NetworkKind> kind = NetworkKindFromName(word);
+  if (!kind) return f.Error(key, "must be \"mlp\" or \"transformer\"");
+  out = *kind;
+  return absl::OkStatus();
+}
+
 nlohmann::json NetworkConfig::ToJson() const {
   nlohmann::json j = {{"kind", NetworkKindName(kind)},
                       {"global_features", global_features},
@@ -35,11 +45,7 @@ nlohmann::json NetworkConfig::ToJson() const {
 absl::StatusOr<NetworkConfig> NetworkConfig::FromJson(
     strict_json::Fields<nlohmann::json>& f) {
   NetworkConfig c;
-  std::string kind;
-  GPUEST_RETURN_IF_ERROR(f.Get("kind", kind));
-  std::optional<NetworkKind> known = NetworkKindFromName(kind);
-  if (!known) return f.Error("kind", "must be \"mlp\" or \"transformer\"");
-  c.kind = *known;
+  GPUEST_RETURN_IF_ERROR(ReadNetworkKind(f, "kind", c.kind));
   GPUEST_RETURN_IF_ERROR(f.Get("global_features", c.global_features));
   GPUEST_RETURN_IF_ERROR(f.Get("head_classes", c.head_classes));
   GPUEST_RETURN_IF_ERROR(f.Get("hidden", c.hidden));

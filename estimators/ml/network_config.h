@@ -24,6 +24,9 @@ enum class NetworkKind { kMlp, kTransformer };
 const char* NetworkKindName(NetworkKind kind);
 // The kind a word names; nullopt for anything else.
 std::optional<NetworkKind> NetworkKindFromName(absl::string_view name);
+// The kind f's key names; InvalidArgument naming the key for another word.
+absl::Status ReadNetworkKind(strict_json::Fields<nlohmann::json>& f,
+                             const std::string& key, NetworkKind& out);
 
 struct NetworkConfig {
   NetworkKind kind = NetworkKind::kMlp;

@@ -17,6 +17,7 @@ int HeadSpec::classes() const {
   if (memory()) return static_cast<int>(edges.size());  // N bins + top.
   return static_cast<int>(edges.size()) - 1;
 }
+
 int HeadSpec::MemoryClass(double bytes, bool oom) const {
   const int top = classes() - 1;
   if (oom || bytes >= edges.back()) return top;

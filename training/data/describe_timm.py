@@ -134,15 +134,15 @@ def main(argv=None) -> int:
                         optimizer="sgd_momentum", name=name, trace=not args.layers_only)
                 return traced[batch]
 
+            # Larger batches are extrapolated from the two smallest. Without a trace each
+            # batch is described as it is: a layer's count per sample of a tensor
+            # without a batch dimension (Swin V2's position bias MLP) depends on it.
+            smallest = (int(rows[0]["batch_size"]), int(rows[1]["batch_size"])) \
+                if len(rows) > 2 and not args.layers_only else ()
             for row in rows:
                 batch = int(row["batch_size"])
                 d = None
-                # Without a trace each batch is described as it is: a layer's count
-                # per sample of a tensor without a batch dimension (Swin V2's position
-                # bias MLP) depends on the batch.
-                smallest = (int(rows[0]["batch_size"]), int(rows[1]["batch_size"])) \
-                    if len(rows) > 2 else ()
-                if not args.layers_only and smallest and batch not in smallest:
+                if smallest and batch not in smallest:
                     d = extrapolate(trace_at(smallest[0]), trace_at(smallest[1]), batch)
                 if d is None:
                     d = trace_at(batch)

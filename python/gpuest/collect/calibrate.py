@@ -45,8 +45,8 @@ _BUILT_TOOL = os.path.join("build", "training", "calibration", SET_CONTEXT_TOOL)
 
 
 def set_context_tool() -> str:
-    """The one writer of gpu_profiles.json (GpuProfilesManifest, C++): $GPUEST_SET_GPU_
-    CONTEXT, else on PATH, else in ./build."""
+    """The one writer of gpu_profiles.json (GpuProfilesManifest, C++):
+    $GPUEST_SET_GPU_CONTEXT, else on PATH, else in ./build."""
     tool = (os.environ.get("GPUEST_SET_GPU_CONTEXT") or shutil.which(SET_CONTEXT_TOOL)
             or (_BUILT_TOOL if os.access(_BUILT_TOOL, os.X_OK) else None))
     if not tool:
