@@ -291,5 +291,24 @@ TEST(OutOfGroup, ArchitectureFamilyIsTheNamesLeadingLetters) {
   EXPECT_EQ(ArchitectureFamily("42"), "");
 }
 
+TEST(RealModelsSection, ListsTheRowsHoldingATransientWithTheirCase) {
+  RealModelsReport report;
+  report.card_mib = 40960;
+  TransientRows& t = report.transients["transformer"];
+  t.rows = 2;
+  t.safe["allocsim"] = 1;
+  t.other_rows["allocsim"] = Score({{110, 100}, {90, 100}});
+  t.allocsim_unsafe.push_back({"mobilevitv2_200@8", 11847, 5513, {64, 8885, 3183}});
+  const std::string md = RenderRealModelsSection(report);
+  EXPECT_TRUE(
+      absl::StrContains(md, "| transformer | 2 | 1 of 2 | 0.500 / 0.500 (2 rows)"))
+      << md;
+  EXPECT_TRUE(
+      absl::StrContains(md,
+                        "| transformer | mobilevitv2_200@8 | 11847 MiB | 5513 MiB "
+                        "| 8885 MiB | 3183 MiB (batch 64) |"))
+      << md;
+}
+
 }  // namespace
 }  // namespace gpuest::calibration

@@ -66,6 +66,55 @@ std::string RenderSimulationSection(const SimulationReport& report) {
   return md;
 }
 
+namespace {
+
+// The OK rows holding a transient by the trace's evidence, and the unsafe ones among
+// them with their case.
+void RenderTransientRows(const RealModelsReport& report, std::string& md) {
+  absl::StrAppendFormat(
+      &md,
+      "\nOK rows can hold a smaller transient that keeps the peak rising with the "
+      "batch. The trace shows some (`training/calibration/transient_evidence.h`): what "
+      "the traced step does not explain (measured - simulated reserved peak: context, "
+      "workspaces, rounding) cannot fall as the batch grows, so where it is larger than "
+      "at a larger batch of the same model by more than %.0f MiB + %.0f %% of that "
+      "batch's simulated peak, the difference is a transient, not a need. Those rows "
+      "are kept out of the fits and scored in the table above all the same; apart:\n\n"
+      "| family | OK rows with the evidence | allocsim: safe on them | allocsim on the "
+      "other OK rows: safe / safe and tight | analytic: safe on them | analytic on the "
+      "other OK rows: safe / safe and tight |\n|---|---|---|---|---|---|\n",
+      kTransientMarginMib, 100 * kTransientMarginShare);
+  for (const auto& [family, t] : report.transients) {
+    auto safe_on_them = [&](const std::string& id) {
+      const auto it = t.safe.find(id);
+      return absl::StrFormat("%d of %d", it == t.safe.end() ? 0 : it->second, t.rows);
+    };
+    auto on_others = [&](const std::string& id) {
+      const auto it = t.other_rows.find(id);
+      if (it == t.other_rows.end()) return std::string("-");
+      return absl::StrFormat("%.3f / %.3f (%d rows)", it->second.safe,
+                             it->second.safe_and_tight, it->second.n);
+    };
+    absl::StrAppendFormat(&md, "| %s | %d | %s | %s | %s | %s |\n", family, t.rows,
+                          safe_on_them("allocsim"), on_others("allocsim"),
+                          safe_on_them("analytic"), on_others("analytic"));
+  }
+  md +=
+      "\nThe rows among them above the served `allocsim` requirement, with the case:\n\n"
+      "| family | run | measured | requirement (upper bound) | measured - simulated "
+      "| the same at the larger batch |\n|---|---|---|---|---|---|\n";
+  for (const auto& [family, t] : report.transients) {
+    for (const TransientRows::Unsafe& u : t.allocsim_unsafe) {
+      absl::StrAppendFormat(
+          &md, "| %s | %s | %.0f MiB | %.0f MiB | %.0f MiB | %.0f MiB (batch %d) |\n",
+          family, u.run, u.measured_mib, u.requirement_mib, u.evidence.excess_mib,
+          u.evidence.larger_excess_mib, u.evidence.larger_batch);
+    }
+  }
+}
+
+}  // namespace
+
 std::string RenderRealModelsSection(const RealModelsReport& report) {
   const std::string served =
       "`allocsim`, `analytic`: the calibration served. For a family where the fit on "
@@ -112,8 +161,9 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
   }
   absl::StrAppendFormat(
       &md,
-      "\nRows by status (`shared/data/README.md`, timm section): the fits and the "
-      "table above use the OK rows, and the OOM and OOM_INFERRED rows as constraints "
+      "\nRows by status (`shared/data/README.md`, timm section): the table above "
+      "scores every OK row, the fits use them but those holding a transient by the "
+      "trace's evidence (below), and the OOM and OOM_INFERRED rows as constraints "
       "(the bound must exceed the card); %d CRASHED rows are ignored. SPIKE rows "
       "completed, but their peak holds cuDNN benchmark mode's search (a transient sized "
       "by the free memory, not a requirement: `data/h200-benchmark-mode/`); against "
@@ -129,6 +179,7 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
                           ratios.empty() ? 0.0 : Quantile(ratios, 0.5),
                           ratios.empty() ? 0.0 : ratios.back());
   }
+  RenderTransientRows(report, md);
   return md + "\n";
 }
 

@@ -13,6 +13,7 @@
 
 #include "estimators/allocsim/memory_model.h"
 #include "training/calibration/calibration.h"
+#include "training/calibration/transient_evidence.h"
 
 namespace gpuest::calibration {
 
@@ -57,10 +58,27 @@ struct SpikeRows {
   std::vector<double> ratios;  // Measured peak / the requirement's upper bound.
 };
 
+// A family's OK rows whose peak holds a transient by the trace's evidence
+// (transient_evidence.h): kept out of the fits, scored in the table all the same.
+struct TransientRows {
+  struct Unsafe {
+    std::string run;  // "model@batch"
+    double measured_mib = 0;
+    double requirement_mib = 0;  // The served allocsim upper bound, as scored.
+    TransientCase evidence;
+  };
+  int rows = 0;
+  std::map<std::string, int> safe;  // Simulation id -> rows its served bound keeps safe.
+  // Simulation id -> its scores on the family's other OK rows.
+  std::map<std::string, Scores> other_rows;
+  std::vector<Unsafe> allocsim_unsafe;
+};
+
 struct RealModelsReport {
-  std::string source;                       // The dataset, in words.
-  std::map<std::string, SpikeRows> spikes;  // By family.
-  int crashed_rows = 0;                     // Ignored: say nothing about the job.
+  std::string source;                               // The dataset, in words.
+  std::map<std::string, SpikeRows> spikes;          // By family.
+  std::map<std::string, TransientRows> transients;  // By family.
+  int crashed_rows = 0;                             // Ignored: say nothing about the job.
   int models = 0, architecture_families = 0;
   double safe_quantile = 0;
   double card_mib = 0;

@@ -27,6 +27,7 @@
 #include "estimators/horus.h"
 #include "training/calibration/calibration.h"
 #include "training/calibration/simulation_report.h"
+#include "training/calibration/transient_evidence.h"
 #include "training/data/dataset.h"
 #include "training/data/measured_rows.h"
 #include "training/trainer/pipeline.h"
@@ -135,6 +136,9 @@ struct RealRow {
   std::string group;   // Its architecture family, left out together.
   std::string family;  // gpuest's family of its layers ("cnn", "transformer", ...).
   std::map<std::string, allocsim::ReplayResult> replay;  // By estimator id.
+  // A completed run whose peak holds a transient by the trace's evidence: predicted
+  // and scored, never fitted on.
+  std::optional<TransientCase> transient;
 };
 
 // An estimate of one real row by a fit that never saw its architecture family.
@@ -216,7 +220,8 @@ absl::Status LoadRealRows(const ValidationOptions& o, const GpuProfile& gpu,
     RealRow row{&m,
                 ArchitectureFamily(m.model.name()),
                 FamilyName(FeaturesOf(request).family()),
-                {}};
+                {},
+                std::nullopt};
     GPUEST_ASSIGN_OR_RETURN(row.replay, ReplayEach(m.model, gpu, o.steps));
     if (m.status == "SPIKE") {
       out.spikes.push_back(std::move(row));
@@ -226,11 +231,29 @@ absl::Status LoadRealRows(const ValidationOptions& o, const GpuProfile& gpu,
     groups.insert(row.group);
     out.rows.push_back(std::move(row));
   }
+  // The trace's evidence of transients, on the completed runs: the traced step is the
+  // allocsim replay's, whichever estimator is scored.
+  std::vector<PeakRun> runs;
+  std::vector<size_t> completed;
+  for (size_t i = 0; i < out.rows.size(); ++i) {
+    const MeasuredRow& m = *out.rows[i].measured;
+    if (m.oom) continue;
+    runs.push_back({m.model.name(), static_cast<int>(m.model.batch_size()), m.peak_mib,
+                    out.rows[i].replay.at("allocsim").peak_reserved_bytes / kMiB});
+    completed.push_back(i);
+  }
+  const std::vector<std::optional<TransientCase>> cases = FindTransients(runs);
+  size_t transients = 0;
+  for (size_t k = 0; k < completed.size(); ++k) {
+    out.rows[completed[k]].transient = cases[k];
+    transients += cases[k].has_value();
+  }
   std::fprintf(stderr,
                "%s: %zu traced rows of %zu models, %zu architecture families; %zu SPIKE "
-               "rows apart, %d CRASHED rows ignored\n",
+               "rows apart, %d CRASHED rows ignored; %zu OK rows hold a transient by "
+               "the trace's evidence (kept out of the fits)\n",
                out.file.name.c_str(), out.rows.size(), models.size(), groups.size(),
-               out.spikes.size(), out.crashed);
+               out.spikes.size(), out.crashed, transients);
   return absl::OkStatus();
 }
 
@@ -288,7 +311,7 @@ absl::StatusOr<FamilyCalibration> FitWithRealRows(
     rows.push_back({r.group,
                     {r.replay.at(id), r.measured->peak_mib,
                      allocsim::LargestConvOutputMib(r.measured->model)},
-                    !r.measured->oom,
+                    !r.measured->oom && !r.transient,
                     "real"});
   }
   GPUEST_ASSIGN_OR_RETURN(const OutOfGroupFit fit, FitOutOfGroup(rows, gpu, options));
@@ -441,7 +464,9 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
   if (context.real != nullptr && context.real->serves_fit.count(s.id)) {
     absl::StrAppend(&m.made_by, "; with the real models of ", context.real->file.name,
                     " (families they cover: the upper bound from the point's errors on "
-                    "architecture families left out of the fit)");
+                    "architecture families left out of the fit; fitted on the OK rows "
+                    "but those whose peak holds a transient by the trace's evidence, "
+                    "training/calibration/transient_evidence.h)");
   }
   return m;
 }
@@ -522,10 +547,15 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
   std::map<std::string, std::map<std::string, std::vector<Scored>>> upper, point;
   std::map<std::string, std::map<std::string, int>> oom_above;
   std::map<std::string, int> oom_rows;
+  // Family -> served simulation id -> the OK rows without a transient's evidence.
+  std::map<std::string, std::map<std::string, std::vector<Scored>>> other_ok;
   std::vector<std::string> ids;
+  // The served simulations' upper bounds of the row being scored, by id.
+  std::map<std::string, double> served_upper;
   auto add = [&](const std::string& family, const std::string& id, double upper_mib,
                  std::optional<double> point_mib, const MeasuredRow& m) {
     if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    if (served.count(id)) served_upper[id] = upper_mib;
     if (m.oom) {
       oom_above[family][id] += upper_mib > report.card_mib;
       return;
@@ -568,6 +598,25 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
         }
       }
     }
+    if (!m.oom) {
+      // The rows holding a transient by the trace's evidence, apart; and the other OK
+      // rows' scores, to show what they change.
+      TransientRows& t = report.transients[r.family];
+      t.rows += r.transient.has_value();
+      for (const auto& [id, upper_mib] : served_upper) {
+        if (!r.transient) {
+          other_ok[r.family][id].push_back({upper_mib, m.peak_mib});
+          continue;
+        }
+        t.safe[id] += Safe(upper_mib, m.peak_mib);
+        if (id == "allocsim" && !Safe(upper_mib, m.peak_mib)) {
+          t.allocsim_unsafe.push_back(
+              {absl::StrCat(m.model.name(), "@", m.model.batch_size()), m.peak_mib,
+               upper_mib, *r.transient});
+        }
+      }
+    }
+    served_upper.clear();
     if (auto it = m.columns.find("fakeTensorMib"); it != m.columns.end()) {
       add(r.family, "FakeTensor", it->second, std::nullopt, m);
     }
@@ -589,6 +638,9 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
       if (!point[family][id].empty()) e.point = Score(point[family][id]);
       e.oom_above_card = oom_above[family][id];
     }
+  }
+  for (auto& [family, t] : report.transients) {
+    for (const auto& [id, rows] : other_ok[family]) t.other_rows[id] = Score(rows);
   }
   // The SPIKE rows against the requirement the served estimators give them.
   for (const RealRow& r : real.spikes) {
