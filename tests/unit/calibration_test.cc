@@ -298,10 +298,11 @@ TEST(RealModelsSection, ListsTheRowsHoldingATransientWithTheirCase) {
   t.rows = 2;
   t.safe["allocsim"] = 1;
   t.other_rows["allocsim"] = Score({{110, 100}, {90, 100}});
+  t.other_rows_point["allocsim"] = Score({{100, 100}, {95, 100}});
   t.allocsim_unsafe.push_back({"mobilevitv2_200@8", 11847, 5513, {64, 8885, 3183}});
   const std::string md = RenderRealModelsSection(report);
-  EXPECT_TRUE(
-      absl::StrContains(md, "| transformer | 2 | 1 of 2 | 0.500 / 0.500 (2 rows)"))
+  EXPECT_TRUE(absl::StrContains(
+      md, "| transformer | 2 | 1 of 2 | 0.500 / 0.500 / 2.5 % (2 rows)"))
       << md;
   EXPECT_TRUE(
       absl::StrContains(md,

@@ -71,6 +71,7 @@ struct TransientRows {
   std::map<std::string, int> safe;  // Simulation id -> rows its served bound keeps safe.
   // Simulation id -> its scores on the family's other OK rows.
   std::map<std::string, Scores> other_rows;
+  std::map<std::string, Scores> other_rows_point;  // Its point estimate's, the same.
   std::vector<Unsafe> allocsim_unsafe;
 };
 
@@ -78,7 +79,10 @@ struct RealModelsReport {
   std::string source;                               // The dataset, in words.
   std::map<std::string, SpikeRows> spikes;          // By family.
   std::map<std::string, TransientRows> transients;  // By family.
-  int crashed_rows = 0;                             // Ignored: say nothing about the job.
+  // Each scored row: family, architecture family, run, status, measured and simulated
+  // peaks, the served upper bounds, the trace's evidence of a transient (CSV, for study).
+  std::string rows_csv;
+  int crashed_rows = 0;  // Ignored: say nothing about the job.
   int models = 0, architecture_families = 0;
   double safe_quantile = 0;
   double card_mib = 0;

@@ -25,6 +25,10 @@ ABSL_FLAG(double, test_fraction, 0.3, "GPUMemNet's held-out fraction");
 ABSL_FLAG(std::string, training_rows_csv, "",
           "for studying what the simulation misses: write the training rows' simulated "
           "and measured peaks here (held-out rows are never written)");
+ABSL_FLAG(std::string, real_rows_csv, "",
+          "with --timm-rows, for studying what the estimators miss on real models: "
+          "write each real row's status, measured and simulated peaks and the served "
+          "upper bounds, as scored in the report, here");
 ABSL_FLAG(
     std::string, timm_rows, "",
     "the timm measurements described with a trace (training/data/describe_timm.py): "
@@ -79,6 +83,7 @@ int main(int argc, char** argv) {
   options.seed = absl::GetFlag(FLAGS_seed);
   options.test_fraction = absl::GetFlag(FLAGS_test_fraction);
   options.training_rows_csv = absl::GetFlag(FLAGS_training_rows_csv);
+  options.real_rows_csv = absl::GetFlag(FLAGS_real_rows_csv);
   options.timm_rows = absl::GetFlag(FLAGS_timm_rows);
   options.max_conv_output_factor = absl::GetFlag(FLAGS_max_conv_output_factor);
   if (!(options.max_conv_output_factor >= 0)) {

@@ -543,19 +543,26 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
                                "training/data/describe_timm.py)");
   report.safe_quantile = o.safe_quantile;
   report.card_mib = gpu.memory_bytes / kMiB;
+  report.rows_csv =
+      "family,architecture_family,run,status,measured_mib,allocsim_reserved_mib,"
+      "analytic_reserved_mib,allocsim_upper_mib,analytic_upper_mib,transient\n";
   std::set<std::string> models, groups;
   std::map<std::string, std::map<std::string, std::vector<Scored>>> upper, point;
   std::map<std::string, std::map<std::string, int>> oom_above;
   std::map<std::string, int> oom_rows;
   // Family -> served simulation id -> the OK rows without a transient's evidence.
-  std::map<std::string, std::map<std::string, std::vector<Scored>>> other_ok;
+  std::map<std::string, std::map<std::string, std::vector<Scored>>> other_ok,
+      other_ok_point;
   std::vector<std::string> ids;
   // The served simulations' upper bounds of the row being scored, by id.
-  std::map<std::string, double> served_upper;
+  std::map<std::string, double> served_upper, served_point;
   auto add = [&](const std::string& family, const std::string& id, double upper_mib,
                  std::optional<double> point_mib, const MeasuredRow& m) {
     if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-    if (served.count(id)) served_upper[id] = upper_mib;
+    if (served.count(id)) {
+      served_upper[id] = upper_mib;
+      if (point_mib) served_point[id] = *point_mib;
+    }
     if (m.oom) {
       oom_above[family][id] += upper_mib > report.card_mib;
       return;
@@ -606,6 +613,7 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
       for (const auto& [id, upper_mib] : served_upper) {
         if (!r.transient) {
           other_ok[r.family][id].push_back({upper_mib, m.peak_mib});
+          other_ok_point[r.family][id].push_back({served_point.at(id), m.peak_mib});
           continue;
         }
         t.safe[id] += Safe(upper_mib, m.peak_mib);
@@ -616,7 +624,14 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
         }
       }
     }
+    absl::StrAppendFormat(
+        &report.rows_csv, "%s,%s,%s@%d,%s,%.0f,%.1f,%.1f,%.1f,%.1f,%s\n", r.family,
+        r.group, m.model.name(), m.model.batch_size(), m.status, m.peak_mib,
+        r.replay.at("allocsim").peak_reserved_bytes / kMiB,
+        r.replay.at("analytic").peak_reserved_bytes / kMiB, served_upper["allocsim"],
+        served_upper["analytic"], r.transient ? "yes" : "no");
     served_upper.clear();
+    served_point.clear();
     if (auto it = m.columns.find("fakeTensorMib"); it != m.columns.end()) {
       add(r.family, "FakeTensor", it->second, std::nullopt, m);
     }
@@ -641,6 +656,9 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
   }
   for (auto& [family, t] : report.transients) {
     for (const auto& [id, rows] : other_ok[family]) t.other_rows[id] = Score(rows);
+    for (const auto& [id, rows] : other_ok_point[family]) {
+      t.other_rows_point[id] = Score(rows);
+    }
   }
   // The SPIKE rows against the requirement the served estimators give them.
   for (const RealRow& r : real.spikes) {
@@ -746,6 +764,9 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
     GPUEST_ASSIGN_OR_RETURN(const RealModelsReport report,
                             ScoreRealRows(*real, gpu, served, o));
     real_section = RenderRealModelsSection(report);
+    if (!o.real_rows_csv.empty()) {
+      GPUEST_RETURN_IF_ERROR(WriteTextFile(o.real_rows_csv, report.rows_csv));
+    }
     for (const RealModelsFamily& f : report.families) {
       for (const EstimatorScores& e : f.estimators) {
         if (calibration.count(e.id)) unseen_architectures[e.id][f.family] = e.upper;

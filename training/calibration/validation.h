@@ -50,6 +50,9 @@ struct ValidationOptions {
   double test_fraction = 0.3;
   // Non-empty: the training rows' simulated and measured peaks as CSV, for study.
   std::string training_rows_csv;
+  // Non-empty, with timm_rows: each real row as scored (status, measured and simulated
+  // peaks, the served upper bounds, the trace's evidence of a transient) as CSV.
+  std::string real_rows_csv;
   // Non-empty: the timm measurements described with a trace
   // (training/data/describe_timm.py). The report gains their leave-family-out table:
   // the served calibration and the candidate it was chosen over: the out-of-family fit
