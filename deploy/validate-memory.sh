@@ -44,6 +44,13 @@ if [[ -z "${GPUEST_TIMM_ROWS:-}" ]]; then
   PYTHONPATH="python:build/timm-src/timm" /usr/bin/python3 training/data/describe_timm.py \
     --csv "$TIMM_CSV" --out "$timm_rows"
 fi
+# The project's own clean runs on the H200 (data/h200-benchmark-off/: benchmark off,
+# uncapped) with the same traced descriptions: that GPU's own calibration, served for it
+# where it beats the A100's terms there (training/calibration/clean_runs.h).
+/usr/bin/python3 training/data/export_clean_runs.py --gpu h200 \
+  --runs data/h200-benchmark-off/cudnn_benchmark_off.jsonl \
+  --descriptions "$timm_rows" --out build/datasets/h200_clean_runs.jsonl
 build/training/calibration/gpuest-validate-memory --data-dir "$DATA" --models models \
-  --timm-rows "$timm_rows" --write-models --report docs/accuracy.md "$@"
+  --timm-rows "$timm_rows" --gpu-runs h200=build/datasets/h200_clean_runs.jsonl \
+  --write-models --report docs/accuracy.md "$@"
 echo "models/allocsim, models/analytic, models/gpu_profiles.json and docs/accuracy.md rewritten"

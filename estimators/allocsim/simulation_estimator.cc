@@ -78,6 +78,26 @@ std::vector<v1::BoundValidation> BoundValidations(const FamilyTerms& terms,
   return out;
 }
 
+// A GPU's own terms were scored on its clean runs, each by a fit that never saw the
+// run's architecture family.
+std::vector<v1::BoundValidation> GpuBoundValidations(const FamilyTerms& terms,
+                                                     const GpuTerms& gpu,
+                                                     const SimulationManifest& m) {
+  std::vector<v1::BoundValidation> out;
+  if (!terms.unseen_architectures) return out;
+  const HeldOutScores& scores = *terms.unseen_architectures;
+  v1::BoundValidation& v = out.emplace_back();
+  v.set_population(
+      absl::StrCat("clean runs (cuDNN benchmark off, uncapped) of real timm ",
+                   terms.family, "-family models on ", gpu.gpu,
+                   ", each scored by a fit that never saw its architecture family"));
+  v.set_runs(scores.rows);
+  v.set_safe_share(scores.safe);
+  v.set_safe_and_tight_share(scores.safe_and_tight);
+  v.set_target_safe_share(m.safe_quantile);
+  return out;
+}
+
 // A bound that held on fewer unseen runs than it is fitted for says so.
 void WarnWhereBelowTarget(const v1::MemoryEstimate& memory, const std::string& id,
                           std::vector<v1::Warning>& warnings) {
@@ -182,15 +202,23 @@ class SimulationEstimator final : public Estimator {
     double confidence = fallback_confidence_;
     const std::vector<v1::BoundValidation>* validations = nullptr;
     std::string calibration_name = "most conservative";
-    const auto calibrated = families_.find(family);
+    // The GPU's own terms where clean runs on it calibrated the family, else the
+    // calibrated GPU's.
+    const auto own = by_gpu_.find(input.gpu.id);
+    const bool on_own_runs = own != by_gpu_.end() && own->second.count(family) > 0;
+    const std::map<v1::ModelFamily, Family>& terms =
+        on_own_runs ? own->second : families_;
+    const auto calibrated = terms.find(family);
     // Without measurements of the family the calibration is a guess (the most
     // conservative family's terms): out of its distribution.
-    result.set_in_distribution(calibrated != families_.end());
-    if (calibrated != families_.end()) {
+    result.set_in_distribution(calibrated != terms.end());
+    if (calibrated != terms.end()) {
       calibration = calibrated->second.calibration;
       confidence = calibrated->second.confidence;
       validations = &calibrated->second.validations;
-      calibration_name = FamilyName(family);
+      calibration_name = on_own_runs ? absl::StrCat(input.gpu.id, " ", FamilyName(family),
+                                                    " (fitted on clean runs on that GPU)")
+                                     : FamilyName(family);
     } else {
       warnings.push_back(MakeWarning(
           v1::WARNING_CODE_UNCALIBRATED_FAMILY,
@@ -304,6 +332,8 @@ class SimulationEstimator final : public Estimator {
   TraceSource source_ = TraceSource::kRequest;
   int steps_ = 2;
   std::map<v1::ModelFamily, Family> families_;
+  // GPU id -> its own terms (SimulationManifest::by_gpu), for the families they cover.
+  std::map<std::string, std::map<v1::ModelFamily, Family>> by_gpu_;
   FamilyCalibration fallback_;  // The most conservative terms of all families.
   double fallback_confidence_ = 0;
 };
@@ -352,6 +382,21 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
       metrics[absl::StrCat(terms.family, "_", name, "_safe")] = (*scores)->safe;
       metrics[absl::StrCat(terms.family, "_", name, "_safe_and_tight")] =
           (*scores)->safe_and_tight;
+    }
+  }
+  for (const GpuTerms& g : m.by_gpu) {
+    for (const FamilyTerms& terms : g.families) {
+      const std::optional<v1::ModelFamily> family = FamilyFromName(terms.family);
+      if (!family) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(file, ": 'calibration.by_gpu.", g.gpu,
+                         ".families' has an unknown family '", terms.family, "'"));
+      }
+      SimulationEstimator::Family& f = e->by_gpu_[g.gpu][*family];
+      f.calibration = terms.calibration;
+      f.confidence =
+          terms.unseen_architectures ? terms.unseen_architectures->safe_and_tight : 0.5;
+      f.validations = GpuBoundValidations(terms, g, m);
     }
   }
   return std::unique_ptr<Estimator>(std::move(e));

@@ -74,6 +74,38 @@ absl::StatusOr<FamilyTerms> FamilyFromJson(Fields& f, const std::string& name) {
   return t;
 }
 
+// "families": {name: terms, ...}, at least one.
+absl::StatusOr<std::vector<FamilyTerms>> FamiliesFromJson(Fields& parent) {
+  GPUEST_ASSIGN_OR_RETURN(Fields families, parent.Object("families"));
+  std::vector<FamilyTerms> out;
+  for (const std::string& name : families.Keys()) {
+    GPUEST_ASSIGN_OR_RETURN(Fields terms, families.Object(name));
+    GPUEST_ASSIGN_OR_RETURN(FamilyTerms t, FamilyFromJson(terms, name));
+    out.push_back(std::move(t));
+  }
+  if (out.empty()) return parent.Error("families", "is empty");
+  return out;
+}
+
+Json FamiliesToJson(const std::vector<FamilyTerms>& families) {
+  Json out = Json::object();
+  for (const FamilyTerms& t : families) {
+    Json& j = out[t.family];
+    j["intercept_mib"] = t.calibration.intercept_mib;
+    j["safe_factor"] = t.calibration.safe_factor;
+    j["point_intercept_mib"] = t.calibration.point_intercept_mib;
+    j["point_factor"] = t.calibration.point_factor;
+    j["conv_output_factor"] = t.calibration.conv_output_factor;
+    ScoresToJson(t.held_out, kHeldOut, j);
+    ScoresToJson(t.unseen_architectures, kUnseenArchitectures, j);
+    j["datasets"] = Json::array();
+    for (const manifest::DatasetDigest& d : t.datasets) {
+      j["datasets"].push_back(d.ToJson<Json>());
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Json SimulationManifest::ToJson() const {
@@ -89,19 +121,14 @@ Json SimulationManifest::ToJson() const {
   c["context_mib"] = context_mib;
   c["steps"] = steps;
   c["safe_quantile"] = safe_quantile;
-  c["families"] = Json::object();
-  for (const FamilyTerms& t : families) {
-    Json& j = c["families"][t.family];
-    j["intercept_mib"] = t.calibration.intercept_mib;
-    j["safe_factor"] = t.calibration.safe_factor;
-    j["point_intercept_mib"] = t.calibration.point_intercept_mib;
-    j["point_factor"] = t.calibration.point_factor;
-    j["conv_output_factor"] = t.calibration.conv_output_factor;
-    ScoresToJson(t.held_out, kHeldOut, j);
-    ScoresToJson(t.unseen_architectures, kUnseenArchitectures, j);
-    j["datasets"] = Json::array();
-    for (const manifest::DatasetDigest& d : t.datasets) {
-      j["datasets"].push_back(d.ToJson<Json>());
+  c["families"] = FamiliesToJson(families);
+  if (!by_gpu.empty()) {
+    Json& gpus = c["by_gpu"] = Json::object();
+    for (const GpuTerms& g : by_gpu) {
+      Json& j = gpus[g.gpu];
+      j["context_mib"] = g.context_mib;
+      j["made_by"] = g.made_by;
+      j["families"] = FamiliesToJson(g.families);
     }
   }
   return m;
@@ -134,14 +161,21 @@ absl::StatusOr<SimulationManifest> SimulationManifest::FromJson(const Json& json
   GPUEST_RETURN_IF_ERROR(c.Get("steps", m.steps));
   if (m.steps < 1) return c.Error("steps", "must be at least 1");
   GPUEST_RETURN_IF_ERROR(c.Get("safe_quantile", m.safe_quantile));
-  GPUEST_ASSIGN_OR_RETURN(Fields families, c.Object("families"));
-  GPUEST_RETURN_IF_ERROR(c.Finish());
-  for (const std::string& name : families.Keys()) {
-    GPUEST_ASSIGN_OR_RETURN(Fields terms, families.Object(name));
-    GPUEST_ASSIGN_OR_RETURN(FamilyTerms t, FamilyFromJson(terms, name));
-    m.families.push_back(std::move(t));
+  GPUEST_ASSIGN_OR_RETURN(m.families, FamiliesFromJson(c));
+  if (c.Has("by_gpu")) {
+    GPUEST_ASSIGN_OR_RETURN(Fields gpus, c.Object("by_gpu"));
+    for (const std::string& id : gpus.Keys()) {
+      GPUEST_ASSIGN_OR_RETURN(Fields g, gpus.Object(id));
+      GpuTerms& t = m.by_gpu.emplace_back();
+      t.gpu = id;
+      GPUEST_RETURN_IF_ERROR(g.Get("context_mib", t.context_mib));
+      GPUEST_RETURN_IF_ERROR(g.Get("made_by", t.made_by));
+      GPUEST_ASSIGN_OR_RETURN(t.families, FamiliesFromJson(g));
+      GPUEST_RETURN_IF_ERROR(g.Finish());
+    }
+    GPUEST_RETURN_IF_ERROR(gpus.Finish());
   }
-  if (m.families.empty()) return c.Error("families", "is empty");
+  GPUEST_RETURN_IF_ERROR(c.Finish());
   return m;
 }
 

@@ -10,6 +10,7 @@
 // left out of the fit ("unseen_architecture_rows", ... the same four), each all there
 // or all absent (a calibration not yet scored). Values are checked too: trace_source,
 // steps >= 1, intercepts >= 0, safe_factor >= 1, point_factor > 0, at least one family.
+// "calibration.by_gpu" (GpuTerms) is optional; each of its GPUs has at least one family.
 #pragma once
 
 #include <optional>
@@ -45,6 +46,17 @@ struct FamilyTerms {
   std::vector<manifest::DatasetDigest> datasets;  // What it was calibrated on.
 };
 
+// A GPU's own terms, fitted on clean runs measured on it (cuDNN benchmark off,
+// uncapped: the allocator's reserved peak is the step's, with no search transient in
+// it). The server serves them for that GPU, family by family, instead of the
+// calibrated GPU's; each family's unseen_architectures scores are on those runs.
+struct GpuTerms {
+  std::string gpu;         // Its profile id.
+  double context_mib = 0;  // Its context as its profile gave it to the fit.
+  std::string made_by;     // The command and the runs that made it.
+  std::vector<FamilyTerms> families;
+};
+
 struct SimulationManifest {
   static constexpr char kEstimatorType[] = "allocsim";
 
@@ -58,6 +70,7 @@ struct SimulationManifest {
   int steps = 2;           // Training steps replayed.
   double safe_quantile = 0.95;
   std::vector<FamilyTerms> families;  // In file order.
+  std::vector<GpuTerms> by_gpu;       // Optional ("calibration.by_gpu"), by GPU id.
 
   // Keys in the file's order (ordered_json keeps it).
   nlohmann::ordered_json ToJson() const;

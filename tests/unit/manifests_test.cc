@@ -195,9 +195,28 @@ TEST(Manifests, ASimulationManifestMadeInCodeReadsBack) {
   t.calibration = {100, 1.25, 50, 0.75, 2.5};
   t.held_out = allocsim::HeldOutScores{12, 3.5, 0.917, 0.833};
   t.datasets.push_back({"rows.jsonl", "abc", ""});
+  allocsim::GpuTerms& own = m.by_gpu.emplace_back();
+  own.gpu = "other-card";
+  own.context_mib = 700;
+  own.made_by = "clean runs";
+  own.families.push_back(t);
+  own.families[0].held_out.reset();
+  own.families[0].unseen_architectures = allocsim::HeldOutScores{30, 4.5, 0.967, 0.9};
   auto back = allocsim::SimulationManifest::Parse(m.Text(), "made.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->Text(), m.Text());
+  ASSERT_EQ(back->by_gpu.size(), 1u);
+  EXPECT_EQ(back->by_gpu[0].gpu, "other-card");
+  EXPECT_EQ(back->by_gpu[0].families[0].unseen_architectures->rows, 30);
+  // A GPU's terms are read as strictly as the others.
+  auto misspelt = allocsim::SimulationManifest::Parse(
+      ReplaceOnce(m.Text(), "\"made_by\": \"clean runs\"", "\"madeby\": \"clean runs\""),
+      "misspelt.json");
+  ASSERT_FALSE(misspelt.ok());
+  EXPECT_TRUE(absl::StrContains(misspelt.status().message(),
+                                "'calibration.by_gpu.other-card.made_by' is missing"))
+      << misspelt.status();
+  m.by_gpu.clear();
   EXPECT_EQ(back->trace_source, allocsim::TraceSource::kLayers);
   EXPECT_EQ(back->families[0].calibration.safe_factor, 1.25);
   EXPECT_EQ(back->families[0].calibration.conv_output_factor, 2.5);

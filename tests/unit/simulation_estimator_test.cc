@@ -428,6 +428,45 @@ TEST(SimulationEstimator, SaysHowOftenItsBoundHeldOnUnseenRuns) {
   EXPECT_FALSE(share.ok());
 }
 
+// A GPU's own terms (calibration.by_gpu) serve that GPU's requests, family by family; a
+// family they do not cover, and every other GPU, keep the calibrated GPU's terms.
+TEST(SimulationEstimator, ServesAGpusOwnTermsForThatGpuOnly) {
+  const std::string manifest =
+      absl::StrReplaceAll(Manifest("request"),
+                          {{R"("datasets": []}}}})",
+                            R"("datasets": []}}, "by_gpu": {"own": {"context_mib": 1000.0,
+  "made_by": "this test", "families": {"mlp": {"intercept_mib": 0, "safe_factor": 1.0,
+  "point_intercept_mib": 0, "point_factor": 1.0, "unseen_architecture_rows": 40,
+  "unseen_architecture_mape": 4.0, "unseen_architecture_safe": 0.97,
+  "unseen_architecture_safe_and_tight": 0.9, "datasets": []}}}}}})"}});
+  auto e = Create(manifest);
+  ASSERT_TRUE(e.ok()) << e.status();
+  GpuProfile own = Card(40960);
+  own.id = "own";
+  const Outcome on_own = EstimateWith(**e, MlpRequest(true), own);
+  const Outcome elsewhere = EstimateWith(**e, MlpRequest(true), Card(40960));
+  ASSERT_TRUE(on_own.status.ok()) << on_own.status;
+  ASSERT_TRUE(elsewhere.status.ok()) << elsewhere.status;
+  const v1::MemoryEstimate& m = on_own.result.memory();
+  // Its terms: context + 1.0 x the simulated reserved peak, nothing more.
+  EXPECT_EQ(m.upper_bytes(), own.context_bytes + m.reserved_peak_bytes());
+  EXPECT_GT(elsewhere.result.memory().upper_bytes(), m.upper_bytes());
+  EXPECT_TRUE(
+      absl::StrContains(on_own.result.basis(), "fitted on clean runs on that GPU"))
+      << on_own.result.basis();
+  ASSERT_EQ(m.upper_validation_size(), 1);
+  EXPECT_EQ(m.upper_validation(0).runs(), 40);
+  EXPECT_TRUE(absl::StrContains(m.upper_validation(0).population(), "clean runs"));
+  EXPECT_DOUBLE_EQ(on_own.result.confidence(), 0.9);
+
+  // An unknown family among a GPU's terms is refused by name.
+  auto bad = Create(
+      absl::StrReplaceAll(manifest, {{R"("families": {"mlp": {"intercept_mib": 0)",
+                                      R"("families": {"rnn": {"intercept_mib": 0)"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "by_gpu.own")) << bad.status();
+}
+
 TEST(SimulationEstimator, RejectsABadManifestByName) {
   auto source = Create(Manifest("guess"));
   EXPECT_TRUE(absl::StrContains(source.status().message(), "trace_source"))

@@ -25,6 +25,11 @@ ABSL_FLAG(double, test_fraction, 0.3, "GPUMemNet's held-out fraction");
 ABSL_FLAG(std::string, training_rows_csv, "",
           "for studying what the simulation misses: write the training rows' simulated "
           "and measured peaks here (held-out rows are never written)");
+ABSL_FLAG(std::string, gpu_runs, "",
+          "GPU=FILE: clean runs measured on that GPU (cuDNN benchmark off, uncapped; "
+          "training/data/export_clean_runs.py) calibrate its own terms, served for it "
+          "in place of the A100's, family by family, and reported out of family "
+          "(e.g. h200=build/datasets/h200_clean_runs.jsonl)");
 ABSL_FLAG(std::string, real_rows_csv, "",
           "with --timm-rows, for studying what the estimators miss on real models: "
           "write each real row's status, measured and simulated peaks and the served "
@@ -84,6 +89,7 @@ int main(int argc, char** argv) {
   options.test_fraction = absl::GetFlag(FLAGS_test_fraction);
   options.training_rows_csv = absl::GetFlag(FLAGS_training_rows_csv);
   options.real_rows_csv = absl::GetFlag(FLAGS_real_rows_csv);
+  options.gpu_runs = absl::GetFlag(FLAGS_gpu_runs);
   options.timm_rows = absl::GetFlag(FLAGS_timm_rows);
   options.max_conv_output_factor = absl::GetFlag(FLAGS_max_conv_output_factor);
   if (!(options.max_conv_output_factor >= 0)) {

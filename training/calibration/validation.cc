@@ -26,7 +26,9 @@
 #include "estimators/gpu_profiles_manifest.h"
 #include "estimators/horus.h"
 #include "training/calibration/calibration.h"
+#include "training/calibration/clean_runs.h"
 #include "training/calibration/simulation_report.h"
+#include "training/calibration/simulations.h"
 #include "training/calibration/transient_evidence.h"
 #include "training/data/dataset.h"
 #include "training/data/measured_rows.h"
@@ -59,45 +61,12 @@ std::vector<Family> Families(const ValidationOptions& o) {
        sets + "/transformer_sample_traced.jsonl", sets + "/transformer.jsonl"}};
 }
 
-// One simulation estimator being calibrated: its directory, and how it gets a trace.
-struct SimulationModel {
-  std::string id;
-  TraceSource trace_source;
-  std::string description;
-};
-
-const std::vector<SimulationModel>& Simulations() {
-  static const auto* simulations = new std::vector<SimulationModel>{
-      {"allocsim", TraceSource::kRequest,
-       "Replays the request's allocation trace (python3 -m gpuest.describe) through a "
-       "simulation of PyTorch's CUDA caching allocator on the target GPU, plus the "
-       "GPU's context and a per-family calibration on A100 measurements"},
-      {"analytic", TraceSource::kLayers,
-       "Builds one training step's allocations from the layer sequence by per-layer "
-       "autograd rules and replays them through the caching-allocator simulation, plus "
-       "the GPU's context and a per-family calibration on A100 measurements"}};
-  return *simulations;
-}
-
 // A dataset row with what the simulation makes of it, per estimator.
 struct Row {
   const MeasuredRow* measured;
   bool held_out;
   std::map<std::string, allocsim::ReplayResult> replay;  // By estimator id.
 };
-
-// What each simulation estimator makes of a described run, by estimator id.
-absl::StatusOr<std::map<std::string, allocsim::ReplayResult>> ReplayEach(
-    const v1::ModelDescription& model, const GpuProfile& gpu, int steps) {
-  std::map<std::string, allocsim::ReplayResult> replay;
-  for (const SimulationModel& s : Simulations()) {
-    const v1::AllocationTrace trace = s.trace_source == TraceSource::kRequest
-                                          ? model.trace()
-                                          : analytic::TraceFromLayers(model);
-    GPUEST_ASSIGN_OR_RETURN(replay[s.id], allocsim::SimulatePeak(trace, gpu, {}, steps));
-  }
-  return replay;
-}
 
 // A family's traced rows in GPUMemNet's split, each replayed once per simulation.
 struct TracedFamily {
@@ -413,6 +382,7 @@ struct ManifestContext {
   const std::vector<Family>* families = nullptr;
   std::map<std::string, TracedFamily>* traced = nullptr;
   const RealRows* real = nullptr;  // The real models, when they joined the fit.
+  const CleanRunsCalibration* clean = nullptr;  // A GPU's own clean runs, if given.
 };
 
 // As served: factors to 4 decimals, held-out scores to the report's precision.
@@ -460,6 +430,15 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
       t.datasets.push_back({context.real->file.name, context.real->file.sha256,
                             "real models, left out by architecture family"});
     }
+  }
+  if (context.clean != nullptr) {
+    std::optional<allocsim::GpuTerms> own = GpuTermsOf(
+        *context.clean, s.id,
+        absl::StrCat("build/training/calibration/gpuest-validate-memory --gpu-runs ",
+                     context.clean->gpu, "=", context.clean->file,
+                     " (deploy/validate-memory.sh); out-of-family fit over the clean "
+                     "runs' architecture families"));
+    if (own) m.by_gpu.push_back(*std::move(own));
   }
   if (context.real != nullptr && context.real->serves_fit.count(s.id)) {
     absl::StrAppend(&m.made_by, "; with the real models of ", context.real->file.name,
@@ -736,6 +715,32 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
   GPUEST_ASSIGN_OR_RETURN(const Calibrations calibration,
                           CalibrateFamilies(families, traced, real.get(), gpu, o));
 
+  std::optional<CleanRunsCalibration> clean;
+  if (!o.gpu_runs.empty()) {
+    const size_t eq = o.gpu_runs.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == o.gpu_runs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--gpu-runs must be GPU=FILE (e.g. h200=runs.jsonl), not '", o.gpu_runs, "'"));
+    }
+    const std::string id = o.gpu_runs.substr(0, eq);
+    const GpuProfile* runs_gpu = engine.registry()->gpus().Find(id);
+    if (runs_gpu == nullptr) {
+      return absl::NotFoundError(absl::StrCat("--gpu-runs: ", id, " is not in ",
+                                              o.models_dir, "/gpu_profiles.json"));
+    }
+    if (!runs_gpu->constants_calibrated) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--gpu-runs: ", id,
+                       "'s context is assumed, not measured: measure it first "
+                       "(gpuest-collect calibrate), since the runs' peaks include it"));
+    }
+    FitOptions options;
+    options.safe_quantile = o.safe_quantile;
+    GPUEST_ASSIGN_OR_RETURN(
+        clean, CalibrateOnCleanRuns(o.gpu_runs.substr(eq + 1), *runs_gpu, o.steps,
+                                    options, o.max_conv_output_factor, calibration));
+  }
+
   // The estimators as they will be served, built from the manifests written below.
   const ManifestContext context{
       absl::StrFormat("GPUMemNet's train/test split: test fraction %.2f, seed %d "
@@ -745,7 +750,8 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
       &o,
       &families,
       &traced,
-      real.get()};
+      real.get(),
+      clean ? &*clean : nullptr};
   std::map<std::string, std::unique_ptr<Estimator>> served;
   for (const SimulationModel& s : Simulations()) {
     GPUEST_ASSIGN_OR_RETURN(
@@ -806,7 +812,9 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
       std::fprintf(stderr, "wrote %s/manifest.json\n", dir.c_str());
     }
   }
-  return absl::StrCat(RenderSimulationSection(section), real_section);
+  return absl::StrCat(
+      RenderSimulationSection(section), real_section,
+      clean ? RenderCleanRunsSection(*clean, kCalibratedGpu, o.safe_quantile) : "");
 }
 
 }  // namespace gpuest::calibration

@@ -53,6 +53,10 @@ struct ValidationOptions {
   // Non-empty, with timm_rows: each real row as scored (status, measured and simulated
   // peaks, the served upper bounds, the trace's evidence of a transient) as CSV.
   std::string real_rows_csv;
+  // Non-empty: "GPU=FILE", clean runs measured on that GPU (cuDNN benchmark off,
+  // uncapped; training/data/export_clean_runs.py) that calibrate its own terms
+  // (clean_runs.h), written into the manifests' by_gpu and reported.
+  std::string gpu_runs;
   // Non-empty: the timm measurements described with a trace
   // (training/data/describe_timm.py). The report gains their leave-family-out table:
   // the served calibration and the candidate it was chosen over: the out-of-family fit

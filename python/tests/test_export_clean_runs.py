@@ -1,0 +1,67 @@
+"""training/data/export_clean_runs.py, run as deploy/validate-memory.sh runs it: only
+clean runs (benchmark off, uncapped, OK) with a traced description are written, each at
+its reserved peak plus the GPU's measured context; an assumed context is refused."""
+import json
+import os
+import subprocess
+import sys
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "training", "data",
+                      "export_clean_runs.py")
+
+
+def _write(path, rows):
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+def _run(model, batch, benchmark=False, cap=None, status="OK"):
+    return {"model": model, "batch_size": batch, "cudnn_benchmark": benchmark,
+            "cap_mib": cap, "status": status, "first_reserved_mib": 1000.0,
+            "steady_reserved_mib": 1200.0}
+
+
+def _described(model, batch, trace=True):
+    d = {"name": model, "batchSize": batch, "cudnnBenchmark": True}
+    if trace:
+        d["trace"] = {"sizeBytes": [4], "allocAt": [1], "freeAt": [0],
+                      "category": ["ALLOCATION_CATEGORY_ACTIVATION"]}
+    return {"fileName": f"{model}@{batch}", "model": model, "description": d,
+            "maxMemoryMib": 5000.0, "status": "SUCCESSFUL", "measuredStatus": "OK"}
+
+
+def _export(tmp_path, constants="calibrated"):
+    _write(tmp_path / "runs.jsonl", [
+        _run("a", 8), _run("b", 8, benchmark=True), _run("c", 8, cap=900.0),
+        _run("d", 8, status="CRASHED"), _run("e", 8)])
+    _write(tmp_path / "described.jsonl", [
+        _described("a", 8), _described("a", 16), _described("b", 8), _described("c", 8),
+        _described("d", 8), _described("e", 8, trace=False)])
+    with open(tmp_path / "profiles.json", "w") as f:
+        json.dump({"gpus": [{"id": "card", "context_mib": 700, "constants": constants}]},
+                  f)
+    out = tmp_path / "clean.jsonl"
+    done = subprocess.run(
+        [sys.executable, SCRIPT, "--gpu", "card", "--runs", str(tmp_path / "runs.jsonl"),
+         "--descriptions", str(tmp_path / "described.jsonl"),
+         "--profiles", str(tmp_path / "profiles.json"), "--out", str(out)],
+        capture_output=True, text=True)
+    return done, out
+
+
+def test_only_clean_traced_runs_at_their_reserved_peak_plus_context(tmp_path):
+    done, out = _export(tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in open(out)]
+    assert [r["fileName"] for r in rows] == ["a@8"]
+    assert rows[0]["maxMemoryMib"] == 1200.0 + 700
+    assert rows[0]["description"]["cudnnBenchmark"] is False  # As the run was.
+    assert "1 clean runs on the card" in done.stderr
+    assert "1 without a traced description" in done.stderr  # e@8
+
+
+def test_an_assumed_context_is_refused(tmp_path):
+    done, _ = _export(tmp_path, constants="assumed")
+    assert done.returncode != 0
+    assert "assumed, not measured" in done.stderr

@@ -1,0 +1,89 @@
+"""The project's clean GPU runs as the exporter's JSON lines, for
+gpuest-validate-memory --gpu-runs GPU=FILE (training/calibration/clean_runs.h).
+
+    /usr/bin/python3 training/data/export_clean_runs.py --gpu h200 \
+        --runs data/h200-benchmark-off/cudnn_benchmark_off.jsonl \
+        --descriptions build/datasets/timm_traced.jsonl \
+        --out build/datasets/h200_clean_runs.jsonl
+
+A clean run is a row of training/gpu/measure_cudnn_benchmark.py with cuDNN benchmark
+mode off, no cap and status OK: its peak is the training step's, with no search
+transient in it. Each is paired with the traced description of the same model at the
+same batch (describe_timm.py's rows); a run without one is counted and left out.
+maxMemoryMib is the allocator's reserved peak (the larger of the first step's and the
+steady state's) plus the GPU's context from models/gpu_profiles.json: nvidia-smi's
+scale, as the other datasets' peaks are. (With several processes on the card at once,
+the runs' NVML columns hold the whole device, so the allocator's own peak is the
+job's.)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def gpu_context_mib(profiles_path: str, gpu: str) -> float:
+    """The GPU's measured context; refuses an assumed one (the peaks would carry it)."""
+    with open(profiles_path) as f:
+        profiles = json.load(f)
+    for g in profiles["gpus"]:
+        if g["id"] == gpu:
+            if g.get("constants") != "calibrated":
+                raise SystemExit(f"{gpu}'s context in {profiles_path} is assumed, not "
+                                 "measured: measure it first (gpuest-collect calibrate)")
+            return float(g["context_mib"])
+    raise SystemExit(f"{gpu} is not in {profiles_path}")
+
+
+def clean(run: dict) -> bool:
+    return (run.get("status") == "OK" and run.get("cudnn_benchmark") is False
+            and run.get("cap_mib") is None)
+
+
+def exported(run: dict, row: dict, context_mib: float) -> dict:
+    reserved = max(run["first_reserved_mib"], run["steady_reserved_mib"])
+    description = dict(row["description"], cudnnBenchmark=False)  # As the run was.
+    return {"fileName": row["fileName"], "model": row["model"],
+            "description": description,
+            "maxMemoryMib": round(reserved + context_mib, 3),
+            "status": "SUCCESSFUL", "measuredStatus": "OK"}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--gpu", required=True, help="the runs' GPU, its profile id (h200)")
+    p.add_argument("--runs", required=True, action="append",
+                   help="measure_cudnn_benchmark.py rows (JSON lines); repeatable")
+    p.add_argument("--descriptions", required=True,
+                   help="traced rows of the same models (describe_timm.py's JSON lines)")
+    p.add_argument("--profiles", default="models/gpu_profiles.json")
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+
+    context_mib = gpu_context_mib(args.profiles, args.gpu)
+    wanted = {}
+    for path in args.runs:
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    run = json.loads(line)
+                    if clean(run):
+                        wanted[(run["model"], int(run["batch_size"]))] = run
+    written = 0
+    with open(args.descriptions) as f, open(args.out, "w") as out:
+        for line in f:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            key = (row["model"], int(row["description"]["batchSize"]))
+            if key in wanted and row["description"].get("trace"):
+                out.write(json.dumps(exported(wanted.pop(key), row, context_mib)) + "\n")
+                written += 1
+    print(f"{written} clean runs on the {args.gpu} written to {args.out}; "
+          f"{len(wanted)} without a traced description left out", file=sys.stderr)
+    return 0 if written else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
