@@ -180,6 +180,54 @@ UpperTerms FitUpperTerms(const std::vector<GroupedRow>& rows,
   return best;
 }
 
+// The smallest margin keeping `quantile` of each dataset's rows in `use` safe, with the
+// slack and conv terms given (at least 1).
+double MarginAt(const std::vector<GroupedRow>& rows, const std::vector<double>& job_mib,
+                const std::vector<size_t>& use, double context_mib,
+                const UpperTerms& terms, double quantile) {
+  std::map<std::string, std::vector<double>> needed;
+  for (size_t i : use) {
+    if (!rows[i].measured) continue;
+    const CalibrationRow& r = rows[i].row;
+    needed[rows[i].dataset].push_back((r.measured_mib - context_mib - terms.slack_mib -
+                                       terms.conv_output_factor * r.conv_output_mib) /
+                                      job_mib[i]);
+  }
+  double margin = 1;
+  for (auto& [name, values] : needed) {
+    margin = std::max(margin, Quantile(std::move(values), quantile));
+  }
+  return margin;
+}
+
+// FitOptions::group_coverage: the smallest of kCoverageQuantiles whose margin, fitted
+// without each of `groups` in turn, keeps `target` of that group's measured rows safe
+// over all of them; 1 (the largest) if none does.
+double CoverageQuantile(const std::vector<GroupedRow>& rows,
+                        const std::vector<double>& job_mib,
+                        const std::map<std::string, std::vector<size_t>>& groups,
+                        double context_mib, const UpperTerms& terms, double target) {
+  for (double quantile : kCoverageQuantiles) {
+    int safe = 0, measured = 0;
+    for (const auto& [group, members] : groups) {
+      std::vector<size_t> others;
+      for (const auto& [other, its] : groups) {
+        if (other != group) others.insert(others.end(), its.begin(), its.end());
+      }
+      UpperTerms held_out = terms;
+      held_out.margin = MarginAt(rows, job_mib, others, context_mib, terms, quantile);
+      for (size_t i : members) {
+        if (!rows[i].measured) continue;
+        ++measured;
+        safe += Safe(held_out.Upper(context_mib, job_mib[i], rows[i].row.conv_output_mib),
+                     rows[i].row.measured_mib);
+      }
+    }
+    if (measured > 0 && safe >= target * measured) return quantile;
+  }
+  return 1;
+}
+
 }  // namespace
 
 absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
@@ -214,14 +262,27 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
     for (size_t i = 0; i < rows.size(); ++i) {
       if (rows[i].group != group) others.push_back(i);
     }
-    const UpperTerms terms = FitUpperTerms(rows, job, others, context_mib, options);
+    UpperTerms terms = FitUpperTerms(rows, job, others, context_mib, options);
+    if (options.group_coverage > 0) {
+      std::map<std::string, std::vector<size_t>> other_groups = groups;
+      other_groups.erase(group);
+      const double quantile = CoverageQuantile(rows, job, other_groups, context_mib,
+                                               terms, options.group_coverage);
+      terms.margin = MarginAt(rows, job, others, context_mib, terms, quantile);
+    }
     for (size_t i : members) {
       fit.upper_mib[i] = terms.Upper(context_mib, job[i], rows[i].row.conv_output_mib);
     }
   }
   std::vector<size_t> every(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) every[i] = i;
-  const UpperTerms upper = FitUpperTerms(rows, job, every, context_mib, options);
+  UpperTerms upper = FitUpperTerms(rows, job, every, context_mib, options);
+  fit.margin_quantile = options.safe_quantile;
+  if (options.group_coverage > 0) {
+    fit.margin_quantile =
+        CoverageQuantile(rows, job, groups, context_mib, upper, options.group_coverage);
+    upper.margin = MarginAt(rows, job, every, context_mib, upper, fit.margin_quantile);
+  }
   fit.margin = upper.margin;
   fit.slack_mib = upper.slack_mib;
   fit.conv_output_factor = upper.conv_output_factor;

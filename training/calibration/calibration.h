@@ -61,7 +61,19 @@ struct FitOptions {
   // the factors tried, 0, step, ... up to max; max 0 leaves the term out.
   double conv_factor_step = 0.5;
   double max_conv_factor = 0;
+  // FitOutOfGroup only. 0: the upper bound's margin keeps safe_quantile of each
+  // dataset's rows safe. Above 0: the margin's quantile is chosen per left-out group by
+  // leave-one-group-out over the other groups alone: the smallest of
+  // kCoverageQuantiles whose out-of-group safe share reaches this target. A margin fitted
+  // to keep 95 % of the rows safe in sample keeps fewer safe on groups it never saw
+  // (errors cluster by architecture family); this chooses it on groups it did not see,
+  // and never on the group scored.
+  double group_coverage = 0;
 };
+
+// The margin quantiles FitOptions::group_coverage chooses among.
+inline constexpr double kCoverageQuantiles[] = {0.9,  0.925, 0.95, 0.96,
+                                                0.97, 0.98,  0.99, 1.0};
 
 // A family's calibration on gpu (its context already calibrated). For each intercept b
 // of the grid, the factor each row needs for context + b + k x simulated to reach its
@@ -109,6 +121,8 @@ struct OutOfGroupFit {
   double slack_mib = 0;
   double margin = 1;
   double conv_output_factor = 0;
+  // The margin's quantile: FitOptions::safe_quantile, or the one group_coverage chose.
+  double margin_quantile = 0;
   // Per row, in input order: its point and upper bound from fits that never saw its
   // group (the upper's terms from the other groups' errors only): what the report
   // scores.

@@ -49,6 +49,9 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
   for (const auto& [family, members] : runs) {
     FitOptions family_options = options;
     family_options.max_conv_factor = family == "cnn" ? cnn_max_conv_factor : 0;
+    // The margin's quantile chosen on architecture families left out (calibration.h):
+    // the served terms are for families these runs never saw.
+    family_options.group_coverage = options.safe_quantile;
     std::set<std::string> groups;
     for (const data::MeasuredRow* m : members) {
       groups.insert(ArchitectureFamily(m->model.name()));
@@ -89,6 +92,7 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
       f.runs = static_cast<int>(members.size());
       f.architecture_families = static_cast<int>(groups.size());
       f.calibration = fit->calibration;
+      f.margin_quantile = fit->margin_quantile;
       f.upper = Score(upper);
       f.point = Score(point);
       f.calibrated_upper = Score(their_upper);
@@ -142,15 +146,19 @@ std::string RenderCleanRunsSection(const CleanRunsCalibration& c,
       "(`data/h200-benchmark-off/`), so each peak is the step's, with no search "
       "transient: what the requirement stands for. The peak is the allocator's "
       "reserved peak plus the %s's context (%.0f MiB). `own fit`: the out-of-family "
-      "fit (above) over these runs, each run scored by the fit that never saw its "
+      "fit (above) over these runs, its margin's quantile the smallest that keeps "
+      "%.0f %% of the runs safe over architecture families left out one at a time "
+      "(chosen again without each family scored, which never sees it: "
+      "calibration.h, group_coverage); each run scored by the fit that never saw its "
       "architecture family; `%s's terms`: the terms above, which saw none of these "
       "runs. The own fit is served for the %s, in place of "
       "those, where it keeps %.0f %% of the runs safe and more of them safe and tight, "
       "or where those keep fewer than %.0f %% safe.\n\n"
       "| family | estimator | runs | architecture families | MAPE | safe | safe and "
-      "tight | point MAPE | served |\n|---|---|---|---|---|---|---|---|---|\n",
-      c.gpu, c.file, c.gpu, c.gpu, c.context_mib, calibrated_gpu, c.gpu,
-      100 * safe_quantile, 100 * safe_quantile);
+      "tight | point MAPE | margin quantile | served |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n",
+      c.gpu, c.file, c.gpu, c.gpu, c.context_mib, 100 * safe_quantile, calibrated_gpu,
+      c.gpu, 100 * safe_quantile, 100 * safe_quantile);
   for (const auto& [id, families] : c.by_simulation) {
     for (const CleanRunsFamily& f : families) {
       for (const bool own : {true, false}) {
@@ -158,10 +166,12 @@ std::string RenderCleanRunsSection(const CleanRunsCalibration& c,
         const Scores& upper = own ? f.upper : f.calibrated_upper;
         const Scores& point = own ? f.point : f.calibrated_point;
         absl::StrAppendFormat(
-            &md, "| %s | %s (%s) | %d | %d | %.1f %% | %.3f | %.3f | %.1f %% | %s |\n",
+            &md,
+            "| %s | %s (%s) | %d | %d | %.1f %% | %.3f | %.3f | %.1f %% | %s | %s |\n",
             f.family, id, own ? "own fit" : absl::StrCat(calibrated_gpu, "'s terms"),
             f.runs, f.architecture_families, upper.mape, upper.safe, upper.safe_and_tight,
-            point.mape, own == f.served ? "yes" : "no");
+            point.mape, own ? absl::StrFormat("%.3f", f.margin_quantile) : "-",
+            own == f.served ? "yes" : "no");
       }
     }
   }

@@ -5,8 +5,9 @@
 // transient in it: the requirement (data/h200-benchmark-off/). The runs come as the
 // exporter's JSON lines (training/data/export_clean_runs.py: peak = reserved peak + the
 // GPU's context). Per model family, calibration.h's out-of-family fit over the runs
-// grouped by architecture family gives the terms served for that GPU, and each run's
-// bound from fits that never saw its family, which the report scores.
+// grouped by architecture family, its margin's quantile chosen for coverage of
+// families left out (FitOptions::group_coverage), gives the terms served for that GPU,
+// and each run's bound from fits that never saw its family, which the report scores.
 #pragma once
 
 #include <map>
@@ -26,6 +27,7 @@ struct CleanRunsFamily {
   int runs = 0;
   int architecture_families = 0;
   allocsim::FamilyCalibration calibration;  // Fitted on every run.
+  double margin_quantile = 0;               // The upper bound's, as chosen.
   Scores upper;                             // Each run by a fit without its family.
   Scores point;
   // The calibrated GPU's terms (fitted on none of these runs) on the same runs.
