@@ -378,11 +378,12 @@ std::string JsonOf(const v1::ModelDescription& m) {
 
 // Six architecture families, four runs each; each peak is the context plus 1.1 x the
 // simulated reserved peak: the clean relation an own fit should find.
-std::string RunsFile() {
+std::string RunsFile(const std::vector<std::string>& families = {"aa", "bb", "cc", "dd",
+                                                                 "ee", "ff"}) {
   const std::string path =
       (std::filesystem::temp_directory_path() / "gpuest_clean_runs.jsonl").string();
   std::ofstream out(path);
-  for (const char* family : {"aa", "bb", "cc", "dd", "ee", "ff"}) {
+  for (const std::string& family : families) {
     for (int size : {100, 200, 400, 800}) {
       const v1::ModelDescription m = Cnn(absl::StrCat(family, size), size);
       const auto replay = ReplayEach(m, Card(), 2);
@@ -444,7 +445,14 @@ TEST(CleanRuns, RefusesAFileWithoutRuns) {
   std::ofstream(path) << "";
   auto c = CalibrateOnCleanRuns(path, Card(), 2, FitOptions{}, 0, Elsewhere(4.0));
   ASSERT_FALSE(c.ok());
-  EXPECT_TRUE(absl::StrContains(c.status().message(), "no completed run")) << c.status();
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "no completed, traced runs"))
+      << c.status();
+  // Runs of one architecture family leave nothing out: refused the same way.
+  auto one =
+      CalibrateOnCleanRuns(RunsFile({"aa"}), Card(), 2, FitOptions{}, 0, Elsewhere(4.0));
+  ASSERT_FALSE(one.ok());
+  EXPECT_TRUE(absl::StrContains(one.status().message(), "two or more architecture"))
+      << one.status();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "training/calibration/clean_runs.h"
 
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -35,7 +36,7 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
   out.context_mib = static_cast<double>(gpu.context_bytes) / kMiB;
   out.file = file.name;
   out.sha256 = file.sha256;
-  // Family -> (its runs, grouped by architecture family; what each simulation made).
+  // Family -> its runs; and what each simulation makes of each run.
   std::map<std::string, std::vector<const data::MeasuredRow*>> runs;
   std::map<const data::MeasuredRow*, std::map<std::string, allocsim::ReplayResult>>
       replays;
@@ -55,6 +56,13 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
     std::set<std::string> groups;
     for (const data::MeasuredRow* m : members) {
       groups.insert(ArchitectureFamily(m->model.name()));
+    }
+    if (groups.size() < 2) {  // Nothing to leave out: the family keeps its terms.
+      std::fprintf(stderr,
+                   "%s: the %s runs on %s are of one architecture family; it is not "
+                   "calibrated on them\n",
+                   runs_file.c_str(), family.c_str(), gpu.id.c_str());
+      continue;
     }
     for (const SimulationModel& s : Simulations()) {
       std::vector<GroupedRow> rows;
@@ -108,7 +116,9 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
   }
   if (out.by_simulation.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(runs_file, ": no completed run with a trace to calibrate on"));
+        absl::StrCat(runs_file,
+                     ": no completed, traced runs of two or more architecture families "
+                     "of one model family to calibrate on"));
   }
   return out;
 }

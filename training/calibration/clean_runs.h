@@ -50,7 +50,8 @@ struct CleanRunsCalibration {
 using CalibratedTerms =
     std::map<std::string, std::map<std::string, allocsim::FamilyCalibration>>;
 
-// InvalidArgument for a file without two architecture families of one model family.
+// A model family whose runs are all of one architecture family is left out (said on
+// stderr); InvalidArgument when no model family is left to calibrate.
 // cnn_max_conv_factor: the CNN bound's cuDNN workspace term, as for the real models.
 absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
     const std::string& runs_file, const GpuProfile& gpu, int steps, FitOptions options,
