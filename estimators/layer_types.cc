@@ -37,7 +37,8 @@ constexpr std::pair<const char*, SavedForBackward> kSaves[] = {
     {"input_and_stats", SavedForBackward::kInputAndStats},
     {"mask", SavedForBackward::kMask},
     {"input_and_indices", SavedForBackward::kInputAndIndices},
-    {"fused_attention", SavedForBackward::kFusedAttention}};
+    {"fused_attention", SavedForBackward::kFusedAttention},
+    {"input_and_evo_norm", SavedForBackward::kInputAndEvoNorm}};
 
 template <typename T, size_t N>
 std::optional<T> Lookup(const std::pair<const char*, T> (&table)[N],

@@ -44,6 +44,7 @@ enum class SavedForBackward {
   kMask,             // A one-byte mask of the output's size (dropout).
   kInputAndIndices,  // Input and int64 indices of the output's size (max pooling).
   kFusedAttention,   // As CUDA's fused attention kernels do.
+  kInputAndEvoNorm,  // Input and four output-sized tensors (EvoNorm2dS0, S0a).
 };
 
 struct LayerTypeInfo {

@@ -14,6 +14,11 @@ namespace {
 // beside the layer's input, and no L x L weights.
 constexpr int kFusedAttentionSaved = 5;
 
+// EvoNorm2dS0 / S0a (timm layers/evo_norm.py), x * (x * v).sigmoid() / group_std(x)
+// then the affine, keeps four tensors of the output's size for backward: the sigmoid,
+// the product, group_std's expand().reshape() copy and the quotient.
+constexpr int kEvoNormSaved = 4;
+
 using Saves = SavedForBackward;
 
 int BytesPerElement(v1::DType dtype) {
@@ -109,12 +114,19 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
               b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
         }
         break;
+      case Saves::kInputAndEvoNorm:
+        for (int k = 0; k < kEvoNormSaved; ++k) {
+          saved[i].push_back(
+              b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        }
+        break;
       default:
         break;
     }
     const bool saves_input = saves == Saves::kInput || saves == Saves::kInputAndStats ||
                              saves == Saves::kInputAndIndices ||
-                             saves == Saves::kFusedAttention;
+                             saves == Saves::kFusedAttention ||
+                             saves == Saves::kInputAndEvoNorm;
     if (saves_input && previous != batch_input) saved[i].push_back(previous);
     if (!saves_input && !previous_kept) b.Free(previous);
     previous = output;

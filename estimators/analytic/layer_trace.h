@@ -11,8 +11,9 @@
 //   its input and int64 indices; adaptive average pooling, flatten and identity keep
 //   nothing; attention runs as CUDA's fused kernels do (scaled_dot_product_attention,
 //   flash / memory-efficient) and saves its input, q, k, v, its output and the output
-//   projection's input, never the L x L weights. A layer's output lives until the last
-//   layer that needs it is done with it.
+//   projection's input, never the L x L weights; EvoNorm2dS0 / S0a save their input
+//   and four tensors of their output's size made inside them. A layer's output lives
+//   until the last layer that needs it is done with it.
 // - Backward, in reverse: the gradient of each layer's output, a temporary of its input
 //   size, and each parameter's gradient on first use (kept).
 // - The optimizer step creates its state (Adam/AdamW two buffers, SGD with momentum

@@ -70,6 +70,28 @@ TEST(LayerTrace, AttentionSavesWhatTheFusedKernelsSave) {
   EXPECT_EQ(saved.at(v1::ALLOCATION_CATEGORY_ACTIVATION), 2 * tensor + 5 * tensor);
 }
 
+TEST(LayerTrace, EvoNormKeepsWhatItMakesInside) {
+  // Conv2d then a norm of 16 x 32 x 32 at batch 2. GroupNorm makes its output;
+  // EvoNorm2dS0a (regnetz_*_evos) also keeps the sigmoid, the product, group_std's
+  // full-size copy and the quotient for backward: four tensors more. Without them the
+  // layer rule put regnetz_d8_evos at batch 64 at a third of its traced step (12,862
+  // against 38,832 MiB simulated, issue 22).
+  auto activations = [](const char* norm) {
+    v1::ModelDescription m;
+    m.set_batch_size(2);
+    m.add_input_shape(3);
+    m.add_input_shape(32);
+    m.add_input_shape(32);
+    AddLayer(m, "Conv2d", 16 * 32 * 32, 448);
+    AddLayer(m, norm, 16 * 32 * 32, 48);
+    return BytesByCategory(TraceFromLayers(m), false)
+        .at(v1::ALLOCATION_CATEGORY_ACTIVATION);
+  };
+  const uint64_t tensor = 2u * 16 * 32 * 32 * 4;
+  EXPECT_EQ(activations("EvoNorm2dS0a"), activations("GroupNorm") + 4 * tensor);
+  EXPECT_EQ(activations("EvoNorm2dS0"), activations("EvoNorm2dS0a"));
+}
+
 TEST(LayerTrace, OptimizerDecidesTheState) {
   const auto sgd =
       BytesByCategory(TraceFromLayers(SmallMlp(4, v1::OPTIMIZER_SGD)), false);
