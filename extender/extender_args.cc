@@ -333,8 +333,14 @@ absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body) {
           check.Check(args.nodes[i].json, absl::StrCat("Nodes.items[", i, "]"));
       if (!valid.ok()) return valid;
     }
-    // The NodeList around its items, as the reply echoes it.
+    // The NodeList around its items, as the reply echoes it. On malformed JSON the
+    // on-demand parser's raw span of the list can end before its items (a fuzzer found
+    // one): that is a malformed body, never an out-of-range copy.
     const std::string_view list = args.node_list_json;
+    if (args.items_json.data() < list.data() ||
+        args.items_json.data() + args.items_json.size() > list.data() + list.size()) {
+      return absl::InvalidArgumentError("ExtenderArgs.Nodes: not valid JSON");
+    }
     const size_t at = static_cast<size_t>(args.items_json.data() - list.data());
     std::string around = PaddedCopy(list.substr(0, at));
     around += "[]";
