@@ -57,44 +57,48 @@ std::optional<v1::MemoryTransient> CudnnBenchmarkTransient(
   return t;
 }
 
-// The family's scores on runs its calibration never saw, as the response carries them.
+// Scores on one population of runs the calibration never saw, as the response carries
+// them; nothing where there are none.
+void AddBoundValidation(const std::optional<HeldOutScores>& scores,
+                        std::string population, double target_safe_share,
+                        std::vector<v1::BoundValidation>& out) {
+  if (!scores) return;
+  v1::BoundValidation& v = out.emplace_back();
+  v.set_population(std::move(population));
+  v.set_runs(scores->rows);
+  v.set_safe_share(scores->safe);
+  v.set_safe_and_tight_share(scores->safe_and_tight);
+  v.set_target_safe_share(target_safe_share);
+}
+
+// The family's scores on runs its calibration never saw.
 std::vector<v1::BoundValidation> BoundValidations(const FamilyTerms& terms,
                                                   const SimulationManifest& m) {
   std::vector<v1::BoundValidation> out;
-  auto add = [&](const std::optional<HeldOutScores>& scores, std::string population) {
-    if (!scores) return;
-    v1::BoundValidation& v = out.emplace_back();
-    v.set_population(std::move(population));
-    v.set_runs(scores->rows);
-    v.set_safe_share(scores->safe);
-    v.set_safe_and_tight_share(scores->safe_and_tight);
-    v.set_target_safe_share(m.safe_quantile);
-  };
-  add(terms.held_out, absl::StrCat("GPUMemNet held-out ", terms.family, " runs on ",
-                                   m.gpu, " (synthetic models no fit saw)"));
-  add(terms.unseen_architectures,
+  AddBoundValidation(terms.held_out,
+                     absl::StrCat("GPUMemNet held-out ", terms.family, " runs on ", m.gpu,
+                                  " (synthetic models no fit saw)"),
+                     m.safe_quantile, out);
+  AddBoundValidation(
+      terms.unseen_architectures,
       absl::StrCat("real timm ", terms.family, "-family runs on ", m.gpu,
-                   ", each scored by a fit that never saw its architecture family"));
+                   ", each scored by a fit that never saw its architecture family"),
+      m.safe_quantile, out);
   return out;
 }
 
-// A GPU's own terms were scored on its clean runs, each by a fit that never saw the
-// run's architecture family.
+// A GPU's own terms, scored on its clean runs, each by a fit that never saw the run's
+// architecture family.
 std::vector<v1::BoundValidation> GpuBoundValidations(const FamilyTerms& terms,
                                                      const GpuTerms& gpu,
                                                      const SimulationManifest& m) {
   std::vector<v1::BoundValidation> out;
-  if (!terms.unseen_architectures) return out;
-  const HeldOutScores& scores = *terms.unseen_architectures;
-  v1::BoundValidation& v = out.emplace_back();
-  v.set_population(
+  AddBoundValidation(
+      terms.unseen_architectures,
       absl::StrCat("clean runs (cuDNN benchmark off, uncapped) of real timm ",
                    terms.family, "-family models on ", gpu.gpu,
-                   ", each scored by a fit that never saw its architecture family"));
-  v.set_runs(scores.rows);
-  v.set_safe_share(scores.safe);
-  v.set_safe_and_tight_share(scores.safe_and_tight);
-  v.set_target_safe_share(m.safe_quantile);
+                   ", each scored by a fit that never saw its architecture family"),
+      m.safe_quantile, out);
   return out;
 }
 
