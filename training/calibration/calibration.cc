@@ -51,6 +51,28 @@ Scores Score(const std::vector<Scored>& rows) {
   return s;
 }
 
+namespace {
+
+// x to `decimals` places, as round(x * 10^decimals) / 10^decimals: the decimal a
+// reader expects, printed without a trailing ...0000002.
+double Round(double x, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(x * scale) / scale;
+}
+
+}  // namespace
+
+allocsim::FamilyCalibration AsRecorded(allocsim::FamilyCalibration c) {
+  c.safe_factor = Round(c.safe_factor, 4);
+  c.point_factor = Round(c.point_factor, 4);
+  return c;
+}
+
+allocsim::HeldOutScores AsRecorded(const Scores& s) {
+  return allocsim::HeldOutScores{s.n, Round(s.mape, 1), Round(s.safe, 3),
+                                 Round(s.safe_and_tight, 3)};
+}
+
 absl::StatusOr<allocsim::FamilyCalibration> FitFamilyCalibration(
     const std::vector<CalibrationRow>& rows, const GpuProfile& gpu,
     const FitOptions& options) {
@@ -134,32 +156,51 @@ struct UpperTerms {
   }
 };
 
-UpperTerms FitUpperTerms(const std::vector<GroupedRow>& rows,
-                         const std::vector<double>& job_mib,
-                         const std::vector<size_t>& use, double context_mib,
-                         const FitOptions& options) {
+// The measured rows of `use`, by dataset.
+std::map<std::string, std::vector<size_t>> MeasuredByDataset(
+    const std::vector<GroupedRow>& rows, const std::vector<size_t>& use) {
   std::map<std::string, std::vector<size_t>> datasets;
   for (size_t i : use) {
     if (rows[i].measured) datasets[rows[i].dataset].push_back(i);
   }
+  return datasets;
+}
+
+// The smallest margin (at least 1) keeping `quantile` of each dataset's rows safe, with
+// the slack and conv terms given.
+double MarginAt(const std::vector<GroupedRow>& rows, const std::vector<double>& job_mib,
+                const std::map<std::string, std::vector<size_t>>& datasets,
+                double context_mib, const UpperTerms& terms, double quantile) {
+  double margin = 1;
+  std::vector<double> needed;
+  for (const auto& [name, members] : datasets) {
+    needed.clear();
+    for (size_t i : members) {
+      const CalibrationRow& r = rows[i].row;
+      needed.push_back((r.measured_mib - context_mib - terms.slack_mib -
+                        terms.conv_output_factor * r.conv_output_mib) /
+                       job_mib[i]);
+    }
+    margin = std::max(margin, Quantile(needed, quantile));
+  }
+  return margin;
+}
+
+UpperTerms FitUpperTerms(const std::vector<GroupedRow>& rows,
+                         const std::vector<double>& job_mib,
+                         const std::vector<size_t>& use, double context_mib,
+                         const FitOptions& options) {
+  const std::map<std::string, std::vector<size_t>> datasets =
+      MeasuredByDataset(rows, use);
   UpperTerms best;
   double best_tight = -1;
-  std::vector<double> needed;
   for (double slack = 0; slack <= options.max_intercept_mib;
        slack += options.intercept_step_mib) {
     for (double conv = 0; conv <= options.max_conv_factor;
          conv += options.conv_factor_step) {
       UpperTerms terms{slack, 1, conv};
-      for (const auto& [name, members] : datasets) {
-        needed.clear();
-        for (size_t i : members) {
-          const CalibrationRow& r = rows[i].row;
-          needed.push_back(
-              (r.measured_mib - context_mib - slack - conv * r.conv_output_mib) /
-              job_mib[i]);
-        }
-        terms.margin = std::max(terms.margin, Quantile(needed, options.safe_quantile));
-      }
+      terms.margin =
+          MarginAt(rows, job_mib, datasets, context_mib, terms, options.safe_quantile);
       double tight = 0;
       for (const auto& [name, members] : datasets) {
         int n = 0;
@@ -180,26 +221,6 @@ UpperTerms FitUpperTerms(const std::vector<GroupedRow>& rows,
   return best;
 }
 
-// The smallest margin keeping `quantile` of each dataset's rows in `use` safe, with the
-// slack and conv terms given (at least 1).
-double MarginAt(const std::vector<GroupedRow>& rows, const std::vector<double>& job_mib,
-                const std::vector<size_t>& use, double context_mib,
-                const UpperTerms& terms, double quantile) {
-  std::map<std::string, std::vector<double>> needed;
-  for (size_t i : use) {
-    if (!rows[i].measured) continue;
-    const CalibrationRow& r = rows[i].row;
-    needed[rows[i].dataset].push_back((r.measured_mib - context_mib - terms.slack_mib -
-                                       terms.conv_output_factor * r.conv_output_mib) /
-                                      job_mib[i]);
-  }
-  double margin = 1;
-  for (auto& [name, values] : needed) {
-    margin = std::max(margin, Quantile(std::move(values), quantile));
-  }
-  return margin;
-}
-
 // FitOptions::group_coverage: the smallest of kCoverageQuantiles whose margin, fitted
 // without each of `groups` in turn, keeps `target` of that group's measured rows safe
 // over all of them; 1 (the largest) if none does.
@@ -207,15 +228,21 @@ double CoverageQuantile(const std::vector<GroupedRow>& rows,
                         const std::vector<double>& job_mib,
                         const std::map<std::string, std::vector<size_t>>& groups,
                         double context_mib, const UpperTerms& terms, double target) {
+  // Per group, the other groups' measured rows by dataset: what its margin comes from.
+  std::map<std::string, std::map<std::string, std::vector<size_t>>> others_of;
+  for (const auto& [group, members] : groups) {
+    std::vector<size_t> others;
+    for (const auto& [other, its] : groups) {
+      if (other != group) others.insert(others.end(), its.begin(), its.end());
+    }
+    others_of[group] = MeasuredByDataset(rows, others);
+  }
   for (double quantile : kCoverageQuantiles) {
     int safe = 0, measured = 0;
     for (const auto& [group, members] : groups) {
-      std::vector<size_t> others;
-      for (const auto& [other, its] : groups) {
-        if (other != group) others.insert(others.end(), its.begin(), its.end());
-      }
       UpperTerms held_out = terms;
-      held_out.margin = MarginAt(rows, job_mib, others, context_mib, terms, quantile);
+      held_out.margin =
+          MarginAt(rows, job_mib, others_of.at(group), context_mib, terms, quantile);
       for (size_t i : members) {
         if (!rows[i].measured) continue;
         ++measured;
@@ -268,7 +295,8 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
       other_groups.erase(group);
       const double quantile = CoverageQuantile(rows, job, other_groups, context_mib,
                                                terms, options.group_coverage);
-      terms.margin = MarginAt(rows, job, others, context_mib, terms, quantile);
+      terms.margin = MarginAt(rows, job, MeasuredByDataset(rows, others), context_mib,
+                              terms, quantile);
     }
     for (size_t i : members) {
       fit.upper_mib[i] = terms.Upper(context_mib, job[i], rows[i].row.conv_output_mib);
@@ -281,7 +309,8 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
   if (options.group_coverage > 0) {
     fit.margin_quantile =
         CoverageQuantile(rows, job, groups, context_mib, upper, options.group_coverage);
-    upper.margin = MarginAt(rows, job, every, context_mib, upper, fit.margin_quantile);
+    upper.margin = MarginAt(rows, job, MeasuredByDataset(rows, every), context_mib, upper,
+                            fit.margin_quantile);
   }
   fit.margin = upper.margin;
   fit.slack_mib = upper.slack_mib;

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "estimators/allocsim/memory_model.h"
+#include "estimators/allocsim/simulation_manifest.h"
 #include "estimators/allocsim/trace_replay.h"
 #include "estimators/gpu_profiles.h"
 #include "gpuest/v1/model.pb.h"
@@ -41,6 +42,11 @@ struct Scores {
 
 // All zero for no rows.
 Scores Score(const std::vector<Scored>& rows);
+
+// As a simulation manifest records them: factors to 4 decimals; scores to the report's
+// precision (MAPE to 0.1 %, shares to 0.001).
+allocsim::FamilyCalibration AsRecorded(allocsim::FamilyCalibration c);
+allocsim::HeldOutScores AsRecorded(const Scores& s);
 
 // A training row of the calibration: what the simulation made of the run, and the
 // peak it measured (a run that did not crash out of memory, peak > 0).

@@ -1,6 +1,5 @@
 #include "training/calibration/clean_runs.h"
 
-#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -18,11 +17,6 @@ namespace gpuest::calibration {
 namespace {
 
 constexpr double kMiB = gpuest::kMiB;
-
-double Round(double x, int decimals) {
-  const double scale = std::pow(10.0, decimals);
-  return std::round(x * scale) / scale;
-}
 
 }  // namespace
 
@@ -134,12 +128,8 @@ std::optional<allocsim::GpuTerms> GpuTermsOf(const CleanRunsCalibration& c,
     if (!f.served) continue;
     allocsim::FamilyTerms& t = g.families.emplace_back();
     t.family = f.family;
-    t.calibration = f.calibration;
-    t.calibration.safe_factor = Round(t.calibration.safe_factor, 4);
-    t.calibration.point_factor = Round(t.calibration.point_factor, 4);
-    t.unseen_architectures =
-        allocsim::HeldOutScores{f.runs, Round(f.upper.mape, 1), Round(f.upper.safe, 3),
-                                Round(f.upper.safe_and_tight, 3)};
+    t.calibration = AsRecorded(f.calibration);
+    t.unseen_architectures = AsRecorded(f.upper);
     t.datasets.push_back(
         {c.file, c.sha256, "clean runs, left out by architecture family"});
   }

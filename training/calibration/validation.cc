@@ -1,7 +1,6 @@
 #include "training/calibration/validation.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -384,13 +383,6 @@ absl::StatusOr<Calibrations> CalibrateFamilies(
   return calibration;
 }
 
-// x to `decimals` places, as round(x * 10^decimals) / 10^decimals: the decimal a
-// reader expects, printed without a trailing ...0000002.
-double Round(double x, int decimals) {
-  const double scale = std::pow(10.0, decimals);
-  return std::round(x * scale) / scale;
-}
-
 // Everything a simulation manifest says but the calibration itself.
 struct ManifestContext {
   std::string split;
@@ -425,19 +417,13 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
   for (const Family& f : *context.families) {
     allocsim::FamilyTerms& t = m.families.emplace_back();
     t.family = f.name;
-    t.calibration = calibration.at(f.name);
-    t.calibration.safe_factor = Round(t.calibration.safe_factor, 4);
-    t.calibration.point_factor = Round(t.calibration.point_factor, 4);
-    auto rounded = [](const Scores& h) {
-      return allocsim::HeldOutScores{h.n, Round(h.mape, 1), Round(h.safe, 3),
-                                     Round(h.safe_and_tight, 3)};
-    };
+    t.calibration = AsRecorded(calibration.at(f.name));
     if (auto it = held_out.find(f.name); it != held_out.end() && it->second.n > 0) {
-      t.held_out = rounded(it->second);
+      t.held_out = AsRecorded(it->second);
     }
     if (auto it = unseen_architectures.find(f.name);
         it != unseen_architectures.end() && it->second.n > 0) {
-      t.unseen_architectures = rounded(it->second);
+      t.unseen_architectures = AsRecorded(it->second);
     }
     const bool serves_real_fit = context.real != nullptr &&
                                  context.real->serves_fit.count(s.id) &&
