@@ -10,6 +10,7 @@
 #include "common/units.h"
 #include "estimators/allocsim/memory_model.h"
 #include "estimators/features.h"
+#include "training/calibration/fit_choice.h"
 #include "training/calibration/simulations.h"
 #include "training/data/measured_rows.h"
 
@@ -101,11 +102,12 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
       f.calibrated_point = Score(their_point);
       // Without terms of its own elsewhere the family would get the most conservative
       // family's: the own fit serves if it is safe enough.
-      f.served = theirs == nullptr
-                     ? f.upper.safe >= options.safe_quantile
-                     : f.calibrated_upper.safe < options.safe_quantile ||
-                           (f.upper.safe >= options.safe_quantile &&
-                            f.upper.safe_and_tight > f.calibrated_upper.safe_and_tight);
+      f.served =
+          theirs == nullptr
+              ? f.upper.safe >= options.safe_quantile
+              : CandidateServes(
+                    {f.calibrated_upper.safe, f.calibrated_upper.safe_and_tight, 0},
+                    {f.upper.safe, f.upper.safe_and_tight, 0}, options.safe_quantile);
     }
   }
   if (out.by_simulation.empty()) {

@@ -26,6 +26,7 @@
 #include "estimators/horus.h"
 #include "training/calibration/calibration.h"
 #include "training/calibration/clean_runs.h"
+#include "training/calibration/fit_choice.h"
 #include "training/calibration/simulation_report.h"
 #include "training/calibration/simulations.h"
 #include "training/calibration/transient_evidence.h"
@@ -138,50 +139,19 @@ struct RealRows {
   int crashed = 0;  // Status CRASHED: died for another reason; says nothing, ignored.
 };
 
-// The shares of a family's measured real rows an upper bound keeps safe, and safe and
-// tight; and how many of its out-of-memory rows it puts above the card.
-struct Shares {
-  double safe = 1, safe_and_tight = 1;
-  int oom_above_card = 0;
-};
-
-template <typename UpperMib>
-Shares SharesOf(const RealRows& real, const std::vector<size_t>& members,
-                const GpuProfile& gpu, UpperMib upper_mib) {
-  int n = 0, safe = 0, tight = 0;
-  Shares shares;
+// The runs of a family's real rows as estimator id's fits see them, in members' order.
+std::vector<RealRun> RealRunsOf(const RealRows& real, const std::vector<size_t>& members,
+                                const std::string& id) {
+  std::vector<RealRun> runs;
   for (size_t i : members) {
     const RealRow& r = real.rows[i];
-    const double upper = upper_mib(i);
-    if (r.measured->oom) {
-      shares.oom_above_card += upper > gpu.memory_bytes / kMiB;
-      continue;
-    }
-    // As the fits do, the choice of fit leaves out the rows holding a transient by the
-    // trace's evidence; the report scores them all the same.
-    if (r.transient) continue;
-    ++n;
-    safe += Safe(upper, r.measured->peak_mib);
-    tight += SafeAndTight(upper, r.measured->peak_mib);
+    runs.push_back({r.group,
+                    {r.replay.at(id), r.measured->peak_mib,
+                     allocsim::LargestConvOutputMib(r.measured->model)},
+                    r.measured->oom,
+                    r.transient.has_value()});
   }
-  if (n > 0) {
-    shares.safe = static_cast<double>(safe) / n;
-    shares.safe_and_tight = static_cast<double>(tight) / n;
-  }
-  return shares;
-}
-
-// A calibration's shares on the real rows; they never entered that fit.
-Shares SharesOfFit(const RealRows& real, const std::vector<size_t>& members,
-                   const std::string& id, const GpuProfile& gpu,
-                   const FamilyCalibration& c) {
-  return SharesOf(real, members, gpu, [&](size_t i) {
-    const RealRow& r = real.rows[i];
-    return allocsim::CalibratedEstimate(r.replay.at(id), gpu, c,
-                                        allocsim::LargestConvOutputMib(r.measured->model))
-               .upper_bytes() /
-           kMiB;
-  });
+  return runs;
 }
 
 absl::Status LoadRealRows(const ValidationOptions& o, const GpuProfile& gpu,
@@ -278,22 +248,12 @@ using Calibrations = std::map<std::string, std::map<std::string, FamilyCalibrati
 // architecture family), fitted out of group; the real rows' out-of-group estimates go
 // into real.
 absl::StatusOr<FamilyCalibration> FitWithRealRows(
-    const std::string& id, const std::string& family,
+    const std::string& id, const Family& family,
     const std::vector<CalibrationRow>& synthetic, RealRows& real,
     const std::vector<size_t>& members, const GpuProfile& gpu,
     const FitOptions& options) {
-  std::vector<GroupedRow> rows;
-  for (const CalibrationRow& r : synthetic) {
-    rows.push_back({"gpumemnet-" + family, r, true, "gpumemnet"});
-  }
-  for (size_t i : members) {
-    const RealRow& r = real.rows[i];
-    rows.push_back({r.group,
-                    {r.replay.at(id), r.measured->peak_mib,
-                     allocsim::LargestConvOutputMib(r.measured->model)},
-                    !r.measured->oom && !r.transient,
-                    "real"});
-  }
+  const std::vector<GroupedRow> rows = OutOfFamilyFitRows(
+      family.name, synthetic, family.joins_real_fit, RealRunsOf(real, members, id));
   GPUEST_ASSIGN_OR_RETURN(const OutOfGroupFit fit, FitOutOfGroup(rows, gpu, options));
   for (size_t k = 0; k < members.size(); ++k) {
     const size_t at = rows.size() - members.size() + k;
@@ -302,7 +262,7 @@ absl::StatusOr<FamilyCalibration> FitWithRealRows(
   std::fprintf(stderr,
                "%s %s: upper = context + %.0f MiB + x%.3f (point - context) + %.2f x "
                "largest conv output, over %zu rows\n",
-               id.c_str(), family.c_str(), fit.slack_mib, fit.margin,
+               id.c_str(), family.name.c_str(), fit.slack_mib, fit.margin,
                fit.conv_output_factor, rows.size());
   return fit.calibration;
 }
@@ -335,26 +295,32 @@ absl::StatusOr<Calibrations> CalibrateFamilies(
         if (f.family == v1::MODEL_FAMILY_CNN) {
           real_options.max_conv_factor = o.max_conv_output_factor;
         }
-        const std::vector<CalibrationRow> none;
         GPUEST_ASSIGN_OR_RETURN(
             const FamilyCalibration with_real,
-            FitWithRealRows(s.id, f.name, f.joins_real_fit ? fit : none, *real, members,
-                            gpu, real_options));
+            FitWithRealRows(s.id, f, fit, *real, members, gpu, real_options));
         real->gpumemnet_fit[s.id][f.name] = *fitted;
-        const Shares alone = SharesOfFit(*real, members, s.id, gpu, *fitted);
-        const std::map<size_t, OutOfGroupEstimate>& oof = real->out_of_group[s.id];
-        const Shares out_of_family =
-            SharesOf(*real, members, gpu, [&](size_t i) { return oof.at(i).upper_mib; });
-        const bool unsafe = alone.safe < o.safe_quantile;
-        // Tighter, safe enough, and no out-of-memory run it would let pass as fitting
-        // that GPUMemNet's fit caught.
-        const bool better = out_of_family.safe >= o.safe_quantile &&
-                            out_of_family.safe_and_tight > alone.safe_and_tight &&
-                            out_of_family.oom_above_card >= alone.oom_above_card;
+        // Both fits judged on the same runs, as the fits are made (without the runs
+        // holding a transient); neither saw them (the out-of-family fit scored by fits
+        // that never saw each run's architecture family).
+        const std::vector<RealRun> runs = RealRunsOf(*real, members, s.id);
+        std::vector<double> alone_upper, out_of_family_upper;
+        for (size_t k = 0; k < runs.size(); ++k) {
+          alone_upper.push_back(allocsim::CalibratedEstimate(runs[k].row.replay, gpu,
+                                                             *fitted,
+                                                             runs[k].row.conv_output_mib)
+                                    .upper_bytes() /
+                                kMiB);
+          out_of_family_upper.push_back(
+              real->out_of_group[s.id].at(members[k]).upper_mib);
+        }
+        const double card_mib = gpu.memory_bytes / kMiB;
+        const Shares alone = SharesOf(runs, alone_upper, card_mib);
+        const Shares out_of_family = SharesOf(runs, out_of_family_upper, card_mib);
         const bool serve = o.fit_real_models == RealModelFit::kAlways ||
-                           (o.fit_real_models == RealModelFit::kWhereUnsafe && unsafe) ||
+                           (o.fit_real_models == RealModelFit::kWhereUnsafe &&
+                            alone.safe < o.safe_quantile) ||
                            (o.fit_real_models == RealModelFit::kWhereUnsafeOrTighter &&
-                            (unsafe || better));
+                            CandidateServes(alone, out_of_family, o.safe_quantile));
         std::fprintf(stderr,
                      "%s %s: on the real rows GPUMemNet's fit keeps %.3f safe, %.3f "
                      "safe and tight; the out-of-family fit %.3f, %.3f; serving the %s "
