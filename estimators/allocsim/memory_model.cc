@@ -42,6 +42,13 @@ absl::StatusOr<ReplayResult> SimulatePeak(const v1::AllocationTrace& trace,
                      deadline);
 }
 
+bool HasConvolution(const v1::ModelDescription& model) {
+  return std::any_of(model.layers().begin(), model.layers().end(),
+                     [](const v1::Layer& layer) {
+                       return ClassifyLayerType(layer.type()).kind == LayerKind::kConv;
+                     });
+}
+
 double LargestConvOutputMib(const v1::ModelDescription& model) {
   double largest = 0;
   for (const v1::Layer& l : model.layers()) {

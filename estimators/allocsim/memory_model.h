@@ -42,6 +42,9 @@ struct FamilyCalibration {
   double conv_output_factor = 0;
 };
 
+// Whether a layer of the model is a convolution (by the layer-type table).
+bool HasConvolution(const v1::ModelDescription& model);
+
 // The largest convolution output of one batch, fp32, in MiB (0 without convolutions):
 // what conv_output_factor multiplies. Computed in floating point, so a huge batch
 // cannot wrap it.

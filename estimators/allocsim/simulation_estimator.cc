@@ -34,13 +34,6 @@ constexpr char kCudnnSearchKnownSize[] =
     "all five completed. On the A100 40GB (shared timm data, torch 2.4.1), 39 runs "
     "marked SPIKE peaked at up to the card's 40 GB";
 
-bool HasConvolution(const v1::ModelDescription& model) {
-  return std::any_of(model.layers().begin(), model.layers().end(),
-                     [](const v1::Layer& layer) {
-                       return ClassifyLayerType(layer.type()).kind == LayerKind::kConv;
-                     });
-}
-
 // cuDNN benchmark mode's transient, where the job runs the search: as it says, or, when
 // it does not say, for a model with convolutions, since the common image-training
 // scripts (timm's train.py, torchvision's references) turn benchmark mode on.
@@ -76,12 +69,12 @@ std::vector<v1::BoundValidation> BoundValidations(const FamilyTerms& terms,
                                                   const SimulationManifest& m) {
   std::vector<v1::BoundValidation> out;
   AddBoundValidation(terms.held_out,
-                     absl::StrCat("GPUMemNet held-out ", terms.family, " runs on ", m.gpu,
-                                  " (synthetic models no fit saw)"),
+                     absl::StrCat("GPUMemNet held-out ", TermsName(terms), " runs on ",
+                                  m.gpu, " (synthetic models no fit saw)"),
                      m.safe_quantile, out);
   AddBoundValidation(
       terms.unseen_architectures,
-      absl::StrCat("real timm ", terms.family, "-family runs on ", m.gpu,
+      absl::StrCat("real timm ", TermsName(terms), "-family runs on ", m.gpu,
                    ", each scored by a fit that never saw its architecture family"),
       m.safe_quantile, out);
   return out;
@@ -96,7 +89,7 @@ std::vector<v1::BoundValidation> GpuBoundValidations(const FamilyTerms& terms,
   AddBoundValidation(
       terms.unseen_architectures,
       absl::StrCat("clean runs (cuDNN benchmark off, uncapped) of real timm ",
-                   terms.family, "-family models on ", gpu.gpu,
+                   TermsName(terms), "-family models on ", gpu.gpu,
                    ", each scored by a fit that never saw its architecture family"),
       m.safe_quantile, out);
   return out;
@@ -208,21 +201,20 @@ class SimulationEstimator final : public Estimator {
     std::string calibration_name = "most conservative";
     // The GPU's own terms where clean runs on it calibrated the family, else the
     // calibrated GPU's.
-    const auto own = by_gpu_.find(input.gpu.id);
-    const bool on_own_runs = own != by_gpu_.end() && own->second.count(family) > 0;
-    const std::map<v1::ModelFamily, Family>& terms =
-        on_own_runs ? own->second : families_;
-    const auto calibrated = terms.find(family);
+    const bool without_convolutions = model.layers_size() > 0 && !HasConvolution(model);
+    const Family* calibrated = nullptr;
+    if (const auto own = by_gpu_.find(input.gpu.id); own != by_gpu_.end()) {
+      calibrated = Find(own->second, family, without_convolutions);
+    }
+    if (calibrated == nullptr) calibrated = Find(families_, family, without_convolutions);
     // Without measurements of the family the calibration is a guess (the most
     // conservative family's terms): out of its distribution.
-    result.set_in_distribution(calibrated != terms.end());
-    if (calibrated != terms.end()) {
-      calibration = calibrated->second.calibration;
-      confidence = calibrated->second.confidence;
-      validations = &calibrated->second.validations;
-      calibration_name = on_own_runs ? absl::StrCat(input.gpu.id, " ", FamilyName(family),
-                                                    " (fitted on clean runs on that GPU)")
-                                     : FamilyName(family);
+    result.set_in_distribution(calibrated != nullptr);
+    if (calibrated != nullptr) {
+      calibration = calibrated->calibration;
+      confidence = calibrated->confidence;
+      validations = &calibrated->validations;
+      calibration_name = calibrated->name;
     } else {
       warnings.push_back(MakeWarning(
           v1::WARNING_CODE_UNCALIBRATED_FAMILY,
@@ -327,17 +319,34 @@ class SimulationEstimator final : public Estimator {
   friend absl::StatusOr<std::unique_ptr<Estimator>> allocsim::CreateSimulationEstimator(
       const ModelArtifact&, const RegistryOptions&);
   struct Family {
+    std::string name;  // For the basis: "transformer (without convolutions)".
     FamilyCalibration calibration;
     double confidence = 0.5;
     std::vector<v1::BoundValidation> validations;  // Where the upper bound was scored.
   };
+  // A family, and whether the terms are its models' without a convolution
+  // (FamilyTerms::without_convolutions).
+  using TermsKey = std::pair<v1::ModelFamily, bool>;
+
+  // The family's terms in one set; for a model without a convolution, its family's
+  // terms measured without convolutions where the set has them. Null: none.
+  static const Family* Find(const std::map<TermsKey, Family>& terms,
+                            v1::ModelFamily family, bool without_convolutions) {
+    if (without_convolutions) {
+      if (const auto it = terms.find({family, true}); it != terms.end()) {
+        return &it->second;
+      }
+    }
+    const auto it = terms.find({family, false});
+    return it == terms.end() ? nullptr : &it->second;
+  }
 
   v1::EstimatorInfo info_;
   TraceSource source_ = TraceSource::kRequest;
   int steps_ = 2;
-  std::map<v1::ModelFamily, Family> families_;
+  std::map<TermsKey, Family> families_;
   // GPU id -> its own terms (SimulationManifest::by_gpu), for the families they cover.
-  std::map<std::string, std::map<v1::ModelFamily, Family>> by_gpu_;
+  std::map<std::string, std::map<TermsKey, Family>> by_gpu_;
   FamilyCalibration fallback_;  // The most conservative terms of all families.
   double fallback_confidence_ = 0;
 };
@@ -365,10 +374,15 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
       return absl::InvalidArgumentError(absl::StrCat(
           file, ": 'calibration.families' has an unknown family '", terms.family, "'"));
     }
-    SimulationEstimator::Family& f = e->families_[*family];
+    SimulationEstimator::Family& f = e->families_[{*family, terms.without_convolutions}];
+    f.name = TermsName(terms);
     const FamilyCalibration& t = f.calibration = terms.calibration;
-    // Held-out safe-and-tight rate: how often the upper bound is both safe and close.
-    f.confidence = terms.held_out ? terms.held_out->safe_and_tight : 0.5;
+    // Held-out safe-and-tight rate: how often the upper bound is both safe and close
+    // (on GPUMemNet's held-out runs, else on the real models' unseen families).
+    f.confidence = terms.held_out ? terms.held_out->safe_and_tight
+                   : terms.unseen_architectures
+                       ? terms.unseen_architectures->safe_and_tight
+                       : 0.5;
     f.validations = BoundValidations(terms, m);
     FamilyCalibration& worst = e->fallback_;
     worst.intercept_mib = std::max(worst.intercept_mib, t.intercept_mib);
@@ -382,9 +396,10 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
          {std::pair{"held_out", &terms.held_out},
           std::pair{"unseen_architecture", &terms.unseen_architectures}}) {
       if (!*scores) continue;
-      metrics[absl::StrCat(terms.family, "_", name, "_mape")] = (*scores)->mape;
-      metrics[absl::StrCat(terms.family, "_", name, "_safe")] = (*scores)->safe;
-      metrics[absl::StrCat(terms.family, "_", name, "_safe_and_tight")] =
+      const std::string key = TermsKey(terms.family, terms.without_convolutions);
+      metrics[absl::StrCat(key, "_", name, "_mape")] = (*scores)->mape;
+      metrics[absl::StrCat(key, "_", name, "_safe")] = (*scores)->safe;
+      metrics[absl::StrCat(key, "_", name, "_safe_and_tight")] =
           (*scores)->safe_and_tight;
     }
   }
@@ -396,7 +411,10 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
             absl::StrCat(file, ": 'calibration.by_gpu.", g.gpu,
                          ".families' has an unknown family '", terms.family, "'"));
       }
-      SimulationEstimator::Family& f = e->by_gpu_[g.gpu][*family];
+      SimulationEstimator::Family& f =
+          e->by_gpu_[g.gpu][{*family, terms.without_convolutions}];
+      f.name = absl::StrCat(g.gpu, " ", TermsName(terms),
+                            " (fitted on clean runs on that GPU)");
       f.calibration = terms.calibration;
       f.confidence =
           terms.unseen_architectures ? terms.unseen_architectures->safe_and_tight : 0.5;

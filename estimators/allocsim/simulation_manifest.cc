@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 
 namespace gpuest::allocsim {
@@ -15,6 +16,7 @@ constexpr char kRequest[] = "request";
 constexpr char kLayers[] = "layers";
 constexpr char kHeldOut[] = "held_out";
 constexpr char kUnseenArchitectures[] = "unseen_architecture";
+constexpr char kWithoutConvolutions[] = "-without-convolutions";
 
 // A family's scores on one population: "<prefix>_rows", "_mape", "_safe",
 // "_safe_and_tight", all there or all absent.
@@ -46,7 +48,9 @@ void ScoresToJson(const std::optional<HeldOutScores>& scores, const std::string&
 
 absl::StatusOr<FamilyTerms> FamilyFromJson(Fields& f, const std::string& name) {
   FamilyTerms t;
-  t.family = name;
+  absl::string_view family = name;
+  t.without_convolutions = absl::ConsumeSuffix(&family, kWithoutConvolutions);
+  t.family = std::string(family);
   FamilyCalibration& c = t.calibration;
   GPUEST_RETURN_IF_ERROR(f.Get("intercept_mib", c.intercept_mib));
   GPUEST_RETURN_IF_ERROR(f.Get("safe_factor", c.safe_factor));
@@ -90,7 +94,7 @@ absl::StatusOr<std::vector<FamilyTerms>> FamiliesFromJson(Fields& parent) {
 Json FamiliesToJson(const std::vector<FamilyTerms>& families) {
   Json out = Json::object();
   for (const FamilyTerms& t : families) {
-    Json& j = out[t.family];
+    Json& j = out[TermsKey(t.family, t.without_convolutions)];
     j["intercept_mib"] = t.calibration.intercept_mib;
     j["safe_factor"] = t.calibration.safe_factor;
     j["point_intercept_mib"] = t.calibration.point_intercept_mib;
@@ -107,6 +111,16 @@ Json FamiliesToJson(const std::vector<FamilyTerms>& families) {
 }
 
 }  // namespace
+
+std::string TermsKey(const std::string& family, bool without_convolutions) {
+  return without_convolutions ? absl::StrCat(family, kWithoutConvolutions) : family;
+}
+
+std::string TermsName(const FamilyTerms& terms) {
+  return terms.without_convolutions
+             ? absl::StrCat(terms.family, " (without convolutions)")
+             : terms.family;
+}
 
 Json SimulationManifest::ToJson() const {
   Json m;

@@ -38,6 +38,13 @@ struct HeldOutScores {
 
 struct FamilyTerms {
   std::string family;  // "mlp", "cnn", "transformer": names of estimators/layer_types.h.
+  // Measured on the family's models without a convolution, apart from those with one:
+  // such a step runs no cuDNN convolution, so neither its workspaces nor benchmark
+  // mode's search (GPUMemNet's transformers are text classifiers; the real ones, image
+  // models with a patch-embedding convolution, were measured in benchmark mode). The
+  // server gives them to a model of the family without one (a layer list with no
+  // convolution in it). Keyed in "families" as TermsKey says.
+  bool without_convolutions = false;
   FamilyCalibration calibration;
   std::optional<HeldOutScores> held_out;  // GPUMemNet's held-out split.
   // Real models (timm on the A100), each scored by a fit that never saw its
@@ -45,6 +52,13 @@ struct FamilyTerms {
   std::optional<HeldOutScores> unseen_architectures;
   std::vector<manifest::DatasetDigest> datasets;  // What it was calibrated on.
 };
+
+// The key of a family's terms in "families": the family's name ("transformer"), with
+// "-without-convolutions" for the terms of its models without one.
+std::string TermsKey(const std::string& family, bool without_convolutions);
+
+// The terms' name for people: "transformer", "transformer (without convolutions)".
+std::string TermsName(const FamilyTerms& terms);
 
 // A GPU's own terms, fitted on clean runs measured on it (cuDNN benchmark off,
 // uncapped: the allocator's reserved peak is the step's, with no search transient in

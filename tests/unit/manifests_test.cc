@@ -92,7 +92,8 @@ TEST(Manifests, SimulationManifestsRoundTrip) {
     auto manifest = allocsim::SimulationManifest::Parse(text, path);
     ASSERT_TRUE(manifest.ok()) << manifest.status();
     EXPECT_EQ(manifest->id, id);
-    EXPECT_EQ(manifest->families.size(), 3u);
+    // mlp, cnn, transformer, and the transformers without a convolution.
+    EXPECT_EQ(manifest->families.size(), 4u);
     EXPECT_EQ(manifest->Text(), text) << path;
   }
 }
@@ -195,16 +196,28 @@ TEST(Manifests, ASimulationManifestMadeInCodeReadsBack) {
   t.calibration = {100, 1.25, 50, 0.75, 2.5};
   t.held_out = allocsim::HeldOutScores{12, 3.5, 0.917, 0.833};
   t.datasets.push_back({"rows.jsonl", "abc", ""});
+  allocsim::FamilyTerms apart = t;
+  apart.without_convolutions = true;
+  apart.calibration.safe_factor = 1.1;
+  apart.calibration.conv_output_factor = 0;  // Nothing to multiply without one.
+  m.families.push_back(apart);
   allocsim::GpuTerms& own = m.by_gpu.emplace_back();
   own.gpu = "other-card";
   own.context_mib = 700;
   own.made_by = "clean runs";
-  own.families.push_back(t);
+  own.families.push_back(m.families[0]);
   own.families[0].held_out.reset();
   own.families[0].unseen_architectures = allocsim::HeldOutScores{30, 4.5, 0.967, 0.9};
   auto back = allocsim::SimulationManifest::Parse(m.Text(), "made.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->Text(), m.Text());
+  // The terms of the family's models without a convolution have a key of their own.
+  EXPECT_TRUE(absl::StrContains(m.Text(), "\"transformer-without-convolutions\": {"));
+  ASSERT_EQ(back->families.size(), 2u);
+  EXPECT_EQ(back->families[1].family, "transformer");
+  EXPECT_TRUE(back->families[1].without_convolutions);
+  EXPECT_FALSE(back->families[0].without_convolutions);
+  EXPECT_EQ(back->families[1].calibration.safe_factor, 1.1);
   ASSERT_EQ(back->by_gpu.size(), 1u);
   EXPECT_EQ(back->by_gpu[0].gpu, "other-card");
   EXPECT_EQ(back->by_gpu[0].families[0].unseen_architectures->rows, 30);

@@ -467,6 +467,79 @@ TEST(SimulationEstimator, ServesAGpusOwnTermsForThatGpuOnly) {
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "by_gpu.own")) << bad.status();
 }
 
+// A transformer of token embeddings, layer norms and dense layers at batch 32 with its
+// trace, and with a patch-embedding convolution in front where asked.
+v1::EstimateRequest TransformerRequest(bool with_convolution) {
+  v1::EstimateRequest r;
+  v1::ModelDescription& m = *r.mutable_model();
+  m.set_name("transformer");
+  m.set_family(v1::MODEL_FAMILY_TRANSFORMER);
+  m.set_batch_size(32);
+  m.add_input_shape(128);
+  auto add = [&m](const char* type, int64_t outputs, int64_t parameters) {
+    v1::Layer& l = *m.add_layers();
+    l.set_type(type);
+    l.set_output_activations(outputs);
+    l.set_parameters(parameters);
+  };
+  if (with_convolution) add("Conv2d", 128 * 256, 3 * 256 * 16 * 16);
+  add("Embedding", 128 * 256, 30000 * 256);
+  for (int i = 0; i < 4; ++i) {
+    add("LayerNorm", 128 * 256, 512);
+    add("Linear", 128 * 1024, 256 * 1024);
+    add("GELU", 128 * 1024, 0);
+    add("Linear", 128 * 256, 1024 * 256);
+  }
+  *m.mutable_trace() = analytic::TraceFromLayers(m);
+  return r;
+}
+
+// A family's terms measured on its models without a convolution serve those models
+// only: a step without one runs no cuDNN convolution (no workspace, no benchmark search).
+// A GPU's own terms for the family still come first on that GPU.
+TEST(SimulationEstimator, GivesAModelWithoutConvolutionsTheTermsMeasuredWithoutThem) {
+  const std::string terms = R"("point_intercept_mib": 0, "point_factor": 1.0,
+  "datasets": []})";
+  const std::string manifest = absl::StrReplaceAll(
+      Manifest("request"),
+      {{R"("datasets": []}}}})",
+        absl::StrCat(R"("datasets": []}, "transformer": {"intercept_mib": 500,
+  "safe_factor": 1.5, )",
+                     terms, R"(, "transformer-without-convolutions": {"intercept_mib": 0,
+  "safe_factor": 1.0, )",
+                     terms, R"(}, "by_gpu": {"own": {"context_mib": 1000.0,
+  "made_by": "this test", "families": {"transformer": {"intercept_mib": 100,
+  "safe_factor": 1.2, )",
+                     terms, R"(}}}}})")}});
+  auto e = Create(manifest);
+  ASSERT_TRUE(e.ok()) << e.status();
+  const GpuProfile card = Card(40960);
+  const Outcome without = EstimateWith(**e, TransformerRequest(false), card);
+  const Outcome with = EstimateWith(**e, TransformerRequest(true), card);
+  ASSERT_TRUE(without.status.ok()) << without.status;
+  ASSERT_TRUE(with.status.ok()) << with.status;
+  const v1::MemoryEstimate& apart = without.result.memory();
+  EXPECT_EQ(apart.upper_bytes(), card.context_bytes + apart.reserved_peak_bytes());
+  EXPECT_TRUE(absl::StrContains(without.result.basis(),
+                                "the transformer (without convolutions) calibration"))
+      << without.result.basis();
+  const v1::MemoryEstimate& family = with.result.memory();
+  EXPECT_GE(family.upper_bytes(),
+            card.context_bytes + 500 * MiB + 1.5 * family.reserved_peak_bytes());
+  EXPECT_TRUE(absl::StrContains(with.result.basis(), "the transformer calibration"))
+      << with.result.basis();
+  EXPECT_TRUE(without.result.in_distribution());
+  EXPECT_TRUE(with.result.in_distribution());
+
+  GpuProfile own = card;
+  own.id = "own";
+  const Outcome on_own = EstimateWith(**e, TransformerRequest(false), own);
+  ASSERT_TRUE(on_own.status.ok()) << on_own.status;
+  EXPECT_TRUE(absl::StrContains(on_own.result.basis(),
+                                "own transformer (fitted on clean runs on that GPU)"))
+      << on_own.result.basis();
+}
+
 TEST(SimulationEstimator, RejectsABadManifestByName) {
   auto source = Create(Manifest("guess"));
   EXPECT_TRUE(absl::StrContains(source.status().message(), "trace_source"))
