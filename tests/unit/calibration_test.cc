@@ -15,6 +15,7 @@
 #include "estimators/allocsim/memory_model.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/support/calibration_rows.h"
 #include "training/calibration/clean_runs.h"
 #include "training/calibration/simulation_report.h"
 #include "training/calibration/simulations.h"
@@ -22,23 +23,9 @@
 namespace gpuest::calibration {
 namespace {
 
-constexpr uint64_t kMiB = 1 << 20;
-
-GpuProfile Card() {
-  GpuProfile gpu;
-  gpu.id = "card";
-  gpu.memory_bytes = 40960 * kMiB;
-  gpu.context_bytes = 1000 * kMiB;
-  gpu.constants_calibrated = true;
-  return gpu;
-}
-
-CalibrationRow Row(double simulated_mib, double measured_mib) {
-  CalibrationRow row;
-  row.replay.peak_reserved_bytes = static_cast<uint64_t>(simulated_mib * kMiB);
-  row.measured_mib = measured_mib;
-  return row;
-}
+using test_rows::Card;
+using test_rows::kMiB;
+using test_rows::Row;
 
 // Upper bound of a row under a calibration, as the server computes it.
 double UpperMib(const CalibrationRow& row, const allocsim::FamilyCalibration& c) {

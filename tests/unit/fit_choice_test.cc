@@ -6,28 +6,16 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/calibration_rows.h"
 
 namespace gpuest::calibration {
 namespace {
 
-constexpr uint64_t kMiB = 1 << 20;
-constexpr double kContextMib = 1000;
+using test_rows::Card;
+using test_rows::kMiB;
+using test_rows::Row;
 
-GpuProfile Card() {
-  GpuProfile gpu;
-  gpu.id = "card";
-  gpu.memory_bytes = 40960 * kMiB;
-  gpu.context_bytes = static_cast<uint64_t>(kContextMib) * kMiB;
-  gpu.constants_calibrated = true;
-  return gpu;
-}
-
-CalibrationRow Row(double simulated_mib, double measured_mib) {
-  CalibrationRow row;
-  row.replay.peak_reserved_bytes = static_cast<uint64_t>(simulated_mib * kMiB);
-  row.measured_mib = measured_mib;
-  return row;
-}
+const double kContextMib = static_cast<double>(Card().context_bytes) / kMiB;
 
 RealRun RealRunOf(const std::string& group, double simulated_mib, double measured_mib,
                   bool oom = false, bool transient = false) {

@@ -44,24 +44,53 @@ absl::StatusOr<std::unique_ptr<Estimator>> Create(const std::string& manifest) {
   return CreateSimulationEstimator({"sim", "/models/sim", manifest, {}}, {});
 }
 
-// An MLP of three 1024-wide layers at batch 64, with a trace built from its layers.
-v1::EstimateRequest MlpRequest(bool with_trace) {
+// A request for a model of the family with one input of `input` elements per sample.
+v1::EstimateRequest RequestFor(const char* name, v1::ModelFamily family, int64_t batch,
+                               int64_t input) {
   v1::EstimateRequest r;
   v1::ModelDescription& m = *r.mutable_model();
-  m.set_name("mlp");
-  m.set_family(v1::MODEL_FAMILY_MLP);
-  m.set_batch_size(64);
-  m.add_input_shape(1024);
+  m.set_name(name);
+  m.set_family(family);
+  m.set_batch_size(batch);
+  m.add_input_shape(input);
+  return r;
+}
+
+void AddLayer(v1::ModelDescription& m, const char* type, int64_t outputs,
+              int64_t parameters) {
+  v1::Layer& l = *m.add_layers();
+  l.set_type(type);
+  l.set_output_activations(outputs);
+  l.set_parameters(parameters);
+}
+
+// An MLP of three 1024-wide layers at batch 64, with a trace built from its layers.
+v1::EstimateRequest MlpRequest(bool with_trace) {
+  v1::EstimateRequest r = RequestFor("mlp", v1::MODEL_FAMILY_MLP, 64, 1024);
+  v1::ModelDescription& m = *r.mutable_model();
   for (int i = 0; i < 3; ++i) {
-    v1::Layer& dense = *m.add_layers();
-    dense.set_type("Linear");
-    dense.set_output_activations(1024);
-    dense.set_parameters(1024 * 1024 + 1024);
-    v1::Layer& act = *m.add_layers();
-    act.set_type("ReLU");
-    act.set_output_activations(1024);
+    AddLayer(m, "Linear", 1024, 1024 * 1024 + 1024);
+    AddLayer(m, "ReLU", 1024, 0);
   }
   if (with_trace) *m.mutable_trace() = analytic::TraceFromLayers(m);
+  return r;
+}
+
+// A transformer of token embeddings, layer norms and dense layers at batch 32 with its
+// trace, and with a patch-embedding convolution in front where asked.
+v1::EstimateRequest TransformerRequest(bool with_convolution) {
+  v1::EstimateRequest r =
+      RequestFor("transformer", v1::MODEL_FAMILY_TRANSFORMER, 32, 128);
+  v1::ModelDescription& m = *r.mutable_model();
+  if (with_convolution) AddLayer(m, "Conv2d", 128 * 256, 3 * 256 * 16 * 16);
+  AddLayer(m, "Embedding", 128 * 256, 30000 * 256);
+  for (int i = 0; i < 4; ++i) {
+    AddLayer(m, "LayerNorm", 128 * 256, 512);
+    AddLayer(m, "Linear", 128 * 1024, 256 * 1024);
+    AddLayer(m, "GELU", 128 * 1024, 0);
+    AddLayer(m, "Linear", 128 * 256, 1024 * 256);
+  }
+  *m.mutable_trace() = analytic::TraceFromLayers(m);
   return r;
 }
 
@@ -465,33 +494,6 @@ TEST(SimulationEstimator, ServesAGpusOwnTermsForThatGpuOnly) {
                                       R"("families": {"rnn": {"intercept_mib": 0)"}}));
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "by_gpu.own")) << bad.status();
-}
-
-// A transformer of token embeddings, layer norms and dense layers at batch 32 with its
-// trace, and with a patch-embedding convolution in front where asked.
-v1::EstimateRequest TransformerRequest(bool with_convolution) {
-  v1::EstimateRequest r;
-  v1::ModelDescription& m = *r.mutable_model();
-  m.set_name("transformer");
-  m.set_family(v1::MODEL_FAMILY_TRANSFORMER);
-  m.set_batch_size(32);
-  m.add_input_shape(128);
-  auto add = [&m](const char* type, int64_t outputs, int64_t parameters) {
-    v1::Layer& l = *m.add_layers();
-    l.set_type(type);
-    l.set_output_activations(outputs);
-    l.set_parameters(parameters);
-  };
-  if (with_convolution) add("Conv2d", 128 * 256, 3 * 256 * 16 * 16);
-  add("Embedding", 128 * 256, 30000 * 256);
-  for (int i = 0; i < 4; ++i) {
-    add("LayerNorm", 128 * 256, 512);
-    add("Linear", 128 * 1024, 256 * 1024);
-    add("GELU", 128 * 1024, 0);
-    add("Linear", 128 * 256, 1024 * 256);
-  }
-  *m.mutable_trace() = analytic::TraceFromLayers(m);
-  return r;
 }
 
 // A family's terms measured on its models without a convolution serve those models
