@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One lease (issue "requirement", deliverable 4): what each operation holds only while
+# it runs, measured per call (measure_op_transients.py), benchmark off, on timm jobs
+# whose clean H200 runs reserved the most beyond the simulated step
+# (data/h200-benchmark-off/README.md: darknet17@128, levit_128@128, hieradet_small@64)
+# and on the benchmark-mode check's models. One job at a time (the per-op counters are
+# the process's own). Needs .devcarry/ (the timm source tarball, from
+# ../shared/vendor). Results to $OUT; about 3 minutes.
+set -uo pipefail
+OUT="${OUT:-device-out}"; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+mkdir -p /tmp/timm-src && tar -xzf .devcarry/timm-src-*.tar.gz -C /tmp/timm-src
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/env.txt"
+PYTHONPATH="python:/tmp/timm-src/timm" timeout 240 python3 \
+  training/gpu/measure_op_transients.py --deadline-s 200 --timeout-s 90 \
+  --jobs darknet17@128,levit_128@128,hieradet_small@64,resnet50@32,convnext_tiny@32,vgg16@64,mobilevitv2_100@32,nest_tiny@32,regnety_320@32 \
+  --out "$OUT/op_transients.jsonl" 2> "$OUT/op_transients.log"
+cat "$OUT/op_transients.log"
+wc -l "$OUT/op_transients.jsonl"
