@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# One lease (issue "requirement", deliverable 4): what each operation holds only while
-# it runs, measured per call (measure_op_transients.py), benchmark off, on timm jobs
-# whose clean H200 runs reserved the most beyond the simulated step
-# (data/h200-benchmark-off/README.md: darknet17@128, levit_128@128, hieradet_small@64)
-# and on the benchmark-mode check's models. One job at a time (the per-op counters are
-# the process's own). Needs .devcarry/ (the timm source tarball, from
-# ../shared/vendor). Results to $OUT; about 3 minutes.
+# One lease (issue "requirement", deliverable 4), two measurements the simulation's
+# reserved peak needs, about 5 minutes:
+#  1. what each operation holds only while it runs, measured per call
+#     (measure_op_transients.py), benchmark off, on timm jobs
+#     whose clean H200 runs reserved the most beyond the simulated step
+#     (data/h200-benchmark-off/README.md: darknet17@128, levit_128@128, hieradet_small@64)
+#     and on the benchmark-mode check's models, one job at a time;
+#  2. reserved memory step by step on GPUMemNet CNNs whose simulated second step
+#     reserves up to 11 GB more than the first (measure_step_reserved.py), uncapped and
+#     capped as the A100 40GB was.
+# Needs .devcarry/ (ignored by git; carry it):
+#   mkdir -p .devcarry && cp ../shared/vendor/timm-src-*.tar.gz \
+#     ../shared/data/gpumemnet/cnn.csv .devcarry/
+# Results to $OUT.
 set -uo pipefail
 OUT="${OUT:-device-out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -17,3 +24,8 @@ PYTHONPATH="python:/tmp/timm-src/timm" timeout 240 python3 \
   --out "$OUT/op_transients.jsonl" 2> "$OUT/op_transients.log"
 cat "$OUT/op_transients.log"
 wc -l "$OUT/op_transients.jsonl"
+for cap in 0 39531; do
+  PYTHONPATH=python timeout 150 python3 training/gpu/measure_step_reserved.py \
+    --csv .devcarry/cnn.csv --rows training/gpu/step_reserved_rows.json --cap-mib $cap \
+    --deadline-s 120 --timeout-s 60 --out "$OUT/step_reserved.jsonl"
+done
