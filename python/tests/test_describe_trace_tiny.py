@@ -93,3 +93,16 @@ def test_the_optimizer_implementation_sets_its_temporaries():
     assert extra(fused_curve) <= 0 < extra(single_curve) < extra(foreach_curve)
     assert extra(foreach_curve) == params + OUT * OUT * 4
     assert extra(single_curve) == OUT * OUT * 4
+
+
+def test_adams_state_is_made_parameter_by_parameter():
+    # torch.optim.Adam's lazy state: each parameter's exp_avg, then its exp_avg_sq, in
+    # parameter order. Where the allocator puts them follows that order.
+    model = nn.Sequential(nn.Linear(IN, OUT, bias=False), nn.Linear(OUT, 8, bias=False))
+    d = describe_dict(model, input_shape=(IN,), batch_size=B, optimizer="adam")
+    trace = d["trace"]
+    states = sorted((int(at), int(size)) for at, size, category in
+                    zip(trace["allocAt"], trace["sizeBytes"], trace["category"])
+                    if category == "ALLOCATION_CATEGORY_OPTIMIZER_STATE")
+    first, second = IN * OUT * 4, OUT * 8 * 4
+    assert [size for _, size in states] == [first, first, second, second]

@@ -50,8 +50,12 @@ def optimizer_step(name: str, params: List[torch.Tensor], lr: float = 1e-3,
             p.add_(b, alpha=-lr)
     elif name in ("adam", "adamw"):
         beta1, beta2, eps, wd = 0.9, 0.999, 1e-8, 1e-2
-        exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
-        exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
+        # Lazy state initialization, parameter by parameter (torch.optim.Adam's
+        # _init_group): each parameter's exp_avg, then its exp_avg_sq.
+        exp_avg, exp_avg_sq = [], []
+        for p in params:
+            exp_avg.append(torch.zeros_like(p, memory_format=torch.preserve_format))
+            exp_avg_sq.append(torch.zeros_like(p, memory_format=torch.preserve_format))
         state += exp_avg + exp_avg_sq
         if name == "adamw":
             for p in params:
