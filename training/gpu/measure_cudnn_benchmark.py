@@ -70,6 +70,7 @@ def run_one(model_name: str, batch: int, benchmark: bool, cap_mib: float, steps:
     import torch
     import torch.nn.functional as F
     import timm
+    from lease import timm_job
 
     nvml = NvmlPeak()
     used_before_cuda = nvml.used()
@@ -78,14 +79,7 @@ def run_one(model_name: str, batch: int, benchmark: bool, cap_mib: float, steps:
     free, total = torch.cuda.mem_get_info()
     if cap_mib:
         torch.cuda.set_per_process_memory_fraction(min(1.0, cap_mib * MIB / total))
-    model = timm.create_model(model_name, pretrained=False)
-    cfg = model.pretrained_cfg or {}
-    shape = tuple(cfg.get("input_size", (3, 224, 224)))
-    num_classes = getattr(model, "num_classes", 1000) or 1000
-    model = model.cuda().train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(batch, *shape, device="cuda")
-    y = torch.randint(0, num_classes, (batch,), device="cuda")
+    model, opt, x, y, shape = timm_job(model_name, batch)
 
     def step():
         opt.zero_grad(set_to_none=True)

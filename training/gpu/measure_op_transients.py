@@ -38,6 +38,8 @@ import subprocess
 import sys
 import time
 
+from lease import add_lease_arguments, until_deadline
+
 MIB = 1 << 20
 # The aten convolutions whose workspaces cuDNN sizes by the algorithm it picks.
 CONVOLUTIONS = ("convolution", "convolution_backward", "cudnn_convolution",
@@ -170,16 +172,10 @@ def run_one(model_name: str, batch: int):
     import torch
     import torch.nn.functional as F
     import timm
+    from lease import timm_job
 
     torch.backends.cudnn.benchmark = False
-    model = timm.create_model(model_name, pretrained=False)
-    cfg = model.pretrained_cfg or {}
-    shape = tuple(cfg.get("input_size", (3, 224, 224)))
-    num_classes = getattr(model, "num_classes", 1000) or 1000
-    model = model.cuda().train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(batch, *shape, device="cuda")
-    y = torch.randint(0, num_classes, (batch,), device="cuda")
+    model, opt, x, y, shape = timm_job(model_name, batch)
     phase = ["forward"]
 
     def step():
@@ -226,10 +222,7 @@ def main(argv=None) -> int:
     p.add_argument("--model")
     p.add_argument("--batch", type=int)
     p.add_argument("--jobs", default="", help="model@batch,... to measure")
-    p.add_argument("--out", default="-")
-    p.add_argument("--deadline-s", type=float, default=1e9,
-                   help="stop starting new jobs after this many seconds")
-    p.add_argument("--timeout-s", type=float, default=180, help="per job")
+    add_lease_arguments(p, "jobs", 180)
     args = p.parse_args(argv)
     if args.child:
         for row in run_one(args.model, args.batch):
@@ -240,11 +233,7 @@ def main(argv=None) -> int:
         p.error("--jobs: name at least one model@batch")
     out = sys.stdout if args.out == "-" else open(args.out, "a")
     started = time.time()
-    for k, job in enumerate(jobs, 1):
-        if time.time() - started > args.deadline_s:
-            print(f"deadline reached; {len(jobs) - k + 1} jobs not measured",
-                  file=sys.stderr)
-            break
+    for k, job in until_deadline(jobs, args.deadline_s):
         model, batch = job.split("@")
         rows = run_child(model, int(batch), args.timeout_s)
         for row in rows:

@@ -28,7 +28,8 @@ import csv
 import json
 import subprocess
 import sys
-import time
+
+from lease import add_lease_arguments, until_deadline
 
 MIB = 1 << 20
 
@@ -95,12 +96,12 @@ def main(argv=None) -> int:
                    help="GPUMemNet's cnn.csv (the rows' layer lists pick the model)")
     p.add_argument("--rows", default="training/gpu/step_reserved_rows.json",
                    help="JSON list of {\"file\": <the row's Filename>, ...}")
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--cap-mib", type=float, default=0)
-    p.add_argument("--out", default="-")
-    p.add_argument("--deadline-s", type=float, default=1e9,
-                   help="stop starting new rows after this many seconds")
-    p.add_argument("--timeout-s", type=float, default=120, help="per row")
+    p.add_argument("--steps", type=int, default=3,
+                   help="training steps, each measured from reset peaks")
+    p.add_argument("--cap-mib", type=float, default=0,
+                   help="the allocator's cap in MiB (set_per_process_memory_fraction); "
+                        "0: uncapped")
+    add_lease_arguments(p, "rows", 120)
     args = p.parse_args(argv)
     if args.child:
         row = json.loads(sys.stdin.read())
@@ -113,12 +114,7 @@ def main(argv=None) -> int:
     if missing:
         p.error(f"--rows: {len(missing)} files are not in {args.csv}, e.g. {missing[0]}")
     out = sys.stdout if args.out == "-" else open(args.out, "a")
-    started = time.time()
-    for k, w in enumerate(wanted, 1):
-        if time.time() - started > args.deadline_s:
-            print(f"deadline reached; {len(wanted) - k + 1} rows not measured",
-                  file=sys.stderr)
-            break
+    for k, w in until_deadline(wanted, args.deadline_s, "rows"):
         result = run_child(by_file[w["file"]], args.steps, args.cap_mib, args.timeout_s)
         result["expected"] = w
         out.write(json.dumps(result) + "\n")
