@@ -49,6 +49,10 @@ bool HasConvolution(const v1::ModelDescription& model) {
                      });
 }
 
+bool WithoutConvolutions(const v1::ModelDescription& model) {
+  return model.layers_size() > 0 && !HasConvolution(model);
+}
+
 double LargestConvOutputMib(const v1::ModelDescription& model) {
   double largest = 0;
   for (const v1::Layer& l : model.layers()) {

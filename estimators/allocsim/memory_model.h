@@ -45,6 +45,10 @@ struct FamilyCalibration {
 // Whether a layer of the model is a convolution (by the layer-type table).
 bool HasConvolution(const v1::ModelDescription& model);
 
+// Whether the model is known to have no convolution: it lists its layers and none is
+// one. Such a step runs no cuDNN convolution (FamilyTerms::without_convolutions).
+bool WithoutConvolutions(const v1::ModelDescription& model);
+
 // The largest convolution output of one batch, fp32, in MiB (0 without convolutions):
 // what conv_output_factor multiplies. Computed in floating point, so a huge batch
 // cannot wrap it.

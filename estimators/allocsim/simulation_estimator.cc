@@ -201,7 +201,7 @@ class SimulationEstimator final : public Estimator {
     std::string calibration_name = "most conservative";
     // The GPU's own terms where clean runs on it calibrated the family, else the
     // calibrated GPU's.
-    const bool without_convolutions = model.layers_size() > 0 && !HasConvolution(model);
+    const bool without_convolutions = WithoutConvolutions(model);
     const Family* calibrated = nullptr;
     if (const auto own = by_gpu_.find(input.gpu.id); own != by_gpu_.end()) {
       calibrated = Find(own->second, family, without_convolutions);
@@ -326,12 +326,37 @@ class SimulationEstimator final : public Estimator {
   };
   // A family, and whether the terms are its models' without a convolution
   // (FamilyTerms::without_convolutions).
-  using TermsKey = std::pair<v1::ModelFamily, bool>;
+  using Population = std::pair<v1::ModelFamily, bool>;
+  using TermsSet = std::map<Population, Family>;
+
+  // One family's terms into a set, under name (the basis says it), with where its
+  // upper bound was scored; InvalidArgument names where (the manifest's key) for a
+  // family gpuest does not know.
+  static absl::StatusOr<const Family*> AddTerms(
+      TermsSet& set, const FamilyTerms& terms, std::string name,
+      std::vector<v1::BoundValidation> validations, const std::string& where) {
+    const std::optional<v1::ModelFamily> family = FamilyFromName(terms.family);
+    if (!family) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " has an unknown family '", terms.family, "'"));
+    }
+    Family& f = set[{*family, terms.without_convolutions}];
+    f.name = std::move(name);
+    f.calibration = terms.calibration;
+    // How often the upper bound was both safe and close: on GPUMemNet's held-out runs,
+    // else on runs of architecture families its fit never saw.
+    f.confidence = terms.held_out ? terms.held_out->safe_and_tight
+                   : terms.unseen_architectures
+                       ? terms.unseen_architectures->safe_and_tight
+                       : 0.5;
+    f.validations = std::move(validations);
+    return &f;
+  }
 
   // The family's terms in one set; for a model without a convolution, its family's
   // terms measured without convolutions where the set has them. Null: none.
-  static const Family* Find(const std::map<TermsKey, Family>& terms,
-                            v1::ModelFamily family, bool without_convolutions) {
+  static const Family* Find(const TermsSet& terms, v1::ModelFamily family,
+                            bool without_convolutions) {
     if (without_convolutions) {
       if (const auto it = terms.find({family, true}); it != terms.end()) {
         return &it->second;
@@ -344,9 +369,9 @@ class SimulationEstimator final : public Estimator {
   v1::EstimatorInfo info_;
   TraceSource source_ = TraceSource::kRequest;
   int steps_ = 2;
-  std::map<TermsKey, Family> families_;
+  TermsSet families_;
   // GPU id -> its own terms (SimulationManifest::by_gpu), for the families they cover.
-  std::map<std::string, std::map<TermsKey, Family>> by_gpu_;
+  std::map<std::string, TermsSet> by_gpu_;
   FamilyCalibration fallback_;  // The most conservative terms of all families.
   double fallback_confidence_ = 0;
 };
@@ -369,21 +394,12 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
   e->source_ = m.trace_source;
   e->steps_ = m.steps;
   for (const FamilyTerms& terms : m.families) {
-    const std::optional<v1::ModelFamily> family = FamilyFromName(terms.family);
-    if (!family) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          file, ": 'calibration.families' has an unknown family '", terms.family, "'"));
-    }
-    SimulationEstimator::Family& f = e->families_[{*family, terms.without_convolutions}];
-    f.name = TermsName(terms);
-    const FamilyCalibration& t = f.calibration = terms.calibration;
-    // Held-out safe-and-tight rate: how often the upper bound is both safe and close
-    // (on GPUMemNet's held-out runs, else on the real models' unseen families).
-    f.confidence = terms.held_out ? terms.held_out->safe_and_tight
-                   : terms.unseen_architectures
-                       ? terms.unseen_architectures->safe_and_tight
-                       : 0.5;
-    f.validations = BoundValidations(terms, m);
+    GPUEST_ASSIGN_OR_RETURN(
+        const SimulationEstimator::Family* f,
+        SimulationEstimator::AddTerms(e->families_, terms, TermsName(terms),
+                                      BoundValidations(terms, m),
+                                      absl::StrCat(file, ": 'calibration.families'")));
+    const FamilyCalibration& t = f->calibration;
     FamilyCalibration& worst = e->fallback_;
     worst.intercept_mib = std::max(worst.intercept_mib, t.intercept_mib);
     worst.point_intercept_mib =
@@ -405,20 +421,14 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
   }
   for (const GpuTerms& g : m.by_gpu) {
     for (const FamilyTerms& terms : g.families) {
-      const std::optional<v1::ModelFamily> family = FamilyFromName(terms.family);
-      if (!family) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(file, ": 'calibration.by_gpu.", g.gpu,
-                         ".families' has an unknown family '", terms.family, "'"));
-      }
-      SimulationEstimator::Family& f =
-          e->by_gpu_[g.gpu][{*family, terms.without_convolutions}];
-      f.name = absl::StrCat(g.gpu, " ", TermsName(terms),
-                            " (fitted on clean runs on that GPU)");
-      f.calibration = terms.calibration;
-      f.confidence =
-          terms.unseen_architectures ? terms.unseen_architectures->safe_and_tight : 0.5;
-      f.validations = GpuBoundValidations(terms, g, m);
+      GPUEST_RETURN_IF_ERROR(
+          SimulationEstimator::AddTerms(
+              e->by_gpu_[g.gpu], terms,
+              absl::StrCat(g.gpu, " ", TermsName(terms),
+                           " (fitted on clean runs on that GPU)"),
+              GpuBoundValidations(terms, g, m),
+              absl::StrCat(file, ": 'calibration.by_gpu.", g.gpu, ".families'"))
+              .status());
     }
   }
   return std::unique_ptr<Estimator>(std::move(e));

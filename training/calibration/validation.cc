@@ -173,8 +173,8 @@ std::string TermsKeyOf(const v1::ModelDescription& model,
   *request.mutable_model() = model;
   const std::string family = FamilyName(FeaturesOf(request).family());
   for (const Family& f : families) {
-    if (f.name == family && f.synthetic_without_convolutions && model.layers_size() > 0 &&
-        !allocsim::HasConvolution(model)) {
+    if (f.name == family && f.synthetic_without_convolutions &&
+        allocsim::WithoutConvolutions(model)) {
       return allocsim::TermsKey(family, true);
     }
   }
@@ -270,16 +270,15 @@ using Calibrations = std::map<std::string, std::map<std::string, FamilyCalibrati
 
 // A family's GPUMemNet training rows (one group; none for a family whose synthetic
 // rows are another population, Family::synthetic_without_convolutions) and its real rows
-// (one group per architecture family), fitted out of group; the real rows' out-of-group
-// estimates go into real.
+// (one group per architecture family: runs, RealRunsOf members), fitted out of group;
+// the real rows' out-of-group estimates go into real.
 absl::StatusOr<FamilyCalibration> FitWithRealRows(
     const std::string& id, const Family& family,
-    const std::vector<CalibrationRow>& synthetic, RealRows& real,
-    const std::vector<size_t>& members, const GpuProfile& gpu,
+    const std::vector<CalibrationRow>& synthetic, const std::vector<RealRun>& runs,
+    RealRows& real, const std::vector<size_t>& members, const GpuProfile& gpu,
     const FitOptions& options) {
-  const std::vector<GroupedRow> rows =
-      OutOfFamilyFitRows(family.name, synthetic, !family.synthetic_without_convolutions,
-                         RealRunsOf(real, members, id));
+  const std::vector<GroupedRow> rows = OutOfFamilyFitRows(
+      family.name, synthetic, !family.synthetic_without_convolutions, runs);
   GPUEST_ASSIGN_OR_RETURN(const OutOfGroupFit fit, FitOutOfGroup(rows, gpu, options));
   for (size_t k = 0; k < members.size(); ++k) {
     const size_t at = rows.size() - members.size() + k;
@@ -322,14 +321,16 @@ absl::StatusOr<Calibrations> CalibrateFamilies(
         if (f.family == v1::MODEL_FAMILY_CNN) {
           real_options.max_conv_factor = o.max_conv_output_factor;
         }
+        // The family's real rows as this simulation's fits see them: fitted on, and
+        // both fits judged on.
+        const std::vector<RealRun> runs = RealRunsOf(*real, members, s.id);
         GPUEST_ASSIGN_OR_RETURN(
             const FamilyCalibration with_real,
-            FitWithRealRows(s.id, f, fit, *real, members, gpu, real_options));
+            FitWithRealRows(s.id, f, fit, runs, *real, members, gpu, real_options));
         real->gpumemnet_fit[s.id][f.name] = *fitted;
         // Both fits judged on the same runs, as the fits are made (without the runs
         // holding a transient); neither saw them (the out-of-family fit scored by fits
         // that never saw each run's architecture family).
-        const std::vector<RealRun> runs = RealRunsOf(*real, members, s.id);
         std::vector<double> alone_upper, out_of_family_upper;
         for (size_t k = 0; k < runs.size(); ++k) {
           alone_upper.push_back(allocsim::CalibratedEstimate(runs[k].row.replay, gpu,
