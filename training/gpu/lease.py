@@ -42,3 +42,22 @@ def add_lease_arguments(parser, what: str, timeout_s: float) -> None:
                         help=f"stop starting new {what} after this many seconds")
     parser.add_argument("--timeout-s", type=float, default=timeout_s,
                         help=f"per {what[:-1]}, in its own process")
+
+
+def outside_allocator_mib() -> dict:
+    """What this process holds on the device beyond the caching allocator's reserved
+    bytes, right now: {"process_used_mib", "context_mib", "context_read_by"}. The same
+    reading as `gpuest-collect context` (gpuest.collect.context), so a job's row and a
+    node's context are one figure."""
+    import pynvml
+    import torch
+    from gpuest.collect.context import process_used_bytes
+    pynvml.nvmlInit()
+    index = torch.cuda.current_device()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    used, how = process_used_bytes(pynvml, handle, None)
+    if used is None:
+        return {"context_read_by": how}
+    return {"process_used_mib": used / (1 << 20),
+            "context_mib": (used - torch.cuda.memory_reserved()) / (1 << 20),
+            "context_read_by": how}

@@ -70,7 +70,7 @@ def run_one(model_name: str, batch: int, benchmark: bool, cap_mib: float, steps:
     import torch
     import torch.nn.functional as F
     import timm
-    from lease import timm_job
+    from lease import outside_allocator_mib, timm_job
 
     nvml = NvmlPeak()
     used_before_cuda = nvml.used()
@@ -114,6 +114,8 @@ def run_one(model_name: str, batch: int, benchmark: bool, cap_mib: float, steps:
         # lazily loaded kernels.
         row["outside_allocator_mib"] = (nvml.used() - used_before_cuda
                                         - torch.cuda.memory_reserved()) / MIB
+        # The same, from NVML's per-process figure: right with processes side by side.
+        row.update(outside_allocator_mib())
     except torch.OutOfMemoryError as e:
         status = "OOM"
         row["error"] = str(e).splitlines()[0][:300]

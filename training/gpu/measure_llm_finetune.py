@@ -88,6 +88,7 @@ def lm_step(model, batch):
 
 def measure(model_name, config, batch, seq, steps):
     import torch
+    from lease import outside_allocator_mib
     _, amp, _, _ = CONFIGS[config]
     model = build(config, "cuda", model_name)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -133,6 +134,7 @@ def measure(model_name, config, batch, seq, steps):
         torch.cuda.synchronize()
         row["steady_allocated_mib"] = torch.cuda.max_memory_allocated() / MIB
         row["steady_reserved_mib"] = torch.cuda.max_memory_reserved() / MIB
+        row.update(outside_allocator_mib())
         row["status"] = "OK"
     except torch.OutOfMemoryError as e:
         row["status"] = "OOM"

@@ -8,6 +8,8 @@
     compare DIR                      the run's fp32 rows beside the A100's timm rows
     calibrate DIR --gpu ID           set that GPU's context in models/gpu_profiles.json
                                      from DIR/measurements.csv
+    context [--out FILE]             measure this node's context on its own stack (about
+                                     30 s), for gpuest-server's --contexts directory
 """
 from __future__ import annotations
 
@@ -79,6 +81,8 @@ def _parser():
     cmp_.add_argument("--reference", default="../shared/data/timm/timm_a100.csv",
                       help="a measured CSV of the shared datasets' schema (default: the "
                            "A100's timm rows)")
+    sub.add_parser("context", add_help=False,
+                   help="measure this node's context (gpuest-collect context --help)")
     cal = sub.add_parser("calibrate", help="calibrate a GPU's context from a run's rows")
     cal.add_argument("dir")
     cal.add_argument("--gpu", required=True, metavar="ID",
@@ -205,6 +209,10 @@ def _has_gpu() -> bool:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["context"]:  # its own flags: gpuest.collect.context
+        from . import context
+        return context.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if args.command == "run":
