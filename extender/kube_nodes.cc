@@ -47,8 +47,8 @@ absl::StatusOr<uint64_t> MiBField(const nlohmann::json& gpu, const char* key,
   }
   if (!value->is_number() || value->get<double>() < 0 ||
       !std::isfinite(value->get<double>()) || value->get<double>() > 1e12) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ".", key, ": not a number of MiB: ", value->dump()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ".", key, ": not a number of MiB: ", Utf8Prefix(value->dump(), 64)));
   }
   return static_cast<uint64_t>(std::llround(value->get<double>() * kMiB));
 }
@@ -56,10 +56,21 @@ absl::StatusOr<uint64_t> MiBField(const nlohmann::json& gpu, const char* key,
 absl::StatusOr<std::vector<NodeGpu>> FromAnnotation(const std::string& text,
                                                     const std::string& where,
                                                     const std::string& label_model) {
+  // Bounded before it is parsed: nlohmann's parser and dump() recurse once per level,
+  // so a deep annotation must never reach them.
+  if (text.size() > kMaxGpusAnnotationBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", text.size(), " bytes, over the limit of ", kMaxGpusAnnotationBytes));
+  }
+  if (absl::Status depth = CheckJsonDepth(text, where); !depth.ok()) return depth;
   const nlohmann::json gpus = nlohmann::json::parse(text, nullptr, false);
   if (gpus.is_discarded() || !gpus.is_array() || gpus.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": not a non-empty JSON array of GPUs: ", Utf8Prefix(text, 200)));
+  }
+  if (gpus.size() > static_cast<size_t>(kMaxNodeGpus)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", gpus.size(), " GPUs, more than ", kMaxNodeGpus));
   }
   std::vector<NodeGpu> out;
   for (size_t i = 0; i < gpus.size(); ++i) {
@@ -70,8 +81,11 @@ absl::StatusOr<std::vector<NodeGpu>> FromAnnotation(const std::string& text,
     g.index = static_cast<int>(i);
     g.model = label_model;
     if (auto model = gpu.find("model"); model != gpu.end()) {
-      if (!model->is_string())
-        return absl::InvalidArgumentError(at + ".model: not a string");
+      if (!model->is_string() ||
+          model->get_ref<const std::string&>().size() > kMaxGpuModelBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            at, ".model: not a string of at most ", kMaxGpuModelBytes, " bytes"));
+      }
       g.model = model->get<std::string>();
     }
     bool present = false;
@@ -87,8 +101,8 @@ absl::StatusOr<std::vector<NodeGpu>> FromAnnotation(const std::string& text,
     }
     if (auto util = gpu.find("utilPercent"); util != gpu.end()) {
       if (!util->is_number() || util->get<double>() < 0 || util->get<double>() > 100) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(at, ".utilPercent: not a percentage 0..100: ", util->dump()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            at, ".utilPercent: not a percentage 0..100: ", Utf8Prefix(util->dump(), 64)));
       }
       g.util_percent = util->get<double>();
     }
@@ -140,7 +154,7 @@ absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const NodeKeys& node) {
   }
   int count = 1;
   if (const auto& text = node.gfd_count) {
-    if (!absl::SimpleAtoi(*text, &count) || count < 1 || count > 1024) {
+    if (!absl::SimpleAtoi(*text, &count) || count < 1 || count > kMaxNodeGpus) {
       return absl::InvalidArgumentError(absl::StrCat(
           "node ", name, ": label ", kGfdCountLabel, ": not a GPU count: ", *text));
     }
@@ -184,6 +198,7 @@ absl::Status NodeCache::RefreshLocked() {
   std::ifstream in(path_);
   std::stringstream text;
   text << in.rdbuf();
+  if (absl::Status depth = CheckJsonDepth(text.str(), path_); !depth.ok()) return depth;
   const nlohmann::json list = nlohmann::json::parse(text.str(), nullptr, false);
   if (!in || list.is_discarded() || !list.is_object() || !list.contains("items") ||
       !list["items"].is_array()) {

@@ -38,6 +38,15 @@ inline constexpr char kGfdProductLabel[] = "nvidia.com/gpu.product";
 inline constexpr char kGfdMemoryLabel[] = "nvidia.com/gpu.memory";
 inline constexpr char kGfdCountLabel[] = "nvidia.com/gpu.count";
 
+// The bounds of what a node says of its GPUs, one set for every key above. A node
+// holds at most kMaxNodeGpus GPUs (the label path's cap); the annotation is at most
+// Kubernetes' limit on all of an object's annotations together (256 KiB:
+// apimachinery's TotalAnnotationSizeLimitB), nests no deeper than kMaxJsonDepth and
+// names a model in at most kMaxGpuModelBytes.
+inline constexpr int kMaxNodeGpus = 1024;
+inline constexpr size_t kMaxGpusAnnotationBytes = size_t{256} << 10;
+inline constexpr size_t kMaxGpuModelBytes = 256;
+
 // What the extender reads of a Node object: its name and the keys above, when they
 // are strings (extender_args.h reads them from kube-scheduler's body, NodeKeysOf from
 // a parsed object).

@@ -74,6 +74,55 @@ TEST(KubeNodes, MalformedValuesNameTheNodeTheKeyAndTheField) {
             absl::string_view::npos);
 }
 
+// The annotation is JSON inside a JSON string: the depth and size bounds the body gets
+// must hold for it too (a 100,000-deep annotation crashed the server in nlohmann's
+// recursive dump()).
+TEST(KubeNodes, TheAnnotationIsBoundedInDepthSizeGpusAndNames) {
+  const auto refused = [](const std::string& annotation, const std::string& words) {
+    auto gpus = NodeGpus(Node("n4", {{"gpuest.io/gpu-model", "a100-40gb"}},
+                              {{"gpuest.io/gpus", annotation}}));
+    ASSERT_FALSE(gpus.ok());
+    EXPECT_EQ(gpus.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(gpus.status().message().find("node n4: annotation gpuest.io/gpus"),
+              absl::string_view::npos)
+        << gpus.status();
+    EXPECT_NE(gpus.status().message().find(words), absl::string_view::npos)
+        << gpus.status();
+  };
+  refused(std::string(100000, '[') + std::string(100000, ']'), "levels deep");
+  refused(R"([{"freeMiB": 1, "model": ")" + std::string(300, 'x') + R"("}])",
+          "at most 256 bytes");
+  std::string many = "[";
+  for (int i = 0; i <= kMaxNodeGpus; ++i) many += R"({"freeMiB":1},)";
+  many.back() = ']';
+  refused(many, "GPUs, more than 1024");
+  refused("[" + std::string(kMaxGpusAnnotationBytes, ' ') + "]", "over the limit");
+  // A value that is itself a deep structure is echoed short.
+  refused(R"([{"freeMiB": )" + std::string(60, '[') + std::string(60, ']') + "}]",
+          "not a number of MiB");
+  // At the bounds it is read.
+  many = "[";
+  for (int i = 0; i < kMaxNodeGpus; ++i) many += R"({"freeMiB":1},)";
+  many.back() = ']';
+  auto gpus = NodeGpus(
+      Node("n4", {{"gpuest.io/gpu-model", "a100-40gb"}}, {{"gpuest.io/gpus", many}}));
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  EXPECT_EQ(gpus->size(), static_cast<size_t>(kMaxNodeGpus));
+}
+
+TEST(KubeNodes, ADeepNodeCacheFileIsRefusedNotParsed) {
+  const std::string path = ::testing::TempDir() + "/deep_nodes.json";
+  {
+    std::ofstream out(path);
+    out << R"({"items": )" << std::string(100000, '[') << std::string(100000, ']') << "}";
+  }
+  NodeCache cache(path);
+  const auto found = cache.Find("a");
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kInvalidArgument) << found.status();
+  EXPECT_NE(found.status().message().find("levels deep"), absl::string_view::npos);
+  std::remove(path.c_str());
+}
+
 TEST(KubeNodes, TheNodeCacheReadsANodeListAndRereadsItWhenItChanges) {
   const std::string path = ::testing::TempDir() + "/nodes.json";
   {
