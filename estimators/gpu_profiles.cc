@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "estimators/gpu_profiles_manifest.h"
@@ -40,6 +41,18 @@ const GpuProfile* GpuProfiles::Find(absl::string_view name) const {
 
 bool IsMigProfile(const GpuProfile& profile) {
   return absl::StrContains(profile.name, " MIG ");
+}
+
+absl::Status GpuProfiles::AddMeasuredContext(absl::string_view gpu_name,
+                                             StackContext context) {
+  const GpuProfile* found = Find(gpu_name);
+  if (found == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "no GPU profile is '", gpu_name.substr(0, 128), "' (known: ", KnownIds(), ")"));
+  }
+  profiles_[static_cast<size_t>(found - profiles_.data())].contexts.push_back(
+      std::move(context));
+  return absl::OkStatus();
 }
 
 std::string GpuProfiles::KnownIds() const {

@@ -15,6 +15,15 @@
 
 namespace gpuest {
 
+// A context measured on one software stack (stack_context.h chooses among them).
+struct StackContext {
+  uint32_t cuda_major = 0;     // The CUDA runtime's major version.
+  std::string torch;           // "2.11" (major.minor); empty: any.
+  std::string module_loading;  // "LAZY" or "EAGER".
+  uint64_t context_bytes = 0;
+  std::string basis;  // Where it was measured: host, date, driver, versions.
+};
+
 struct GpuProfile {
   std::string id;    // "a100-40gb"
   std::string name;  // "NVIDIA A100-SXM4-40GB"
@@ -31,6 +40,9 @@ struct GpuProfile {
   // they are documented assumptions), and where they come from.
   bool constants_calibrated = false;
   std::string constants_basis;
+  // Contexts measured on given stacks; context_bytes above is the figure for a job
+  // whose stack none of them matches (stack_context.h).
+  std::vector<StackContext> contexts;
 };
 
 struct GpuProfilesManifest;  // gpu_profiles_manifest.h: the file's format.
@@ -54,6 +66,9 @@ class GpuProfiles {
   const std::vector<GpuProfile>& All() const { return profiles_; }
   // "a100-40gb, a100-80gb, ..." for error messages.
   std::string KnownIds() const;
+  // A context `gpuest-collect context` measured on a GPU of this nvidia-smi name (or
+  // id, or alias): NotFound when no profile has it.
+  absl::Status AddMeasuredContext(absl::string_view gpu_name, StackContext context);
 
  private:
   std::vector<GpuProfile> profiles_;

@@ -18,6 +18,29 @@ using Fields = manifest::Fields<Json>;
 constexpr char kCalibrated[] = "calibrated";
 constexpr char kAssumed[] = "assumed";
 
+// A context measured on one stack: {"cuda_major": 13, "torch": "2.11",
+// "module_loading": "LAZY", "context_mib": 758, "basis": "..."} (torch optional).
+absl::StatusOr<StackContext> StackContextFromJson(Fields& f) {
+  StackContext c;
+  int cuda_major = 0;
+  uint64_t context_mib = 0;
+  GPUEST_RETURN_IF_ERROR(f.Get("cuda_major", cuda_major));
+  GPUEST_RETURN_IF_ERROR(f.GetOptional("torch", c.torch));
+  GPUEST_RETURN_IF_ERROR(f.Get("module_loading", c.module_loading));
+  GPUEST_RETURN_IF_ERROR(f.Get("context_mib", context_mib));
+  GPUEST_RETURN_IF_ERROR(f.Get("basis", c.basis));
+  GPUEST_RETURN_IF_ERROR(f.Finish());
+  if (cuda_major < 1 || cuda_major > 99) {
+    return f.Error("cuda_major", "must be a CUDA major version");
+  }
+  if (c.module_loading != "LAZY" && c.module_loading != "EAGER") {
+    return f.Error("module_loading", "must be LAZY or EAGER");
+  }
+  c.cuda_major = static_cast<uint32_t>(cuda_major);
+  c.context_bytes = context_mib << 20;
+  return c;
+}
+
 absl::StatusOr<GpuProfile> GpuFromJson(Fields& f) {
   GpuProfile p;
   uint64_t memory_mib = 0, context_mib = 0;
@@ -31,6 +54,13 @@ absl::StatusOr<GpuProfile> GpuFromJson(Fields& f) {
   GPUEST_RETURN_IF_ERROR(f.Get("cublas_workspace_bytes", p.cublas_workspace_bytes));
   GPUEST_RETURN_IF_ERROR(f.Get("constants", constants));
   GPUEST_RETURN_IF_ERROR(f.Get("constants_basis", p.constants_basis));
+  if (f.Has("contexts")) {
+    GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> contexts, f.Objects("contexts"));
+    for (Fields& c : contexts) {
+      GPUEST_ASSIGN_OR_RETURN(StackContext context, StackContextFromJson(c));
+      p.contexts.push_back(std::move(context));
+    }
+  }
   GPUEST_RETURN_IF_ERROR(f.Finish());
   if (p.id.empty()) return f.Error("id", "is empty");
   if (memory_mib == 0) return f.Error("memory_mib", "must be more than 0");
@@ -63,6 +93,18 @@ Json GpuProfilesManifest::ToJson() const {
     g["cublas_workspace_bytes"] = p.cublas_workspace_bytes;
     g["constants"] = p.constants_calibrated ? kCalibrated : kAssumed;
     g["constants_basis"] = p.constants_basis;
+    if (!p.contexts.empty()) {
+      g["contexts"] = Json::array();
+      for (const StackContext& c : p.contexts) {
+        Json entry;
+        entry["cuda_major"] = c.cuda_major;
+        if (!c.torch.empty()) entry["torch"] = c.torch;
+        entry["module_loading"] = c.module_loading;
+        entry["context_mib"] = c.context_bytes >> 20;
+        entry["basis"] = c.basis;
+        g["contexts"].push_back(std::move(entry));
+      }
+    }
     doc["gpus"].push_back(std::move(g));
   }
   return doc;

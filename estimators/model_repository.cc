@@ -110,6 +110,24 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
       digest = Field(bytes, digest);
     }
   }
+  const fs::path contexts = fs::path(dir) / kContextsDirectory;
+  if (fs::is_directory(contexts, ec)) {
+    for (const fs::directory_entry& entry : fs::directory_iterator(contexts, ec)) {
+      if (entry.path().extension() != ".json") continue;
+      auto text = ReadTextFile(entry.path().string());
+      if (!text.ok()) return text.status();
+      contents.context_files.emplace_back(entry.path().string(), std::move(*text));
+    }
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("listing ", contexts.string(), ": ", ec.message()));
+    }
+    std::sort(contents.context_files.begin(), contents.context_files.end());
+    for (const auto& [path, text] : contents.context_files) {
+      digest = Field(fs::path(path).filename().string(), digest);
+      digest = Field(text, digest);
+    }
+  }
   contents.version = absl::StrFormat("%d-%016x", contents.models.size(), digest);
   return contents;
 }

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,11 +35,17 @@ struct ModelRepositoryContents {
   // <dir>/contention/contention.json, and its bytes when the file is there.
   std::string contention_path;
   std::optional<std::string> contention_text;
+  // <dir>/contexts/*.json: the files `gpuest-collect context` wrote on GPU nodes
+  // (stack_context.h), path and text, in name order.
+  std::vector<std::pair<std::string, std::string>> context_files;
   // "<models>-<digest>": changes whenever a byte of any model's files (manifest,
   // weights), a model's id, a file's name, the GPU profiles or the contention model
   // change.
   std::string version;
 };
+
+// Where a model repository keeps the contexts measured on nodes: <models_dir>/contexts.
+inline constexpr char kContextsDirectory[] = "contexts";
 
 // Where a model repository keeps the contention model:
 // <models_dir>/contention/contention.json.

@@ -4,6 +4,7 @@
 #include "common/status_macros.h"
 #include "estimators/horus.h"
 #include "estimators/manifest_json.h"
+#include "estimators/stack_context.h"
 
 namespace gpuest {
 
@@ -18,6 +19,13 @@ absl::StatusOr<std::unique_ptr<EstimatorRegistry>> EstimatorRegistry::Load(
     const ModelRepositoryContents& contents, const RegistryOptions& options) {
   GPUEST_ASSIGN_OR_RETURN(GpuProfiles gpus,
                           GpuProfiles::LoadFile(contents.gpu_profiles_path));
+  for (const auto& [path, text] : contents.context_files) {
+    GPUEST_ASSIGN_OR_RETURN(auto measured, ParseCollectedContext(text, path));
+    if (absl::Status added = gpus.AddMeasuredContext(measured.first, measured.second);
+        !added.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", added.message()));
+    }
+  }
   std::unique_ptr<EstimatorRegistry> registry(
       new EstimatorRegistry(std::move(gpus), contents.version));
   registry->estimators_.push_back(MakeHorusEstimator());

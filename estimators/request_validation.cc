@@ -29,14 +29,13 @@ absl::Status CheckCount(absl::string_view field, int64_t value, int64_t max) {
   return absl::OkStatus();
 }
 
-absl::Status CheckBatchSize(absl::string_view field, int64_t value,
-                            const ValidationLimits& limits) {
-  if (value <= 0) return Invalid(field, absl::StrCat("must be positive, got ", value));
-  if (value > limits.max_batch_size) {
-    return Invalid(
-        field, absl::StrCat("must be at most ", limits.max_batch_size, ", got ", value));
-  }
-  return absl::OkStatus();
+// A number of item i of a repeated field (model.layers[i].parameters), checked against
+// its row; the path is built only when it fails.
+template <typename T>
+absl::Status CheckItem(const FieldBound& bound, T value, absl::string_view list, int i,
+                       absl::string_view name, const ValidationLimits& limits) {
+  if (InBounds(bound, static_cast<double>(value), limits)) return absl::OkStatus();
+  return CheckField(bound, value, absl::StrCat(list, "[", i, "]", name), limits);
 }
 
 absl::Status CheckTrace(const v1::AllocationTrace& trace,
@@ -61,6 +60,9 @@ absl::Status CheckTrace(const v1::AllocationTrace& trace,
   // refused rather than answered.
   std::vector<int32_t> owner(2 * static_cast<size_t>(n) + 1, -1);
   auto claim = [&](absl::string_view column, int i, uint32_t at) -> absl::Status {
+    GPUEST_RETURN_IF_ERROR(CheckItem(column == "alloc_at" ? kTraceAllocAt : kTraceFreeAt,
+                                     uint64_t{at}, absl::StrCat("model.trace.", column),
+                                     i, "", limits));
     const std::string field = absl::StrCat("model.trace.", column, "[", i, "]");
     if (at > static_cast<uint32_t>(2 * n)) {
       return Invalid(field, absl::StrCat("time ", at, " is past the trace's end (", 2 * n,
@@ -88,10 +90,8 @@ absl::Status CheckTrace(const v1::AllocationTrace& trace,
                      absl::StrCat("must be 0 (alive at the end) or after alloc_at ",
                                   trace.alloc_at(i), ", got ", trace.free_at(i)));
     }
-    if (trace.size_bytes(i) > static_cast<uint64_t>(limits.max_count)) {
-      return Invalid(absl::StrCat("model.trace.size_bytes[", i, "]"),
-                     absl::StrCat("must be at most ", limits.max_count));
-    }
+    GPUEST_RETURN_IF_ERROR(CheckItem(kTraceSizeBytes, trace.size_bytes(i),
+                                     "model.trace.size_bytes", i, "", limits));
     total += static_cast<double>(trace.size_bytes(i));
   }
   // The replay adds sizes in 64 bits.
@@ -103,6 +103,8 @@ absl::Status CheckTrace(const v1::AllocationTrace& trace,
   return absl::OkStatus();
 }
 
+// Every product an estimator forms of a batch and a per-sample count (a layer's input
+// or output, the parameters) is at most this, so none wraps 64 bits.
 absl::Status CheckStepSize(absl::string_view field, int64_t batch, int64_t activations,
                            int64_t parameters) {
   // In double: the product itself is what could overflow 64 bits.
@@ -153,14 +155,15 @@ absl::Status CheckFeatures(const v1::FeatureVector& f, const ValidationLimits& l
   if (!v1::Optimizer_IsValid(f.optimizer())) {
     return Invalid("features.optimizer", absl::StrCat("unknown value ", f.optimizer()));
   }
-  GPUEST_RETURN_IF_ERROR(CheckBatchSize("features.batch_size", f.batch_size(), limits));
   GPUEST_RETURN_IF_ERROR(
-      CheckCount("features.total_parameters", f.total_parameters(), limits.max_count));
-  GPUEST_RETURN_IF_ERROR(
-      CheckCount("features.total_activations", f.total_activations(), limits.max_count));
-  GPUEST_RETURN_IF_ERROR(CheckCount("features.depth", f.depth(), limits.max_layers));
-  GPUEST_RETURN_IF_ERROR(
-      CheckCount("features.sequence_length", f.sequence_length(), limits.max_count));
+      CheckField(kFeaturesBatchSize, f.batch_size(), "features.batch_size", limits));
+  GPUEST_RETURN_IF_ERROR(CheckField(kFeaturesParameters, f.total_parameters(),
+                                    "features.total_parameters", limits));
+  GPUEST_RETURN_IF_ERROR(CheckField(kFeaturesActivations, f.total_activations(),
+                                    "features.total_activations", limits));
+  GPUEST_RETURN_IF_ERROR(CheckField(kFeaturesDepth, f.depth(), "features.depth", limits));
+  GPUEST_RETURN_IF_ERROR(CheckField(kFeaturesSequenceLength, f.sequence_length(),
+                                    "features.sequence_length", limits));
   for (const auto& [type, count] : f.layer_counts()) {
     if (type.empty()) return Invalid("features.layer_counts", "a layer type is empty");
     // The same bound as a layer's type (model.layers[i]); checked before the type goes
@@ -171,7 +174,7 @@ absl::Status CheckFeatures(const v1::FeatureVector& f, const ValidationLimits& l
                                   " characters (", type.size(), ")"));
     }
     const std::string field = absl::StrCat("features.layer_counts[\"", type, "\"]");
-    GPUEST_RETURN_IF_ERROR(CheckCount(field, count, limits.max_layers));
+    GPUEST_RETURN_IF_ERROR(CheckField(kFeaturesLayerCount, count, field, limits));
   }
   if (f.total_parameters() == 0 && f.total_activations() == 0) {
     return Invalid("features", "total_parameters and total_activations are both 0");
@@ -182,34 +185,20 @@ absl::Status CheckFeatures(const v1::FeatureVector& f, const ValidationLimits& l
 
 }  // namespace
 
-// The largest layouts the per-rank rules are meant for (a cluster of 65,536 GPUs; a
-// tensor-parallel group larger than a rack is not a thing), and a unit no larger than a
-// GPU could hold.
-constexpr uint32_t kMaxDataParallel = 65536;
-constexpr uint32_t kMaxTensorParallel = 1024;
-constexpr uint64_t kMaxUnitBytes = uint64_t{1} << 44;
 // Each caveat becomes a warning in the response: a handful of sentences.
 constexpr int kMaxTraceCaveats = 16;
 constexpr size_t kMaxTraceCaveatLength = 1024;
 
 absl::Status ValidateParallelism(const v1::Parallelism& p) {
-  if (p.data_parallel() > kMaxDataParallel) {
-    return Invalid(
-        "model.parallelism.data_parallel",
-        absl::StrCat("at most ", kMaxDataParallel, ", got ", p.data_parallel()));
-  }
-  if (p.tensor_parallel() > kMaxTensorParallel) {
-    return Invalid(
-        "model.parallelism.tensor_parallel",
-        absl::StrCat("at most ", kMaxTensorParallel, ", got ", p.tensor_parallel()));
-  }
+  GPUEST_RETURN_IF_ERROR(CheckField(kDataParallel, uint64_t{p.data_parallel()},
+                                    "model.parallelism.data_parallel"));
+  GPUEST_RETURN_IF_ERROR(CheckField(kTensorParallel, uint64_t{p.tensor_parallel()},
+                                    "model.parallelism.tensor_parallel"));
+  GPUEST_RETURN_IF_ERROR(CheckField(kLargestUnitBytes, p.largest_unit_bytes(),
+                                    "model.parallelism.largest_unit_bytes"));
   if (!v1::Sharding_IsValid(p.sharding())) {
     return Invalid("model.parallelism.sharding",
                    absl::StrCat("unknown value ", static_cast<int>(p.sharding())));
-  }
-  if (p.largest_unit_bytes() > kMaxUnitBytes) {
-    return Invalid("model.parallelism.largest_unit_bytes",
-                   absl::StrCat("at most 2^44 (16 TiB), got ", p.largest_unit_bytes()));
   }
   if (p.offload_parameters() && p.sharding() != v1::SHARDING_PARAMETERS) {
     return Invalid("model.parallelism.offload_parameters",
@@ -233,15 +222,14 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
   if (!v1::DType_IsValid(model.dtype())) {
     return Invalid("model.dtype", absl::StrCat("unknown value ", model.dtype()));
   }
-  GPUEST_RETURN_IF_ERROR(CheckBatchSize("model.batch_size", model.batch_size(), limits));
+  GPUEST_RETURN_IF_ERROR(
+      CheckField(kModelBatchSize, model.batch_size(), "model.batch_size", limits));
   // In double: the product of the dimensions is what wraps 64 bits (the layer rules
   // size the input as batch x the sample's elements).
   double sample_elements = 1;
   for (int i = 0; i < model.input_shape_size(); ++i) {
-    if (model.input_shape(i) <= 0) {
-      return Invalid(absl::StrCat("model.input_shape[", i, "]"),
-                     absl::StrCat("must be positive, got ", model.input_shape(i)));
-    }
+    GPUEST_RETURN_IF_ERROR(CheckItem(kModelInputShape, model.input_shape(i),
+                                     "model.input_shape", i, "", limits));
     sample_elements *= static_cast<double>(model.input_shape(i));
   }
   if (sample_elements > static_cast<double>(limits.max_count)) {
@@ -249,8 +237,8 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
                    absl::StrCat("a sample of ", sample_elements,
                                 " elements exceeds the limit of ", limits.max_count));
   }
-  GPUEST_RETURN_IF_ERROR(
-      CheckCount("model.sequence_length", model.sequence_length(), limits.max_count));
+  GPUEST_RETURN_IF_ERROR(CheckField(kModelSequenceLength, model.sequence_length(),
+                                    "model.sequence_length", limits));
   if (model.layers_size() == 0) {
     return Invalid("model.layers", "at least one layer is required");
   }
@@ -259,7 +247,8 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
                    absl::StrCat(model.layers_size(), " layers exceed the limit of ",
                                 limits.max_layers));
   }
-  int64_t total_params = 0, total_acts = 0;
+  // Each at most max_layers x max_count (2^58 by default): no sum wraps.
+  int64_t total_params = 0, total_acts = 0, total_inputs = 0;
   for (int i = 0; i < model.layers_size(); ++i) {
     const v1::Layer& layer = model.layers(i);
     // Field paths are built only on failure: this loop runs for every layer of every
@@ -272,30 +261,34 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
         limits.max_name_length) {
       return Invalid(field("name"), "type or name too long");
     }
-    if (layer.output_activations() < 0 || layer.output_activations() > limits.max_count) {
-      return CheckCount(field("output_activations"), layer.output_activations(),
-                        limits.max_count);
-    }
-    if (layer.parameters() < 0 || layer.parameters() > limits.max_count) {
-      return CheckCount(field("parameters"), layer.parameters(), limits.max_count);
-    }
+    GPUEST_RETURN_IF_ERROR(CheckItem(kLayerOutputActivations, layer.output_activations(),
+                                     "model.layers", i, ".output_activations", limits));
+    GPUEST_RETURN_IF_ERROR(CheckItem(kLayerParameters, layer.parameters(), "model.layers",
+                                     i, ".parameters", limits));
+    GPUEST_RETURN_IF_ERROR(CheckItem(kLayerInputActivations, layer.input_activations(),
+                                     "model.layers", i, ".input_activations", limits));
     total_params += layer.parameters();
     total_acts += layer.output_activations();
+    total_inputs += layer.input_activations();
   }
   GPUEST_RETURN_IF_ERROR(
       CheckCount("model.layers (total parameters)", total_params, limits.max_count));
   GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total output_activations)", total_acts,
                                     limits.max_count));
-  GPUEST_RETURN_IF_ERROR(CheckStepSize("model.batch_size", model.batch_size(),
-                                       total_acts + static_cast<int64_t>(sample_elements),
-                                       total_params));
+  GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total input_activations)",
+                                    total_inputs, limits.max_count));
+  GPUEST_RETURN_IF_ERROR(CheckStepSize(
+      "model.batch_size", model.batch_size(),
+      total_acts + total_inputs + static_cast<int64_t>(sample_elements), total_params));
   if (model.has_trace()) {
     GPUEST_RETURN_IF_ERROR(CheckTrace(model.trace(), limits));
     GPUEST_RETURN_IF_ERROR(CheckTraceBatch(model));
   }
   const uint64_t max_split = model.allocator().max_split_size_mb();
-  // PyTorch refuses 20 MiB and less; above 2^40 MiB the byte count overflows.
-  if (max_split != 0 && (max_split <= 20 || max_split > (uint64_t{1} << 40))) {
+  GPUEST_RETURN_IF_ERROR(CheckField(kMaxSplitSizeMb, max_split,
+                                    "model.allocator.max_split_size_mb", limits));
+  // PyTorch refuses 20 MiB and less.
+  if (max_split != 0 && max_split <= 20) {
     return Invalid("model.allocator.max_split_size_mb",
                    absl::StrCat("must be 0 (unlimited) or above 20, got ", max_split));
   }
@@ -309,6 +302,17 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
       return Invalid(absl::StrCat("model.trace_caveats[", i, "]"),
                      absl::StrCat("longer than ", kMaxTraceCaveatLength, " characters"));
     }
+  }
+  GPUEST_RETURN_IF_ERROR(CheckField(kStackCudaMajor, uint64_t{model.stack().cuda_major()},
+                                    "model.stack.cuda_major", limits));
+  if (const std::string& loading = model.stack().module_loading();
+      !loading.empty() && loading != "LAZY" && loading != "EAGER") {
+    return Invalid("model.stack.module_loading",
+                   absl::StrCat("must be LAZY or EAGER (CUDA_MODULE_LOADING), got '",
+                                loading.substr(0, 32), "'"));
+  }
+  if (model.stack().cuda_version().size() > 32) {
+    return Invalid("model.stack.cuda_version", "longer than 32 characters");
   }
   return ValidateParallelism(model.parallelism());
 }

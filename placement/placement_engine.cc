@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/units.h"
+#include "estimators/field_bounds.h"
 #include "placement/memory_fit.h"
 #include "placement/placement_job.h"
 
@@ -74,9 +75,10 @@ absl::StatusOr<Target> ResolveGpu(const v1::PlacementGpu& gpu, const GpuProfiles
       return t;
     case v1::PlacementGpu::kNodeReported: {
       const v1::NodeReportedGpu& n = gpu.node_reported();
-      if (n.total_bytes() == 0)
-        return absl::InvalidArgumentError(
-            "gpu.node_reported.total_bytes: must be above 0");
+      GPUEST_RETURN_IF_ERROR(
+          CheckField(kNodeTotalBytes, n.total_bytes(), "gpu.node_reported.total_bytes"));
+      GPUEST_RETURN_IF_ERROR(
+          CheckField(kNodeFreeBytes, n.free_bytes(), "gpu.node_reported.free_bytes"));
       if (n.free_bytes() > n.total_bytes()) {
         return absl::InvalidArgumentError(
             "gpu.node_reported.free_bytes: above total_bytes");

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "common/units.h"
+#include "estimators/field_bounds.h"
 #include "estimators/job_gpus.h"
 
 namespace gpuest {
@@ -40,6 +41,8 @@ absl::StatusOr<UtilizationRange> FromMeasured(const v1::MeasuredJob& m,
                    "a measurement comes from NVIDIA_SMI (percent), DCGM_GRACT or "
                    "DCGM_SMACT (fractions)");
   }
+  GPUEST_RETURN_IF_ERROR(CheckField(kMeasuredGpuUtil, m.gpu_util(), field + ".gpu_util"));
+  GPUEST_RETURN_IF_ERROR(CheckField(kMeasuredMemUtil, m.mem_util(), field + ".mem_util"));
   const double top = percent ? 100.0 : 1.0;
   for (const auto& [name, v] : {std::pair<const char*, double>{"gpu_util", m.gpu_util()},
                                 {"mem_util", m.mem_util()}}) {
@@ -82,9 +85,20 @@ absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
   if (classes == 0 || estimate.bin_edges_size() != classes + 1) {
     return Invalid(field + ".bin_edges", "needs one more edge than probabilities");
   }
+  if (classes > kUtilPredictedClass.max + 1) {
+    return Invalid(field + ".probabilities",
+                   absl::StrCat("at most ", kUtilPredictedClass.max + 1, " classes"));
+  }
+  GPUEST_RETURN_IF_ERROR(CheckField(kUtilPredictedClass,
+                                    int64_t{estimate.predicted_class()},
+                                    field + ".predicted_class"));
+  GPUEST_RETURN_IF_ERROR(
+      CheckField(kUtilConfidence, estimate.confidence(), field + ".confidence"));
   for (int k = 0; k <= classes; ++k) {
     const double e = estimate.bin_edges(k);
-    if (!std::isfinite(e) || e < 0 || e > 1 || (k > 0 && e < estimate.bin_edges(k - 1)))
+    GPUEST_RETURN_IF_ERROR(
+        CheckField(kUtilBinEdges, e, absl::StrCat(field, ".bin_edges[", k, "]")));
+    if (k > 0 && e < estimate.bin_edges(k - 1))
       return Invalid(field + ".bin_edges", "edges must rise within 0..1");
   }
   UtilizationRange r{0, 1, 0};
@@ -93,10 +107,8 @@ absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
     const double p = estimate.probabilities(k);
     // Above 1 the sum can overflow to infinity and the mean to NaN, which compares as
     // neither bad nor acceptable.
-    if (!std::isfinite(p) || p < 0 || p > 1) {
-      return Invalid(absl::StrCat(field, ".probabilities[", k, "]"),
-                     absl::StrCat("must be a probability within 0..1, got ", p));
-    }
+    GPUEST_RETURN_IF_ERROR(CheckField(kUtilProbabilities, p,
+                                      absl::StrCat(field, ".probabilities[", k, "]")));
     mass += p;
     r.value += p * (estimate.bin_edges(k) + estimate.bin_edges(k + 1)) / 2;
     if (p >= kClassMass) {
@@ -134,8 +146,8 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
   switch (job.job_case()) {
     case v1::PlacementJob::kMeasured: {
       const v1::MeasuredJob& m = job.measured();
-      if (m.memory_in_use_bytes() == 0)
-        return Invalid(field + ".measured.memory_in_use_bytes", "must be above 0");
+      GPUEST_RETURN_IF_ERROR(CheckField(kMeasuredMemory, m.memory_in_use_bytes(),
+                                        field + ".measured.memory_in_use_bytes"));
       out.memory_bytes = m.memory_in_use_bytes();
       out.memory_basis = "measured in use (its CUDA context included)";
       GPUEST_ASSIGN_OR_RETURN(out.util, FromMeasured(m, field + ".measured", contention));
@@ -144,8 +156,8 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
     }
     case v1::PlacementJob::kEstimate: {
       const v1::EstimatedJob& e = job.estimate();
-      if (e.peak_bytes() == 0)
-        return Invalid(field + ".estimate.peak_bytes", "must be above 0");
+      GPUEST_RETURN_IF_ERROR(
+          CheckField(kEstimatedPeak, e.peak_bytes(), field + ".estimate.peak_bytes"));
       out.memory_bytes = e.peak_bytes();
       out.memory_basis = "an earlier estimate's peak";
       if (e.peak_excludes_context()) {

@@ -17,6 +17,7 @@
 #include "estimators/allocsim/simulation_manifest.h"
 #include "estimators/analytic/layer_trace.h"
 #include "estimators/layer_types.h"
+#include "estimators/stack_context.h"
 
 namespace gpuest::allocsim {
 namespace {
@@ -230,7 +231,16 @@ class SimulationEstimator final : public Estimator {
       }
       config.expandable_segments = model.allocator().expandable_segments();
     }
-    const GpuProfile& gpu = input.gpu;
+    // The context of the job's own stack (stack_context.h), where one was measured.
+    const ContextChoice context = ChooseContext(input.gpu, model);
+    GpuProfile gpu = input.gpu;
+    gpu.context_bytes = context.bytes;
+    gpu.constants_calibrated =
+        context.measured || (input.gpu.constants_calibrated && context.warning.empty());
+    if (!context.warning.empty()) {
+      warnings.push_back(
+          MakeWarning(v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS, context.warning, id));
+    }
     absl::StatusOr<ReplayResult> replay =
         SimulatePeak(trace, gpu, config, steps_, input.deadline);
     if (!replay.ok()) return replay.status();
@@ -284,13 +294,15 @@ class SimulationEstimator final : public Estimator {
       *memory.mutable_transient() = *std::move(transient);
     }
     if (!gpu.constants_calibrated) {
-      warnings.push_back(
-          MakeWarning(v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS,
-                      absl::StrCat(gpu.id,
-                                   "'s context and workspace sizes are assumptions, not "
-                                   "measurements: ",
-                                   gpu.constants_basis),
-                      id));
+      if (context.warning.empty()) {  // Else the context's warning says it.
+        warnings.push_back(MakeWarning(
+            v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS,
+            absl::StrCat(gpu.id,
+                         "'s context and workspace sizes are assumptions, not "
+                         "measurements: ",
+                         gpu.constants_basis),
+            id));
+      }
       confidence /= 2;  // As the classifiers do for a GPU they were not measured on.
     }
     *result.mutable_memory() = std::move(memory);
@@ -304,9 +316,8 @@ class SimulationEstimator final : public Estimator {
                                          : "a step built from the layer sequence",
         trace.size_bytes_size(), steps_, InMiB(replay->peak_allocated_bytes),
         InMiB(replay->peak_reserved_bytes), gpu.id, InMiB(gpu.context_bytes),
-        gpu.constants_calibrated ? "calibrated" : "assumed", calibration_name,
-        calibration.intercept_mib, calibration.safe_factor,
-        calibration.conv_output_factor, conv_output_mib,
+        context.basis, calibration_name, calibration.intercept_mib,
+        calibration.safe_factor, calibration.conv_output_factor, conv_output_mib,
         calibration.conv_output_factor * conv_output_mib, fit_note));
     if (rank) {
       result.set_basis(

@@ -1,9 +1,12 @@
 // The placement library: the memory fit, the shipped contention model, the fitter's
 // solver and data, and the PlacementEngine over the shipped model repository.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -11,8 +14,10 @@
 #include "common/units.h"
 #include "estimators/default_factories.h"
 #include "estimators/engine.h"
+#include "estimators/field_bounds.h"
 #include "estimators/gpu_profiles.h"
 #include "estimators/registry.h"
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 #include "placement/contention_model.h"
 #include "placement/memory_fit.h"
@@ -497,5 +502,183 @@ TEST_F(PlacementEngineTest, RanksEveryCatalogGpuAndMigProfile) {
   EXPECT_TRUE(r->gpus(0).fits());
 }
 
+namespace field_bounds {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+bool IsNumber(const FieldDescriptor& f) {
+  switch (f.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+    case FieldDescriptor::CPPTYPE_INT64:
+    case FieldDescriptor::CPPTYPE_UINT32:
+    case FieldDescriptor::CPPTYPE_UINT64:
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void NumericFields(const Descriptor& d, std::set<std::string>& seen,
+                   std::vector<std::string>& out) {
+  if (!seen.insert(d.full_name()).second) return;
+  for (int i = 0; i < d.field_count(); ++i) {
+    const FieldDescriptor& f = *d.field(i);
+    if (IsNumber(f)) out.push_back(f.full_name());
+    if (f.message_type() != nullptr) NumericFields(*f.message_type(), seen, out);
+  }
+}
+
+// Sets the row's field, in the first message of its type in m (depth first over the
+// fields that are set), to value; false when m holds none.
+bool SetField(Message& m, const std::string& field, double value) {
+  const Descriptor& d = *m.GetDescriptor();
+  const Reflection& r = *m.GetReflection();
+  for (int i = 0; i < d.field_count(); ++i) {
+    const FieldDescriptor& f = *d.field(i);
+    if (f.full_name() == field) {
+      if (f.is_repeated() && r.FieldSize(m, &f) == 0) return false;
+      switch (f.cpp_type()) {
+        case FieldDescriptor::CPPTYPE_INT32:
+          f.is_repeated() ? r.SetRepeatedInt32(&m, &f, 0, static_cast<int32_t>(value))
+                          : r.SetInt32(&m, &f, static_cast<int32_t>(value));
+          return true;
+        case FieldDescriptor::CPPTYPE_INT64:
+          f.is_repeated() ? r.SetRepeatedInt64(&m, &f, 0, static_cast<int64_t>(value))
+                          : r.SetInt64(&m, &f, static_cast<int64_t>(value));
+          return true;
+        case FieldDescriptor::CPPTYPE_UINT32:
+          f.is_repeated() ? r.SetRepeatedUInt32(&m, &f, 0, static_cast<uint32_t>(value))
+                          : r.SetUInt32(&m, &f, static_cast<uint32_t>(value));
+          return true;
+        case FieldDescriptor::CPPTYPE_UINT64:
+          f.is_repeated() ? r.SetRepeatedUInt64(&m, &f, 0, static_cast<uint64_t>(value))
+                          : r.SetUInt64(&m, &f, static_cast<uint64_t>(value));
+          return true;
+        case FieldDescriptor::CPPTYPE_DOUBLE:
+          f.is_repeated() ? r.SetRepeatedDouble(&m, &f, 0, value)
+                          : r.SetDouble(&m, &f, value);
+          return true;
+        default:
+          return false;
+      }
+    }
+  }
+  for (int i = 0; i < d.field_count(); ++i) {
+    const FieldDescriptor& f = *d.field(i);
+    if (f.message_type() == nullptr) continue;
+    if (f.is_repeated()) {
+      for (int k = 0; k < r.FieldSize(m, &f); ++k) {
+        if (SetField(*r.MutableRepeatedMessage(&m, &f, k), field, value)) return true;
+      }
+    } else if (r.HasField(m, &f) && SetField(*r.MutableMessage(&m, &f), field, value)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool IsUnsigned(const std::string& field) {
+  const FieldDescriptor* f =
+      google::protobuf::DescriptorPool::generated_pool()->FindFieldByName(field);
+  return f != nullptr && (f->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 ||
+                          f->cpp_type() == FieldDescriptor::CPPTYPE_UINT64);
+}
+
+}  // namespace field_bounds
+
+// Every number a client can send has a row in the one table (field_bounds.h): a field
+// added to a request message without one fails here.
+TEST(FieldBoundsTest, EveryNumericFieldOfEveryRequestHasARow) {
+  std::set<std::string> seen;
+  std::vector<std::string> fields;
+  for (const auto* root :
+       {v1::EstimateRequest::descriptor(), v1::CheckPlacementRequest::descriptor(),
+        v1::RankGpusRequest::descriptor()}) {
+    field_bounds::NumericFields(*root, seen, fields);
+  }
+  ASSERT_GT(fields.size(), 20u);
+  for (const std::string& field : fields) {
+    EXPECT_NE(FindFieldBound(field), nullptr) << field << " has no row in field_bounds.h";
+  }
+  for (const FieldBound& row : AllFieldBounds()) {
+    EXPECT_NE(std::find(fields.begin(), fields.end(), row.field), fields.end())
+        << row.field << ": a row for no request field";
+  }
+}
+
+// Each row is enforced where the field is read: every field set just past its bounds,
+// in a request that is otherwise valid, is refused by the table's check. (A layer's
+// input_activations of -1 or 2^63-1 was answered as a smaller job that fits.)
+TEST_F(PlacementEngineTest, EveryRowIsEnforcedOnEveryPath) {
+  v1::CheckPlacementRequest with_model;
+  with_model.mutable_gpu()->set_catalog_id("a100-40gb");
+  *with_model.add_existing() = testing::MeasuredJob("measured", kGiB, 50);
+  v1::PlacementJob* estimated = with_model.add_existing();
+  estimated->set_name("estimated");
+  estimated->mutable_estimate()->set_peak_bytes(kGiB);
+  v1::UtilizationEstimate* u = estimated->mutable_estimate()->mutable_utilization();
+  u->set_metric(v1::UTILIZATION_METRIC_GRACT);
+  for (double e : {0.0, 0.5, 1.0}) u->add_bin_edges(e);
+  u->add_probabilities(0.5);
+  u->add_probabilities(0.5);
+  u->set_predicted_class(1);
+  u->set_confidence(0.5);
+  v1::EstimateRequest description = testing::ExampleRequest("resnet50.json");
+  v1::ModelDescription* m = description.mutable_model();
+  ASSERT_TRUE(m->has_trace());
+  m->set_sequence_length(1);
+  m->mutable_allocator()->set_max_split_size_mb(512);
+  m->mutable_parallelism()->set_data_parallel(1);
+  m->mutable_parallelism()->set_tensor_parallel(1);
+  m->mutable_parallelism()->set_largest_unit_bytes(kMiB);
+  for (v1::Layer& layer : *m->mutable_layers()) {
+    if (layer.input_activations() == 0) layer.set_input_activations(1);
+  }
+  *with_model.mutable_candidate()->mutable_description() = description;
+
+  v1::CheckPlacementRequest with_features;
+  with_features.mutable_gpu()->mutable_node_reported()->set_total_bytes(80 * kGiB);
+  with_features.mutable_gpu()->mutable_node_reported()->set_free_bytes(60 * kGiB);
+  v1::FeatureVector* f =
+      with_features.mutable_candidate()->mutable_description()->mutable_features();
+  f->set_family(v1::MODEL_FAMILY_CNN);
+  f->set_batch_size(32);
+  f->set_total_parameters(1000000);
+  f->set_total_activations(1000000);
+  f->set_depth(10);
+  f->set_sequence_length(1);
+  (*f->mutable_layer_counts())["Conv2d"] = 5;
+  for (const v1::CheckPlacementRequest* base : {&with_model, &with_features}) {
+    auto ok = placement_->CheckPlacement(*base);
+    ASSERT_TRUE(ok.ok()) << ok.status();
+  }
+
+  const ValidationLimits limits;
+  for (const FieldBound& row : AllFieldBounds()) {
+    const double max = UpperBound(row, limits);
+    std::vector<double> outside = {max < 1e6 ? max + 1 : max * 2};
+    if (row.min > 0 || !field_bounds::IsUnsigned(row.field))
+      outside.push_back(row.min - 1);
+    for (double value : outside) {
+      bool set = false;
+      for (const v1::CheckPlacementRequest* base : {&with_model, &with_features}) {
+        v1::CheckPlacementRequest request = *base;
+        if (!field_bounds::SetField(request, row.field, value)) continue;
+        set = true;
+        auto r = placement_->CheckPlacement(request);
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+            << row.field << " = " << value;
+        EXPECT_TRUE(absl::StrContains(r.status().message(), "must be within"))
+            << row.field << " = " << value << ": " << r.status();
+      }
+      EXPECT_TRUE(set) << row.field << ": no base request holds it";
+    }
+  }
+}
 }  // namespace
 }  // namespace gpuest

@@ -1,5 +1,7 @@
 #include "estimators/allocsim/simulation_estimator.h"
 
+#include <cmath>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -7,6 +9,7 @@
 #include "estimators/analytic/layer_trace.h"
 #include "estimators/features.h"
 #include "estimators/recommendation.h"
+#include "estimators/stack_context.h"
 #include "gtest/gtest.h"
 #include "tests/support/traced_steps.h"
 
@@ -558,5 +561,98 @@ TEST(SimulationEstimator, RejectsABadManifestByName) {
   EXPECT_FALSE(Create("{").ok());
 }
 
+namespace context_choice {
+
+GpuProfile Measured() {
+  GpuProfile gpu = Card(81559);
+  gpu.context_bytes = 1429 * MiB;  // The profile's own figure, for rule 4.
+  gpu.contexts = {{13, "2.11", "LAZY", 758 * MiB, "lease A"},
+                  {13, "2.11", "EAGER", 2052 * MiB, "lease A"}};
+  return gpu;
+}
+
+v1::ModelDescription Job(uint32_t cuda_major, const char* loading,
+                         const char* torch = "2.11.0") {
+  v1::ModelDescription m;
+  m.set_framework_version(torch);
+  m.mutable_stack()->set_cuda_major(cuda_major);
+  m.mutable_stack()->set_module_loading(loading);
+  return m;
+}
+
+}  // namespace context_choice
+
+// The context is the stack's: measured on the job's stack it is used as measured, with
+// where it came from; on another stack the nearest with its margin and a warning.
+TEST(StackContext, TheJobsStackChoosesTheMeasuredContext) {
+  using context_choice::Job;
+  const GpuProfile gpu = context_choice::Measured();
+  ContextChoice c = ChooseContext(gpu, Job(13, "LAZY"));
+  EXPECT_EQ(c.bytes, 758 * MiB);
+  EXPECT_TRUE(c.measured);
+  EXPECT_TRUE(c.warning.empty());
+  EXPECT_TRUE(
+      absl::StrContains(c.basis, "the job's stack: 758 MiB measured with CUDA 13"))
+      << c.basis;
+  EXPECT_EQ(ChooseContext(gpu, Job(13, "EAGER")).bytes, 2052 * MiB);
+  // An empty module loading is PyTorch's default, lazy.
+  EXPECT_EQ(ChooseContext(gpu, Job(13, "")).bytes, 758 * MiB);
+  // A CPU-only describe: what the GPU's nodes were measured on.
+  c = ChooseContext(gpu, Job(0, "LAZY"));
+  EXPECT_EQ(c.bytes, 758 * MiB);
+  EXPECT_TRUE(c.measured);
+  EXPECT_TRUE(absl::StrContains(c.basis, "does not record the job's CUDA")) << c.basis;
+  // Another CUDA, another torch: the nearest, with the margin, said.
+  for (const v1::ModelDescription& other : {Job(12, "LAZY"), Job(13, "LAZY", "2.4.1")}) {
+    c = ChooseContext(gpu, other);
+    EXPECT_EQ(c.bytes, static_cast<uint64_t>(std::llround(758 * MiB * 1.25)));
+    EXPECT_FALSE(c.measured);
+    EXPECT_TRUE(absl::StrContains(c.warning, "measured on other stacks only"))
+        << c.warning;
+    EXPECT_TRUE(absl::StrContains(c.warning, "+25 %")) << c.warning;
+  }
+  // Eager on a GPU measured lazy only: the lazy figure times the measured ratio.
+  GpuProfile lazy_only = gpu;
+  lazy_only.contexts.pop_back();
+  c = ChooseContext(lazy_only, Job(13, "EAGER"));
+  EXPECT_EQ(c.bytes, static_cast<uint64_t>(std::llround(758 * MiB * kEagerOverLazy)));
+  EXPECT_FALSE(c.warning.empty());
+  // Nothing measured: the profile's own figure, as its constants say.
+  GpuProfile none = gpu;
+  none.contexts.clear();
+  c = ChooseContext(none, Job(13, "LAZY"));
+  EXPECT_EQ(c.bytes, 1429 * MiB);
+  EXPECT_TRUE(c.warning.empty());
+  EXPECT_TRUE(absl::StrContains(c.basis, "calibrated: measured on a test card"))
+      << c.basis;
+}
+
+// The estimate uses the chosen context: the bound moves by exactly the difference,
+// the basis names the measurement, and another stack is warned of.
+TEST(StackContext, TheEstimateAddsTheJobsStacksContext) {
+  auto e = Create(Manifest("request"));
+  ASSERT_TRUE(e.ok()) << e.status();
+  const GpuProfile gpu = context_choice::Measured();
+  v1::EstimateRequest lazy = MlpRequest(true);
+  *lazy.mutable_model()->mutable_stack() = context_choice::Job(13, "LAZY").stack();
+  lazy.mutable_model()->set_framework_version("2.11.0");
+  v1::EstimateRequest eager = lazy;
+  eager.mutable_model()->mutable_stack()->set_module_loading("EAGER");
+  v1::EstimateRequest other = lazy;
+  other.mutable_model()->mutable_stack()->set_cuda_major(12);
+  const Outcome a = EstimateWith(**e, lazy, gpu);
+  const Outcome b = EstimateWith(**e, eager, gpu);
+  const Outcome c = EstimateWith(**e, other, gpu);
+  ASSERT_TRUE(a.status.ok() && b.status.ok() && c.status.ok()) << a.status;
+  EXPECT_EQ(b.result.memory().upper_bytes() - a.result.memory().upper_bytes(),
+            (2052 - 758) * MiB);
+  EXPECT_TRUE(absl::StrContains(a.result.basis(), "758 MiB measured with CUDA 13"))
+      << a.result.basis();
+  EXPECT_FALSE(HasWarning(a, v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS));
+  EXPECT_EQ(a.result.memory().gpu_constants(), v1::GPU_CONSTANTS_CALIBRATED);
+  EXPECT_TRUE(HasWarning(c, v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS));
+  EXPECT_EQ(c.result.memory().gpu_constants(), v1::GPU_CONSTANTS_ASSUMED);
+  EXPECT_GT(c.result.memory().upper_bytes(), a.result.memory().upper_bytes());
+}
 }  // namespace
 }  // namespace gpuest::allocsim

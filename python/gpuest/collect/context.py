@@ -13,8 +13,9 @@ or the device's used memory less what was used before the process started where 
 driver lists no processes) less torch.cuda.memory_reserved() at the end of the step;
 the stack's context is the largest over the workloads.
 
-The result is one JSON object that gpuest-server reads from its --contexts directory
-(models/contexts/ by default) at start, without a rebuild: see docs/contexts.md."""
+The result is one JSON object that gpuest-server reads from its contexts directory
+(--contexts_dir; models/contexts/ by default) at start and on a reload, without a
+rebuild: see docs/contexts.md."""
 from __future__ import annotations
 
 import json
@@ -24,22 +25,11 @@ import subprocess
 import sys
 import time
 
+from ..stack import software_stack
+
 MIB = 1 << 20
 WORKLOADS = ("init", "cnn", "transformer")
 FORMAT = "gpuest-context/1"
-
-
-def stack_of(torch) -> dict:
-    """What the context depends on, as the describer records it for a job
-    (gpuest.describe.environment.job_stack)."""
-    cuda = torch.version.cuda or ""
-    return {"torch": torch.__version__.split("+")[0],
-            "cuda_major": int(cuda.split(".")[0]) if cuda else 0,
-            "cuda": cuda,
-            "cudnn": torch.backends.cudnn.version() or 0,
-            # PyTorch sets LAZY when the variable is unset (c10/cuda/CUDAFunctions.cpp
-            # since 2.0): an unset variable is lazy loading.
-            "module_loading": (os.environ.get("CUDA_MODULE_LOADING") or "LAZY").upper()}
 
 
 def process_used_bytes(pynvml, handle, before_device_used):
@@ -136,7 +126,8 @@ def measure(gpu_index: int = 0, timeout_s: float = 120.0) -> dict:
               f"the allocator ({row['read_by']})", file=sys.stderr, flush=True)
         rows.append(row)
     return {"format": FORMAT, "gpu_name": name, "driver": driver,
-            "stack": stack_of(torch),
+            "stack": dict(software_stack(torch),
+                          cudnn=torch.backends.cudnn.version() or 0),
             "context_mib": round(max(r["context_mib"] for r in rows)),
             "workloads": rows, "host": platform.node(),
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -13,6 +13,12 @@ from torch.multiprocessing.reductions import StorageWeakRef
 TORCH_VERSION = torch.__version__.split("+")[0]
 
 
+def job_stack() -> dict:
+    """The describing process's stack as ModelDescription.stack (JSON mapping)."""
+    from ..stack import software_stack, stack_json
+    return stack_json(software_stack(torch))
+
+
 def make_fake_mode() -> FakeTensorMode:
     """A FakeTensorMode that tolerates the odd real tensor a model keeps outside its
     parameters (2.x has a switch for it; 1.13 has not, and refuses them)."""

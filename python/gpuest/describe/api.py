@@ -10,7 +10,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Param
 import torch
 import torch.nn as nn
 
-from ._compat import TORCH_VERSION, data_dependent_errors
+from ._compat import TORCH_VERSION, data_dependent_errors, job_stack
 from .layers import infer_activation, infer_family
 from .losses import LOSSES, STEP_FUNCTION
 from .errors import DescribeError
@@ -227,7 +227,8 @@ def describe_json(model: nn.Module,
         trace_unavailable_reason=reason if trace else
         "; ".join(x for x in ("tracing was turned off", reason) if x),
         allocator=allocator, loss=traced_loss, cudnn_benchmark=cudnn_benchmark,
-        parallelism=parallel, trace_caveats=caveats if trace else [])
+        parallelism=parallel, trace_caveats=caveats if trace else [],
+        stack=job_stack())
     return d
 
 

@@ -64,7 +64,8 @@ def description_json(*, name: str, family: str, batch_size: int, input_shape: Li
                      allocator: Optional[dict] = None, loss: str = "",
                      cudnn_benchmark: Optional[bool] = None,
                      parallelism: Optional[dict] = None,
-                     trace_caveats: Optional[List[str]] = None) -> dict:
+                     trace_caveats: Optional[List[str]] = None,
+                     stack: Optional[dict] = None) -> dict:
     d: Dict[str, Any] = {}
     _put(d, "name", name)
     _put(d, "family", family)
@@ -90,6 +91,8 @@ def description_json(*, name: str, family: str, batch_size: int, input_shape: Li
         d["parallelism"] = parallelism
     if trace_caveats:
         d["traceCaveats"] = list(trace_caveats)
+    if stack:
+        d["stack"] = stack
     return d
 
 
