@@ -110,19 +110,23 @@ TEST_F(SimulationTest, AnotherGpuUsesItsAssumedConstantsAndSaysSo) {
   auto client = Connect();
   ASSERT_NE(client, nullptr);
   v1::EstimateRequest request = testing::RequestFromFile(kTracedModel);
-  request.set_gpu("h100-80gb");
+  request.set_gpu("l4");
   request.add_estimators("allocsim");
   auto response = client->Estimate(request);
   ASSERT_TRUE(response.ok()) << response.status();
   ASSERT_EQ(response->results_size(), 1);
   EXPECT_EQ(response->results(0).memory().gpu_constants(), v1::GPU_CONSTANTS_ASSUMED);
   EXPECT_TRUE(Warned(*response, v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS, "allocsim"));
-  // Hopper's cuBLAS workspace is 32 MiB, four times the A100's 8.1 MiB.
-  request.set_gpu("a100-40gb");
-  auto a100 = client->Estimate(request);
-  ASSERT_TRUE(a100.ok());
-  EXPECT_GT(response->results(0).memory().breakdown().context_bytes(),
-            a100->results(0).memory().breakdown().context_bytes());
+  // The H100's context is measured (models/contexts/, gpu_profiles.json): served as
+  // measured, with where it came from, and no warning.
+  request.set_gpu("h100-80gb");
+  auto h100 = client->Estimate(request);
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  EXPECT_EQ(h100->results(0).memory().gpu_constants(), v1::GPU_CONSTANTS_CALIBRATED);
+  EXPECT_FALSE(Warned(*h100, v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS, "allocsim"));
+  EXPECT_TRUE(
+      absl::StrContains(h100->results(0).basis(), "758 MiB measured with CUDA 13"))
+      << h100->results(0).basis();
 }
 
 TEST_F(SimulationTest, ALayerOnlyRequestGetsTheAnalyticEstimate) {

@@ -632,6 +632,8 @@ TEST_F(PlacementEngineTest, EveryRowIsEnforcedOnEveryPath) {
   v1::ModelDescription* m = description.mutable_model();
   ASSERT_TRUE(m->has_trace());
   m->set_sequence_length(1);
+  m->mutable_stack()->set_cuda_major(13);
+  m->mutable_stack()->set_module_loading("LAZY");
   m->mutable_allocator()->set_max_split_size_mb(512);
   m->mutable_parallelism()->set_data_parallel(1);
   m->mutable_parallelism()->set_tensor_parallel(1);
