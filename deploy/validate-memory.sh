@@ -50,7 +50,29 @@ fi
 /usr/bin/python3 training/data/export_clean_runs.py --gpu h200 \
   --runs data/h200-benchmark-off/cudnn_benchmark_off.jsonl \
   --descriptions "$timm_rows" --out build/datasets/h200_clean_runs.jsonl
+# Runs no fit sees, for the bound's goal table: the project's clean runs on an H100 of
+# families no dataset holds (data/h100-clean-runs/, described on the lease's machine by
+# training/gpu/device_run_bound.sh: GPUEST_H100_ROWS), and the decoder fine-tunes on the
+# H100 and the H200 (descriptions in data/h200-llm-finetune/).
+holdout=()
+if [[ -s "${GPUEST_H100_ROWS:-build/datasets/h100_new_families_traced.jsonl}" ]]; then
+  /usr/bin/python3 training/data/export_clean_runs.py --gpu h100-80gb \
+    --runs data/h100-clean-runs/clean_runs.jsonl \
+    --descriptions "${GPUEST_H100_ROWS:-build/datasets/h100_new_families_traced.jsonl}" \
+    --out build/datasets/h100_clean_runs.jsonl
+  holdout+=(h100-80gb=build/datasets/h100_clean_runs.jsonl)
+else
+  echo "no traced descriptions of the H100 rows (GPUEST_H100_ROWS): their goal rows are left out" >&2
+fi
+/usr/bin/python3 training/data/export_clean_runs.py --gpu h100-80gb \
+  --runs data/h100-clean-runs/llm_finetune.jsonl \
+  --llm-descriptions data/h200-llm-finetune/llm_descriptions --out build/datasets/h100_llm_runs.jsonl
+/usr/bin/python3 training/data/export_clean_runs.py --gpu h200 \
+  --runs data/h200-llm-finetune/llm_finetune.jsonl \
+  --llm-descriptions data/h200-llm-finetune/llm_descriptions --out build/datasets/h200_llm_runs.jsonl
+holdout+=(h100-80gb=build/datasets/h100_llm_runs.jsonl h200=build/datasets/h200_llm_runs.jsonl)
 build/training/calibration/gpuest-validate-memory --data-dir "$DATA" --models models \
   --timm-rows "$timm_rows" --gpu-runs h200=build/datasets/h200_clean_runs.jsonl \
+  --holdout-runs "$(IFS=,; echo "${holdout[*]}")" \
   --write-models --report docs/accuracy.md "$@"
 echo "models/allocsim, models/analytic, models/gpu_profiles.json and docs/accuracy.md rewritten"

@@ -70,7 +70,24 @@ absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
                       "application/json");
       return httplib::Server::HandlerResponse::Handled;
     };
-    if (req.method != "POST") return httplib::Server::HandlerResponse::Unhandled;
+    // The routes, before anything of the body is read: any other path or verb is
+    // answered at once and its body never buffered.
+    const bool verb = req.path == "/filter" || req.path == "/prioritize";
+    if (req.method == "GET" && req.path == "/healthz") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (!verb)
+      return refuse(404,
+                    "no such path; the extender serves POST /filter, "
+                    "POST /prioritize and GET /healthz");
+    if (req.method != "POST") return refuse(405, absl::StrCat(req.path, " takes POST"));
+    // The limits count the bytes the handler reads: an encoded body would inflate past
+    // them (1 MB of gzip is 1 GiB), and kube-scheduler sends none.
+    if (const std::string encoding = req.get_header_value("Content-Encoding");
+        !encoding.empty() && absl::AsciiStrToLower(encoding) != "identity") {
+      return refuse(415, absl::StrCat("Content-Encoding '", encoding.substr(0, 64),
+                                      "' is not accepted; send the body as it is"));
+    }
     if (absl::StrContains(
             absl::AsciiStrToLower(req.get_header_value("Transfer-Encoding")),
             "chunked")) {
@@ -85,11 +102,12 @@ absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
                     absl::StrCat("a body of ", length, " bytes exceeds the limit of ",
                                  max_body_bytes, " bytes"));
     }
+    // ExtenderArgs are JSON, as kube-scheduler sends them ("application/json",
+    // parameters allowed); anything else, or no type, is refused unread.
     const std::string type = absl::AsciiStrToLower(req.get_header_value("Content-Type"));
-    if (absl::StartsWith(type, "application/x-www-form-urlencoded") ||
-        absl::StartsWith(type, "multipart/form-data")) {
-      return refuse(415, absl::StrCat("the body is sent as ", type,
-                                      "; ExtenderArgs are JSON (application/json)"));
+    if (type != "application/json" && !absl::StartsWith(type, "application/json;")) {
+      return refuse(415, absl::StrCat("the body is sent as '", type.substr(0, 64),
+                                      "'; ExtenderArgs are JSON (application/json)"));
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });

@@ -26,6 +26,15 @@
 namespace gpuest {
 namespace {
 
+// The limits hold bytes after decoding: a 4 MB gzip message can inflate to gigabytes
+// before a size check sees it, and no client of gpuest needs compression (its requests
+// are a few hundred KB at most). A compressed message is refused (UNIMPLEMENTED,
+// "Compression algorithm ... is disabled") before it is inflated.
+void AcceptUncompressedOnly(grpc::ServerBuilder& builder) {
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
+}
+
 constexpr char kServiceName[] = "gpuest.v1.Estimator";
 constexpr char kPlacementServiceName[] = "gpuest.v1.Placement";
 
@@ -106,6 +115,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   builder.AddListeningPort(options.grpc.listen_address, credentials, &s->grpc_port_);
   builder.SetMaxReceiveMessageSize(options.grpc.max_message_bytes);
   builder.SetMaxSendMessageSize(options.grpc.max_message_bytes);
+  AcceptUncompressedOnly(builder);
   builder.RegisterService(s->service_.get());
   builder.RegisterService(s->placement_service_.get());
   s->server_ = builder.BuildAndStart();
@@ -118,6 +128,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     s->admin_service_ = std::make_unique<AdminService>(*s->models_, *s->admin_pool_);
     grpc::ServerBuilder admin;
     admin.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    AcceptUncompressedOnly(admin);
     admin.AddListeningPort(options.admin_listen_address,
                            grpc::InsecureServerCredentials(), &s->admin_port_);
     admin.RegisterService(s->admin_service_.get());

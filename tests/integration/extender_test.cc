@@ -374,6 +374,39 @@ TEST_F(ExtenderTest, HostileBodiesGetAJsonErrorAndTheServerGoesOn) {
   EXPECT_EQ(form->status, 415);
   EXPECT_FALSE(json::parse(form->body, nullptr, false).is_discarded()) << form->body;
 
+  // Any type but JSON, or none, is refused unread (text/plain and XML were answered).
+  for (const char* type : {"text/plain", "application/xml", ""}) {
+    auto typed = http.Post("/filter", Args(Pod("web", nullptr)).dump(), type);
+    ASSERT_TRUE(typed);
+    EXPECT_EQ(typed->status, 415) << "'" << type << "'";
+  }
+  EXPECT_EQ(http.Post("/filter", Args(Pod("web", nullptr)).dump(),
+                      "application/json; charset=utf-8")
+                ->status,
+            200);
+  // An encoded body would inflate past the limits, which count what is read: refused.
+  httplib::Headers gzip = {{"Content-Encoding", "gzip"}};
+  auto encoded = http.Post("/filter", gzip, std::string(1024, 'x'), "application/json");
+  ASSERT_TRUE(encoded);
+  EXPECT_EQ(encoded->status, 415);
+  EXPECT_NE(encoded->body.find("Content-Encoding"), std::string::npos) << encoded->body;
+  // A path that does not exist is answered before its body is read, in JSON; a
+  // verb's path with another method too.
+  auto nowhere = http.Post("/nowhere", std::string(1024, 'x'), "application/json");
+  ASSERT_TRUE(nowhere);
+  EXPECT_EQ(nowhere->status, 404);
+  EXPECT_FALSE(json::parse(nowhere->body, nullptr, false).is_discarded())
+      << nowhere->body;
+  // A large one is not read: the client sees the 404, or a reset while it still sends.
+  auto large = http.Post("/nowhere", std::string(64 << 20, 'x'), "application/json");
+  if (large) {
+    EXPECT_EQ(large->status, 404);
+  }
+  auto get = http.Get("/filter");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+
   auto [again, fine] = Post("filter", Args(Pod("web", nullptr)).dump());
   EXPECT_EQ(again, 200);
 }

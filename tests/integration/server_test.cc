@@ -15,6 +15,7 @@
 #include "estimators/features.h"
 #include "estimators/horus.h"
 #include "gpuest/client.h"
+#include "gpuest/v1/estimate.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -213,6 +214,28 @@ TEST_F(ServerTest, ReflectionListsTheServicesAsGrpcurlSeesThem) {
   EXPECT_GT(response.file_descriptor_response().file_descriptor_proto_size(), 0);
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+// Limits count decoded bytes: a compressed message, which would inflate past them
+// before any check, is refused on every gRPC port, and the server goes on.
+TEST_F(ServerTest, ACompressedMessageIsRefusedBeforeItIsInflated) {
+  auto channel =
+      grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Estimator::NewStub(channel);
+  for (const grpc_compression_algorithm algorithm :
+       {GRPC_COMPRESS_GZIP, GRPC_COMPRESS_DEFLATE}) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    context.set_compression_algorithm(algorithm);
+    v1::EstimateResponse response;
+    const grpc::Status status =
+        stub->Estimate(&context, ExampleRequest("cnn.json"), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+        << status.error_message();
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "is disabled"))
+        << status.error_message();
+  }
+  EXPECT_TRUE(client_->Estimate(ExampleRequest("cnn.json")).ok());
 }
 
 ClientOptions WithTargets(std::vector<std::string> targets) {

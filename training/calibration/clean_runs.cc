@@ -119,6 +119,16 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
   return out;
 }
 
+const CleanRunsFamily* CleanFamilyOf(const CleanRunsCalibration& c, const std::string& id,
+                                     const std::string& family) {
+  const auto it = c.by_simulation.find(id);
+  if (it == c.by_simulation.end()) return nullptr;
+  for (const CleanRunsFamily& f : it->second) {
+    if (f.family == family) return &f;
+  }
+  return nullptr;
+}
+
 std::optional<allocsim::GpuTerms> GpuTermsOf(const CleanRunsCalibration& c,
                                              const std::string& id,
                                              const std::string& made_by) {

@@ -57,6 +57,10 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
     const std::string& runs_file, const GpuProfile& gpu, int steps, FitOptions options,
     double cnn_max_conv_factor, const CalibratedTerms& calibrated);
 
+// The family's clean-run fit for simulation id, or nullptr.
+const CleanRunsFamily* CleanFamilyOf(const CleanRunsCalibration& c, const std::string& id,
+                                     const std::string& family);
+
 // A simulation's served terms for the manifest (SimulationManifest::by_gpu), scores
 // rounded as the report shows them; none when no family's own fit is served.
 std::optional<allocsim::GpuTerms> GpuTermsOf(const CleanRunsCalibration& c,

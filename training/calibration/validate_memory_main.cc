@@ -2,6 +2,8 @@
 // GPUMemNet's training split, optionally writes them into the model repository, and
 // scores them beside GPUMemNet and Horus on the held-out split (validation.h says how).
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +32,13 @@ ABSL_FLAG(std::string, gpu_runs, "",
           "training/data/export_clean_runs.py) calibrate its own terms, served for it "
           "in place of the A100's, family by family, and reported out of family "
           "(e.g. h200=build/datasets/h200_clean_runs.jsonl)");
+ABSL_FLAG(bool, clean_terms_for_every_gpu, true,
+          "with --gpu-runs: its clean runs' terms serve every GPU for the families they "
+          "calibrate (false: that GPU only, as by_gpu)");
+ABSL_FLAG(std::vector<std::string>, holdout_runs, {},
+          "GPU=FILE,...: clean runs no fit sees (exported as for --gpu-runs), scored for "
+          "the bound's goal table with the served estimators and that GPU's profile "
+          "(e.g. h100-80gb=build/datasets/h100_clean_runs.jsonl)");
 ABSL_FLAG(std::string, real_rows_csv, "",
           "with --timm-rows, for studying what the estimators miss on real models: "
           "write each real row's status, measured and simulated peaks and the served "
@@ -90,6 +99,8 @@ int main(int argc, char** argv) {
   options.training_rows_csv = absl::GetFlag(FLAGS_training_rows_csv);
   options.real_rows_csv = absl::GetFlag(FLAGS_real_rows_csv);
   options.gpu_runs = absl::GetFlag(FLAGS_gpu_runs);
+  options.clean_terms_for_every_gpu = absl::GetFlag(FLAGS_clean_terms_for_every_gpu);
+  options.holdout_runs = absl::GetFlag(FLAGS_holdout_runs);
   options.timm_rows = absl::GetFlag(FLAGS_timm_rows);
   options.max_conv_output_factor = absl::GetFlag(FLAGS_max_conv_output_factor);
   if (!(options.max_conv_output_factor >= 0)) {

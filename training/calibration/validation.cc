@@ -24,6 +24,7 @@
 #include "estimators/features.h"
 #include "estimators/gpu_profiles_manifest.h"
 #include "estimators/horus.h"
+#include "training/calibration/bound_goals.h"
 #include "training/calibration/calibration.h"
 #include "training/calibration/clean_runs.h"
 #include "training/calibration/fit_choice.h"
@@ -419,8 +420,22 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
     if (it == scores.end() || it->second.n == 0) return std::nullopt;
     return AsRecorded(it->second);
   };
+  const bool clean_everywhere =
+      context.clean != nullptr && context.options->clean_terms_for_every_gpu;
   for (const Family& f : *context.families) {
     const std::vector<train::DatasetFile>& synthetic = (*context.traced)[f.name].files;
+    // One set of terms for every GPU: the clean runs' where they calibrate the family.
+    if (const CleanRunsFamily* clean =
+            clean_everywhere ? CleanFamilyOf(*context.clean, s.id, f.name) : nullptr) {
+      allocsim::FamilyTerms& t = m.families.emplace_back();
+      t.family = f.name;
+      t.calibration = AsRecorded(clean->calibration);
+      t.held_out = scores_of(held_out, f.name);
+      t.unseen_architectures = AsRecorded(clean->upper);
+      t.datasets.push_back({context.clean->file, context.clean->sha256,
+                            "clean runs, left out by architecture family"});
+      continue;
+    }
     allocsim::FamilyTerms& t = m.families.emplace_back();
     t.family = f.name;
     t.calibration = AsRecorded(calibration.at(f.name));
@@ -452,7 +467,7 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
       apart.datasets.push_back({file.name, file.sha256, ""});
     }
   }
-  if (context.clean != nullptr) {
+  if (context.clean != nullptr && !clean_everywhere) {
     std::optional<allocsim::GpuTerms> own = GpuTermsOf(
         *context.clean, s.id,
         absl::StrCat("build/training/calibration/gpuest-validate-memory --gpu-runs ",
@@ -842,9 +857,44 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
       std::fprintf(stderr, "wrote %s/manifest.json\n", dir.c_str());
     }
   }
+  GoalInputs goals;
+  goals.served = &served;
+  goals.gpus = &engine.registry()->gpus();
+  goals.calibrated_gpu = &gpu;
+  goals.timm_rows = o.timm_rows;
+  goals.steps = o.steps;
+  for (const std::string& spec : o.holdout_runs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--holdout-runs takes GPU=FILE,..., not '", spec, "'"));
+    }
+    goals.holdout.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
+  }
+  if (clean) {
+    for (const auto& [id, clean_families] : clean->by_simulation) {
+      for (const CleanRunsFamily& f : clean_families) {
+        GoalRow row;
+        row.population = absl::StrFormat(
+            "%s's terms on %s's clean runs (`%s`), %s, each run by the fit without its "
+            "architecture family",
+            id, clean->gpu, clean->file, f.family);
+        row.runs = f.runs;
+        row.safe = f.upper.safe;
+        row.within = f.upper.safe_and_tight;
+        row.point_mape = f.point.mape;
+        row.safe_goal = 0.95;
+        row.within_goal = 0.90;
+        row.mape_goal = 5;
+        goals.clean_splits.push_back(row);
+      }
+    }
+  }
+  GPUEST_ASSIGN_OR_RETURN(const std::string goal_section, RenderBoundGoals(goals));
   return absl::StrCat(
       RenderSimulationSection(section), real_section,
-      clean ? RenderCleanRunsSection(*clean, kCalibratedGpu, o.safe_quantile) : "");
+      clean ? RenderCleanRunsSection(*clean, kCalibratedGpu, o.safe_quantile) : "",
+      goal_section);
 }
 
 }  // namespace gpuest::calibration

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -57,6 +58,12 @@ struct ValidationOptions {
   // uncapped; training/data/export_clean_runs.py) that calibrate its own terms
   // (clean_runs.h), written into the manifests' by_gpu and reported.
   std::string gpu_runs;
+  // With gpu_runs: its terms serve every GPU for the families they calibrate (the
+  // requirement is fitted on clean runs only); false: that GPU only (by_gpu).
+  bool clean_terms_for_every_gpu = true;
+  // "GPU=FILE" of clean runs no fit sees (exported as gpu_runs are), for the bound's
+  // goal table (bound_goals.h), the GPU's context chosen as the server chooses it.
+  std::vector<std::string> holdout_runs;
   // Non-empty: the timm measurements described with a trace
   // (training/data/describe_timm.py). The report gains their leave-family-out table:
   // the served calibration and the candidate it was chosen over: the out-of-family fit

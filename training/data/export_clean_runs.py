@@ -11,15 +11,21 @@ mode off, no cap and status OK: its peak is the training step's, with no search
 transient in it. Each is paired with the traced description of the same model at the
 same batch (describe_timm.py's rows); a run without one is counted and left out.
 maxMemoryMib is the allocator's reserved peak (the larger of the first step's and the
-steady state's) plus the GPU's context from models/gpu_profiles.json: nvidia-smi's
-scale, as the other datasets' peaks are. (With several processes on the card at once,
-the runs' NVML columns hold the whole device, so the allocator's own peak is the
-job's.)
+steady state's) plus the process's context: the run's own (`context_mib`, NVML's
+per-process figure less the reserved bytes, where the run recorded it) or else the
+GPU's from models/gpu_profiles.json: what the process used, nvidia-smi's scale, as the
+other datasets' peaks are. (With several processes on the card at once, the runs' NVML
+device columns hold the whole device, so the allocator's own peak is the job's.)
+
+Decoder fine-tunes (training/gpu/measure_llm_finetune.py rows) are exported the same
+way with --llm-descriptions DIR: each run's description is DIR/<model>_<config>_b<batch>
+_s<seq>.json, as that script writes them.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -44,10 +50,31 @@ def clean(run: dict) -> bool:
 def exported(run: dict, row: dict, context_mib: float) -> dict:
     reserved = max(run["first_reserved_mib"], run["steady_reserved_mib"])
     description = dict(row["description"], cudnnBenchmark=False)  # As the run was.
+    context = run.get("context_mib", context_mib)
     return {"fileName": row["fileName"], "model": row["model"],
             "description": description,
-            "maxMemoryMib": round(reserved + context_mib, 3),
+            "maxMemoryMib": round(reserved + context, 3),
             "status": "SUCCESSFUL", "measuredStatus": "OK"}
+
+
+def llm_rows(paths, directory: str):
+    """(run, described row) of each completed decoder fine-tune with a description."""
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                run = json.loads(line) if line.strip() else {}
+                if run.get("status") != "OK":
+                    continue
+                name = (f"{run['model']}_{run['config']}_b{run['batch_size']}"
+                        f"_s{run['seq_len']}")
+                description = os.path.join(directory, name + ".json")
+                if not os.path.exists(description):
+                    print(f"{name}: no description in {directory}; left out",
+                          file=sys.stderr)
+                    continue
+                with open(description) as d:
+                    yield run, {"fileName": name, "model": run["model"],
+                                "description": json.load(d)}
 
 
 def main(argv=None) -> int:
@@ -55,13 +82,28 @@ def main(argv=None) -> int:
     p.add_argument("--gpu", required=True, help="the runs' GPU, its profile id (h200)")
     p.add_argument("--runs", required=True, action="append",
                    help="measure_cudnn_benchmark.py rows (JSON lines); repeatable")
-    p.add_argument("--descriptions", required=True,
+    p.add_argument("--descriptions",
                    help="traced rows of the same models (describe_timm.py's JSON lines)")
+    p.add_argument("--llm-descriptions", metavar="DIR",
+                   help="the runs are decoder fine-tunes described in DIR "
+                        "(measure_llm_finetune.py --describe-dir)")
     p.add_argument("--profiles", default="models/gpu_profiles.json")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
 
     context_mib = gpu_context_mib(args.profiles, args.gpu)
+    if args.llm_descriptions:
+        written = 0
+        with open(args.out, "w") as out:
+            for run, row in llm_rows(args.runs, args.llm_descriptions):
+                run = dict(run, cudnn_benchmark=False)
+                out.write(json.dumps(exported(run, row, context_mib)) + "\n")
+                written += 1
+        print(f"{written} fine-tunes on the {args.gpu} written to {args.out}",
+              file=sys.stderr)
+        return 0 if written else 1
+    if not args.descriptions:
+        p.error("--descriptions is required (or --llm-descriptions)")
     wanted = {}
     for path in args.runs:
         with open(path) as f:
