@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli/pod_patch.h"
@@ -20,7 +21,8 @@ ABSL_FLAG(std::string, target, "",
           "127.0.0.1:50051");
 // The default is the client policy's, the one every gpuest client uses.
 ABSL_FLAG(absl::Duration, timeout, gpuest::PolicyDefaultDeadline(),
-          "deadline of each call, waiting for a server and retries included");
+          "deadline of the command from its start: reading the file, waiting for a "
+          "server and retries included");
 ABSL_FLAG(std::string, gpu, "",
           "estimate, place: target GPU model, e.g. a100-40gb, h100-80gb, "
           "a100-40gb-mig-3g.20gb, or the name nvidia-smi prints");
@@ -57,6 +59,20 @@ ABSL_FLAG(int, container, 0, "pod-patch: index of the pod's container to patch")
 ABSL_FLAG(bool, json, false, "print the response as JSON instead of a table");
 
 namespace {
+
+// The deadline runs from the process's start: reading and parsing a large description
+// counts against --timeout, so a caller's own limit (the Slurm plugin's) is kept, and
+// a file too large to answer in time is said to be that, not a slow server.
+absl::Time g_deadline = absl::InfiniteFuture();
+
+absl::StatusOr<absl::Duration> TimeLeft(const std::string& path) {
+  const absl::Duration left = g_deadline - absl::Now();
+  if (left > absl::ZeroDuration()) return left;
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": reading the description took the whole --timeout (",
+                   absl::FormatDuration(absl::GetFlag(FLAGS_timeout)),
+                   "): it is too large to be answered in time"));
+}
 
 enum ExitCode { kOk = 0, kFailed = 1, kBadInput = 2, kUnavailable = 3 };
 
@@ -151,7 +167,9 @@ absl::StatusOr<gpuest::v1::EstimateRequest> RequestFromFlags(const std::string& 
 int Estimate(const gpuest::Client& client, const std::string& path) {
   auto request = RequestFromFlags(path);
   if (!request.ok()) return Fail(request.status());
-  auto response = client.Estimate(*request, absl::GetFlag(FLAGS_timeout));
+  auto left = TimeLeft(path);
+  if (!left.ok()) return Fail(left.status());
+  auto response = client.Estimate(*request, *left);
   if (!response.ok()) return Fail(response.status());
   if (absl::GetFlag(FLAGS_json)) {
     std::cout << gpuest::cli::RenderJson(*response);
@@ -172,7 +190,9 @@ int PodPatch(const gpuest::Client& client, const std::string& path) {
   }
   auto request = RequestFromFlags(path);
   if (!request.ok()) return Fail(request.status());
-  auto response = client.Estimate(*request, absl::GetFlag(FLAGS_timeout));
+  auto left = TimeLeft(path);
+  if (!left.ok()) return Fail(left.status());
+  auto response = client.Estimate(*request, *left);
   if (!response.ok()) return Fail(response.status());
   auto memory = gpuest::cli::MemoryRequestFor(*scheduler,
                                               response->recommendation().memory_bytes());
@@ -194,7 +214,9 @@ int Place(const gpuest::Client& client, const std::string& path) {
   read_options.beside = absl::GetFlag(FLAGS_beside);
   auto request = gpuest::requests::ReadPlacementRequest(path, read_options);
   if (!request.ok()) return Fail(request.status());
-  auto response = client.CheckPlacement(*request, absl::GetFlag(FLAGS_timeout));
+  auto left = TimeLeft(path);
+  if (!left.ok()) return Fail(left.status());
+  auto response = client.CheckPlacement(*request, *left);
   if (!response.ok()) return Fail(response.status());
   std::cout << (absl::GetFlag(FLAGS_json) ? gpuest::cli::RenderJson(*response)
                                           : gpuest::cli::RenderPlacement(*response));
@@ -209,7 +231,9 @@ int Rank(const gpuest::Client& client, const std::string& path) {
   read_options.parallelism = *parallelism;
   auto request = gpuest::requests::ReadRankRequest(path, read_options);
   if (!request.ok()) return Fail(request.status());
-  auto response = client.RankGpus(*request, absl::GetFlag(FLAGS_timeout));
+  auto left = TimeLeft(path);
+  if (!left.ok()) return Fail(left.status());
+  auto response = client.RankGpus(*request, *left);
   if (!response.ok()) return Fail(response.status());
   std::cout << (absl::GetFlag(FLAGS_json) ? gpuest::cli::RenderJson(*response)
                                           : gpuest::cli::RenderRanking(*response));
@@ -246,7 +270,9 @@ int main(int argc, char** argv) {
       "gpuest [flags] COMMAND [ARGS]",
       "Asks a gpuest-server for the peak GPU memory and utilization of a training job.",
       kEpilogue, __FILE__};
+  const absl::Time started = absl::Now();
   const std::vector<std::string> args = gpuest::ParseFlags(argc, argv, usage);
+  g_deadline = started + absl::GetFlag(FLAGS_timeout);
   if (args.empty()) {
     std::fprintf(stderr, "gpuest: a command is required\n\n%s",
                  gpuest::UsageText(usage).c_str());

@@ -237,6 +237,19 @@ function M.estimate(config, file, owner_uid, gpu)
                                                          tostring(status), first_line(stderr)) }
 end
 
+-- Whether the server answers its health check at once (within half the plugin's
+-- deadline): asked only after an estimate came back "unavailable", so that one job's
+-- description that the server could not answer in time (a huge file, a slow trace)
+-- is told from an outage. Only an outage skips gpuest for the jobs that follow.
+function M.serving(config)
+  local budget_ms = math.max(100, math.floor(config.timeout_ms / 2))
+  local words = { TIMEOUT, "-k", "1", string.format("%.3f", budget_ms / 1000 + 0.2),
+                  quote(config.cli), "--target", quote(config.target), "--timeout",
+                  budget_ms .. "ms", "health" }
+  local ok, _, code = os.execute(table.concat(words, " ") .. " >/dev/null 2>&1")
+  return ok == true or ok == 0 or code == 0
+end
+
 ---------------------------------------------------------------------------
 -- From the answer to Slurm's request
 ---------------------------------------------------------------------------
@@ -388,7 +401,10 @@ local function size_job(job_desc, part_list, config, log, who)
   end
 
   if not rec then
-    if result.kind == "unavailable" then
+    if result.kind == "unavailable" and M.serving(config) then
+      return unchanged(string.format("gpuest at %s is up but did not answer this job in time: %s",
+                                     config.target, result.message))
+    elseif result.kind == "unavailable" then
       skipped_until[server] = os.time() + config.skip_after_failure_s
       last_failure[server] = result.message
       return unchanged(string.format("gpuest unavailable at %s: %s (skipped for the next %d s)",

@@ -101,6 +101,31 @@ TEST_F(CliTest, BadInputExitsTwo) {
   EXPECT_EQ(RunCommand({kCli}).exit_code, 2);
 }
 
+// The deadline covers reading the file: a description too large to parse within
+// --timeout is refused as that (exit 2, the file named), not answered late and not
+// blamed on the server (exit 3), which the Slurm plugin reads as an outage.
+TEST_F(CliTest, TheDeadlineCoversReadingTheDescription) {
+  const std::string path = ::testing::TempDir() + "/huge_description.json";
+  {
+    std::ofstream out(path);
+    out << R"({"name": "huge", "batchSize": 8, "layers": [{"type": "Linear",
+      "outputActivations": 10, "parameters": 10}], "trace": {"sizeBytes": [)";
+    constexpr int kEvents = 1500000;
+    for (int i = 0; i < kEvents; ++i) out << (i ? ",512" : "512");
+    out << R"(], "allocAt": [)";
+    for (int i = 0; i < kEvents; ++i) out << (i ? "," : "") << i + 1;
+    out << R"(], "freeAt": [)";
+    for (int i = 0; i < kEvents; ++i) out << (i ? ",0" : "0");
+    out << R"(], "category": [)";
+    for (int i = 0; i < kEvents; ++i) out << (i ? ",5" : "5");
+    out << "]}}";
+  }
+  const CommandResult r = Cli({"estimate", path, "--timeout", "20ms"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "too large to be answered in time")) << r.err;
+  std::filesystem::remove(path);
+}
+
 // A trace answers for the batch it was recorded at only. The CLI refuses another
 // --batch-size itself, before any call: pointed at no server, it still exits 2 (bad
 // input), not 3 (unavailable).

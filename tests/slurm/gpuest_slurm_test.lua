@@ -204,6 +204,20 @@ do
   check(failure.kind == "unavailable" and failure.message:find("killed"), "a CLI past its deadline is killed: "
         .. tostring(failure.message))
   check(os.time() - started <= 2, "and the plugin does not wait for it")
+  -- One slow description is not an outage: the server answers its health check.
+  local function serving_with(body)
+    local handle = assert(io.open(fake, "w"))
+    handle:write("#!/bin/sh\n" .. body .. "\n")
+    handle:close()
+    return gpuest.serving(config_with({ cli = fake, timeout_ms = 400 }))
+  end
+  check(serving_with('case " $* " in *" health "*) exit 0;; esac; exit 9') == true,
+        "health SERVING: the server is up (this job's failure, no skipping)")
+  check(serving_with('case " $* " in *" health "*) exit 3;; esac; exit 0') == false,
+        "health UNAVAILABLE: an outage")
+  started = os.time()
+  check(serving_with("exec sleep 30") == false, "a health check that hangs: an outage")
+  check(os.time() - started <= 2, "and it is not waited for")
   os.remove(fake)
 end
 
