@@ -130,10 +130,16 @@ std::string VerdictWords(const ContentionModel& contention, const SpeedPredictio
           : "acceptable");
 }
 
-// Reasons and outcomes name jobs: two jobs of one name would read as one.
+// Reasons and outcomes name jobs: two jobs of one name would read as one, and a long
+// name would be quoted in every reason.
 absl::Status CheckJobNamesDistinct(const v1::CheckPlacementRequest& request) {
   absl::flat_hash_map<absl::string_view, std::string> seen;
   auto check = [&](const v1::PlacementJob& job, std::string field) -> absl::Status {
+    if (job.name().size() > kMaxJobNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".name: ", job.name().size(),
+                                                     " bytes, more than ",
+                                                     kMaxJobNameBytes));
+    }
     if (job.name().empty()) return absl::OkStatus();
     const auto [it, inserted] = seen.emplace(job.name(), field);
     if (inserted) return absl::OkStatus();

@@ -22,6 +22,9 @@ namespace gpuest {
 // The most jobs a CheckPlacement may list as already on the GPU (MIG slices and MPS
 // clients included, a GPU holds a few dozen at most); more is refused, naming the bound.
 inline constexpr int kMaxExistingJobs = 256;
+// A job's name is for people and reasons: a pod's namespace/name is at most 317 bytes
+// in Kubernetes (63 + 1 + 253); longer names only grow every reason that quotes them.
+inline constexpr size_t kMaxJobNameBytes = 320;
 
 // Immutable, like the Engine it estimates with: the server's model reload builds a new
 // model set (model_set.h) rather than changing one in use.

@@ -448,6 +448,11 @@ TEST_F(PlacementEngineTest, BadInputNamesTheField) {
           // Reasons and outcomes name jobs: two of one name would read as one.
           {[](v1::CheckPlacementRequest& r) { r.mutable_candidate()->set_name("a"); },
            "candidate.name"},
+          // 256 jobs of 60 KB names took 4.47 GB and 45 s of CPU: names are bounded.
+          {[](v1::CheckPlacementRequest& r) {
+             r.mutable_existing(0)->set_name(std::string(kMaxJobNameBytes + 1, 'n'));
+           },
+           "existing[0].name: 321 bytes"},
           // 8,000 existing jobs grew the server to 1.1 GB (each reason lists the
           // others); 16,000 aborted it.
           {[](v1::CheckPlacementRequest& r) {
