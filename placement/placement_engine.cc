@@ -130,6 +130,27 @@ std::string VerdictWords(const ContentionModel& contention, const SpeedPredictio
           : "acceptable");
 }
 
+// The jobs beside one, for its reason: the busiest few by name, the rest counted, so
+// that a response grows with the jobs, not with their square.
+std::string NeighbourWords(const std::vector<ResolvedJob>& jobs,
+                           std::vector<size_t> others) {
+  constexpr size_t kNamed = 3;
+  std::stable_sort(others.begin(), others.end(), [&jobs](size_t a, size_t b) {
+    return jobs[a].util.value > jobs[b].util.value;
+  });
+  std::string words;
+  for (size_t k = 0; k < others.size() && k < kNamed; ++k) {
+    absl::StrAppend(&words, k ? ", " : "", "'", jobs[others[k]].name, "'");
+  }
+  if (others.size() > kNamed) {
+    double load = 0;
+    for (size_t k = kNamed; k < others.size(); ++k) load += jobs[others[k]].util.value;
+    absl::StrAppendFormat(&words, " and %d more jobs (utilization.gpu %.0f %% together)",
+                          others.size() - kNamed, 100 * load);
+  }
+  return words;
+}
+
 // Reasons and outcomes name jobs: two jobs of one name would read as one, and a long
 // name would be quoted in every reason.
 absl::Status CheckJobNamesDistinct(const v1::CheckPlacementRequest& request) {
@@ -161,8 +182,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
   GPUEST_ASSIGN_OR_RETURN(const Target target,
                           ResolveGpu(request.gpu(), engine_.registry()->gpus()));
   if (!request.has_candidate()) return absl::InvalidArgumentError("candidate: missing");
-  // Each job's reasons name the others: the response grows with the square of the
-  // count. No GPU holds more than a few dozen training jobs.
+  // No GPU holds more than a few dozen training jobs.
   if (request.existing_size() > kMaxExistingJobs) {
     return absl::InvalidArgumentError(absl::StrCat("existing: ", request.existing_size(),
                                                    " jobs exceed the limit of ",
@@ -261,12 +281,12 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     AddWarnings(job.warnings, response.mutable_warnings(), seen);
     std::vector<UtilizationRange> others;
     double trust = Trust(job.source);
-    std::vector<std::string> other_names;
+    std::vector<size_t> other_jobs;
     for (size_t j = 0; j < jobs.size(); ++j) {
       if (j == i) continue;
       others.push_back(jobs[j].util);
       trust = std::min(trust, Trust(jobs[j].source));
-      other_names.push_back("'" + jobs[j].name + "'");
+      other_jobs.push_back(j);
     }
     const SpeedPrediction p = contention.Predict(job.util, others);
     v1::JobOutcome& o = *response.add_jobs();
@@ -302,7 +322,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
         "'%s' (utilization.gpu %.0f %%, %s) predicted at %.2f of its speed alone "
         "(%.2f..%.2f) beside %s: %s",
         job.name, job.util.value * 100, SourceWords(job.source), p.speed, p.low, p.high,
-        absl::StrJoin(other_names, ", "), VerdictWords(contention, p, bad)));
+        NeighbourWords(jobs, other_jobs), VerdictWords(contention, p, bad)));
   }
   if (IsMigProfile(*target.profile) && !target.node_reported) {
     // MIG partitions the SMs and memory: other slices' jobs do not slow these. The

@@ -475,6 +475,43 @@ TEST_F(PlacementEngineTest, BadInputNamesTheField) {
   }
 }
 
+// Each job's reason names its busiest neighbours and counts the rest: the response
+// grows with the jobs (it named every other job: 171 KB at 100 jobs, 872 KB at 256).
+TEST_F(PlacementEngineTest, TheResponseGrowsLinearlyWithTheJobs) {
+  auto size_with = [](int jobs) {
+    v1::CheckPlacementRequest request;
+    request.mutable_gpu()->set_catalog_id("h200");
+    for (int i = 0; i < jobs; ++i) {
+      *request.add_existing() =
+          testing::MeasuredJob(absl::StrCat("job-", i), 100 * kMiB, 1 + i % 90);
+    }
+    *request.mutable_candidate() = testing::MeasuredJob("new", kGiB, 50);
+    auto r = placement_->CheckPlacement(request);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->ByteSizeLong() : 0;
+  };
+  const size_t ten = size_with(10);
+  const size_t most = size_with(kMaxExistingJobs);
+  EXPECT_LE(most, 100u << 10);
+  EXPECT_LT(static_cast<double>(most) / ten, 2.0 * (kMaxExistingJobs + 1) / 11);
+  v1::CheckPlacementRequest request;
+  request.mutable_gpu()->set_catalog_id("h200");
+  for (int i = 0; i < 5; ++i) {
+    *request.add_existing() = testing::MeasuredJob(absl::StrCat("j", i), kGiB, 10 + i);
+  }
+  *request.mutable_candidate() = testing::MeasuredJob("new", kGiB, 50);
+  auto r = placement_->CheckPlacement(request);
+  ASSERT_TRUE(r.ok());
+  bool said = false;
+  for (const std::string& reason : r->reasons()) {
+    if (absl::StartsWith(reason, "'new'")) {
+      said = absl::StrContains(reason, "beside 'j4', 'j3', 'j2' and 2 more jobs");
+      EXPECT_TRUE(said) << reason;
+    }
+  }
+  EXPECT_TRUE(said);
+}
+
 TEST_F(PlacementEngineTest, ADescriptionNamingTheTargetGpuIsAccepted) {
   v1::CheckPlacementRequest request;
   request.mutable_gpu()->set_catalog_id("a100-40gb");
