@@ -51,14 +51,29 @@ fi
   --runs data/h200-benchmark-off/cudnn_benchmark_off.jsonl \
   --descriptions "$timm_rows" --out build/datasets/h200_clean_runs.jsonl
 # Runs no fit sees, for the bound's goal table: the project's clean runs on an H100 of
-# families no dataset holds (data/h100-clean-runs/, described on the lease's machine by
-# training/gpu/device_run_bound.sh: GPUEST_H100_ROWS), and the decoder fine-tunes on the
-# H100 and the H200 (descriptions in data/h200-llm-finetune/).
+# families no dataset holds (data/h100-clean-runs/; the shipped report used the
+# descriptions traced on the lease's machine by training/gpu/device_run_bound.sh, given
+# as GPUEST_H100_ROWS; without them they are traced here, a few minutes), and the
+# decoder fine-tunes on the H100 and the H200 (descriptions in data/h200-llm-finetune/).
 holdout=()
-if [[ -s "${GPUEST_H100_ROWS:-build/datasets/h100_new_families_traced.jsonl}" ]]; then
+h100_rows="${GPUEST_H100_ROWS:-build/datasets/h100_new_families_traced.jsonl}"
+if [[ ! -s "$h100_rows" ]]; then
+  echo "describing the H100 clean runs' models with a trace -> $h100_rows" >&2
+  /usr/bin/python3 - data/h100-clean-runs/clean_runs.jsonl > build/datasets/h100_rows.csv <<'PY'
+import json, sys
+print("model,input_size,batch_size,max_gpu_memory_mib,status,faketensor_mib")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("status") == "OK":
+        print(f"{r['model']},{r['input_size']},{r['batch_size']},{r['steady_reserved_mib']},OK,")
+PY
+  PYTHONPATH="python:build/timm-src/timm" /usr/bin/python3 training/data/describe_timm.py \
+    --csv build/datasets/h100_rows.csv --out "$h100_rows"
+fi
+if [[ -s "$h100_rows" ]]; then
   /usr/bin/python3 training/data/export_clean_runs.py --gpu h100-80gb \
     --runs data/h100-clean-runs/clean_runs.jsonl \
-    --descriptions "${GPUEST_H100_ROWS:-build/datasets/h100_new_families_traced.jsonl}" \
+    --descriptions "$h100_rows" \
     --out build/datasets/h100_clean_runs.jsonl
   holdout+=(h100-80gb=build/datasets/h100_clean_runs.jsonl)
 else

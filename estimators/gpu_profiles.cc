@@ -55,6 +55,22 @@ absl::Status GpuProfiles::AddMeasuredContext(absl::string_view gpu_name,
   return absl::OkStatus();
 }
 
+void GpuProfiles::LendContexts() {
+  std::vector<StackContext> measured;
+  for (const GpuProfile& p : profiles_) {
+    for (const StackContext& c : p.contexts) {
+      if (!c.lent_by.empty()) continue;
+      StackContext lent = c;
+      lent.lent_by = p.id;
+      measured.push_back(std::move(lent));
+    }
+  }
+  // A GPU whose context was fitted on its own measurements keeps that figure.
+  for (GpuProfile& p : profiles_) {
+    if (p.contexts.empty() && !p.constants_calibrated) p.contexts = measured;
+  }
+}
+
 std::string GpuProfiles::KnownIds() const {
   return absl::StrJoin(profiles_, ", ",
                        [](std::string* out, const GpuProfile& p) { out->append(p.id); });

@@ -22,6 +22,9 @@ struct StackContext {
   std::string module_loading;  // "LAZY" or "EAGER".
   uint64_t context_bytes = 0;
   std::string basis;  // Where it was measured: host, date, driver, versions.
+  // Non-empty: measured on that GPU, not this one (GpuProfiles::LendContexts), so the
+  // figure is an assumption here, with a margin.
+  std::string lent_by;
 };
 
 struct GpuProfile {
@@ -69,6 +72,14 @@ class GpuProfiles {
   // A context `gpuest-collect context` measured on a GPU of this nvidia-smi name (or
   // id, or alias): NotFound when no profile has it.
   absl::Status AddMeasuredContext(absl::string_view gpu_name, StackContext context);
+  // A GPU with no context measured on it, and none calibrated on its own
+  // measurements (constants "assumed"), takes those measured on the other GPUs
+  // (lent_by set): the context follows the driver and software stack far more than
+  // the GPU (758 MiB on an H100, 775 on an H200 on one stack; 2,052 eager against 758
+  // lazy on the same H100), so a figure measured on the job's stack on another GPU is
+  // a better assumption than a figure fitted on another stack (stack_context.h adds
+  // the margin and the warning). Called once every context is in.
+  void LendContexts();
 
  private:
   std::vector<GpuProfile> profiles_;

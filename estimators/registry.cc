@@ -26,6 +26,7 @@ absl::StatusOr<std::unique_ptr<EstimatorRegistry>> EstimatorRegistry::Load(
       return absl::InvalidArgumentError(absl::StrCat(path, ": ", added.message()));
     }
   }
+  gpus.LendContexts();
   std::unique_ptr<EstimatorRegistry> registry(
       new EstimatorRegistry(std::move(gpus), contents.version));
   registry->estimators_.push_back(MakeHorusEstimator());

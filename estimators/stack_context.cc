@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -34,80 +35,84 @@ uint64_t Scaled(uint64_t bytes, double factor) {
 
 }  // namespace
 
+namespace {
+
+// How far a context measured on stack c is from the job's: 0 on its own stack.
+int Distance(const StackContext& c, const v1::SoftwareStack& stack,
+             const std::string& loading, const std::string& torch) {
+  int distance = c.module_loading == loading ? 0 : 1000;
+  if (stack.cuda_major() != 0) {
+    distance += 10 * std::abs(static_cast<int>(c.cuda_major) -
+                              static_cast<int>(stack.cuda_major()));
+  }
+  if (!c.torch.empty() && c.torch != torch) distance += 1;
+  return distance;
+}
+
+}  // namespace
+
 ContextChoice ChooseContext(const GpuProfile& gpu, const v1::ModelDescription& model) {
   ContextChoice choice;
   const v1::SoftwareStack& stack = model.stack();
   const std::string loading =
       stack.module_loading().empty() ? "LAZY" : stack.module_loading();
   const std::string torch = MajorMinor(model.framework_version());
+  // The contexts measured on this GPU come first; those lent by other GPUs only when
+  // it has none.
+  std::vector<const StackContext*> own, lent;
+  for (const StackContext& c : gpu.contexts)
+    (c.lent_by.empty() ? own : lent).push_back(&c);
+  const std::vector<const StackContext*>& candidates = own.empty() ? lent : own;
   const StackContext* best = nullptr;
-  // Rule 1: the job's own stack; the torch version counts where the entry names one.
-  if (stack.cuda_major() != 0) {
-    for (const StackContext& c : gpu.contexts) {
-      if (c.cuda_major != stack.cuda_major() || c.module_loading != loading) continue;
-      if (!c.torch.empty() && c.torch != torch) continue;
-      if (best == nullptr || c.context_bytes > best->context_bytes) best = &c;
-    }
-    if (best != nullptr) {
-      choice.bytes = best->context_bytes;
-      choice.measured = true;
-      choice.basis = absl::StrCat("the job's stack: ", Describe(*best));
-      return choice;
-    }
-  } else {
-    // Rule 2: what the GPU's nodes were measured on, the largest where several were.
-    for (const StackContext& c : gpu.contexts) {
-      if (c.module_loading != loading) continue;
-      if (best == nullptr || c.context_bytes > best->context_bytes) best = &c;
-    }
-    if (best != nullptr) {
-      choice.bytes = best->context_bytes;
-      choice.measured = true;
-      choice.basis = absl::StrCat("the stack measured on ", gpu.id,
-                                  "'s nodes (the description does not record "
-                                  "the job's CUDA: a CPU-only describe): ",
-                                  Describe(*best));
-      return choice;
-    }
-  }
-  // Rule 3: the nearest measured stack, with the margin (and eager from lazy by the
-  // measured ratio), said in a warning.
   int best_distance = 0;
-  for (const StackContext& c : gpu.contexts) {
-    const int distance =
-        (c.module_loading == loading ? 0 : 100) +
-        std::abs(static_cast<int>(c.cuda_major) - static_cast<int>(stack.cuda_major()));
-    if (best == nullptr || distance < best_distance) {
-      best = &c;
+  for (const StackContext* c : candidates) {
+    const int distance = Distance(*c, stack, loading, torch);
+    if (best == nullptr || distance < best_distance ||
+        (distance == best_distance && c->context_bytes > best->context_bytes)) {
+      best = c;
       best_distance = distance;
     }
   }
-  if (best != nullptr) {
-    double factor = 1 + kOtherStackMargin;
-    std::string how = absl::StrFormat("+%.0f %%", 100 * kOtherStackMargin);
-    if (best->module_loading != loading) {
-      factor = loading == "EAGER" ? kEagerOverLazy : 1.0;
-      how = loading == "EAGER"
-                ? absl::StrFormat("x%.2f for eager loading", kEagerOverLazy)
-                : "eager's figure kept for a lazy job";
-    }
-    choice.bytes = Scaled(best->context_bytes, factor);
-    choice.basis =
-        absl::StrCat("the nearest measured stack, ", Describe(*best), ", ", how);
-    choice.warning = absl::StrFormat(
-        "%s's context is measured on other stacks only; the job's (CUDA %s, %s module "
-        "loading, torch %s) takes %.0f MiB: %s. Measure it on the job's nodes with "
-        "`gpuest-collect context` and drop the file into the models' contexts/",
-        gpu.id, stack.cuda_major() ? absl::StrCat(stack.cuda_major()) : "not recorded",
-        loading == "EAGER" ? "eager" : "lazy", torch.empty() ? "unknown" : torch,
-        InMiB(static_cast<double>(choice.bytes)), choice.basis);
+  if (best == nullptr) {  // Rule 4: nothing measured anywhere.
+    choice.bytes = gpu.context_bytes;
+    // The profile's basis is long; an assumed one is quoted whole in its warning.
+    choice.basis = gpu.constants_calibrated ? "calibrated" : "assumed";
     return choice;
   }
-  // Rule 4: the profile's own figure.
-  choice.bytes = gpu.context_bytes;
-  choice.measured = false;
-  choice.basis = absl::StrCat(gpu.constants_calibrated ? "calibrated" : "assumed", ": ",
-                              gpu.constants_basis);
+  if (best_distance == 0 && best->lent_by.empty()) {  // Rules 1 and 2.
+    choice.bytes = best->context_bytes;
+    choice.measured = true;
+    choice.basis = stack.cuda_major() != 0
+                       ? absl::StrCat("the job's stack: ", Describe(*best))
+                       : absl::StrCat("the stack measured on ", gpu.id,
+                                      "'s nodes (the description does not record the "
+                                      "job's CUDA: a CPU-only describe): ",
+                                      Describe(*best));
+    return choice;
+  }
+  // Rule 3: the nearest stack measured, here or on another GPU, with the margin (and
+  // eager from lazy by the measured ratio), said in a warning.
+  double factor = 1 + kOtherStackMargin;
+  std::string how = absl::StrFormat("+%.0f %%", 100 * kOtherStackMargin);
+  if (best->module_loading != loading) {
+    factor = loading == "EAGER" ? kEagerOverLazy : 1.0;
+    how = loading == "EAGER" ? absl::StrFormat("x%.2f for eager loading", kEagerOverLazy)
+                             : "eager's figure kept for a lazy job";
+  }
+  choice.bytes = Scaled(best->context_bytes, factor);
+  const std::string where =
+      best->lent_by.empty() ? ""
+                            : absl::StrCat(" on ", best->lent_by, ", not on ", gpu.id);
+  choice.basis =
+      absl::StrCat("the nearest measured stack", where, ", ", Describe(*best), ", ", how);
+  choice.warning = absl::StrFormat(
+      "%s's context is not measured on the job's stack (CUDA %s, %s module loading, "
+      "torch "
+      "%s); it takes %.0f MiB: %s. Measure it on the job's nodes with `gpuest-collect "
+      "context` and drop the file into the models' contexts/",
+      gpu.id, stack.cuda_major() ? absl::StrCat(stack.cuda_major()) : "not recorded",
+      loading == "EAGER" ? "eager" : "lazy", torch.empty() ? "unknown" : torch,
+      InMiB(static_cast<double>(choice.bytes)), choice.basis);
   return choice;
 }
 

@@ -4,9 +4,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/model_family.h"
@@ -73,10 +75,20 @@ std::vector<v1::BoundValidation> BoundValidations(const FamilyTerms& terms,
                      absl::StrCat("GPUMemNet held-out ", TermsName(terms), " runs on ",
                                   m.gpu, " (synthetic models no fit saw)"),
                      m.safe_quantile, out);
+  // Terms fitted on clean runs were scored on those (their dataset's file names them).
+  std::string clean_runs;
+  for (const manifest::DatasetDigest& d : terms.datasets) {
+    if (absl::StartsWith(d.role, "clean runs")) clean_runs = d.file;
+  }
   AddBoundValidation(
       terms.unseen_architectures,
-      absl::StrCat("real timm ", TermsName(terms), "-family runs on ", m.gpu,
-                   ", each scored by a fit that never saw its architecture family"),
+      clean_runs.empty()
+          ? absl::StrCat("real timm ", TermsName(terms), "-family runs on ", m.gpu,
+                         ", each scored by a fit that never saw its architecture family")
+          : absl::StrCat(
+                "clean runs (cuDNN benchmark off, uncapped) of real timm ",
+                TermsName(terms), "-family models (", clean_runs,
+                "), each scored by a fit that never saw its architecture family"),
       m.safe_quantile, out);
   return out;
 }
@@ -203,11 +215,14 @@ class SimulationEstimator final : public Estimator {
     // The GPU's own terms where clean runs on it calibrated the family, else the
     // calibrated GPU's.
     const bool without_convolutions = WithoutConvolutions(model);
+    const bool two_moment = TwoMomentOptimizer(model.optimizer());
     const Family* calibrated = nullptr;
     if (const auto own = by_gpu_.find(input.gpu.id); own != by_gpu_.end()) {
-      calibrated = Find(own->second, family, without_convolutions);
+      calibrated = Find(own->second, family, without_convolutions, two_moment);
     }
-    if (calibrated == nullptr) calibrated = Find(families_, family, without_convolutions);
+    if (calibrated == nullptr) {
+      calibrated = Find(families_, family, without_convolutions, two_moment);
+    }
     // Without measurements of the family the calibration is a guess (the most
     // conservative family's terms): out of its distribution.
     result.set_in_distribution(calibrated != nullptr);
@@ -337,7 +352,8 @@ class SimulationEstimator final : public Estimator {
   };
   // A family, and whether the terms are its models' without a convolution
   // (FamilyTerms::without_convolutions).
-  using Population = std::pair<v1::ModelFamily, bool>;
+  // (FamilyTerms::two_moment_optimizer: the third element).
+  using Population = std::tuple<v1::ModelFamily, bool, bool>;
   using TermsSet = std::map<Population, Family>;
 
   // One family's terms into a set, under name (the basis says it), with where its
@@ -351,7 +367,7 @@ class SimulationEstimator final : public Estimator {
       return absl::InvalidArgumentError(
           absl::StrCat(where, " has an unknown family '", terms.family, "'"));
     }
-    Family& f = set[{*family, terms.without_convolutions}];
+    Family& f = set[{*family, terms.without_convolutions, terms.two_moment_optimizer}];
     f.name = std::move(name);
     f.calibration = terms.calibration;
     // How often the upper bound was both safe and close: on GPUMemNet's held-out runs,
@@ -367,13 +383,18 @@ class SimulationEstimator final : public Estimator {
   // The family's terms in one set; for a model without a convolution, its family's
   // terms measured without convolutions where the set has them. Null: none.
   static const Family* Find(const TermsSet& terms, v1::ModelFamily family,
-                            bool without_convolutions) {
-    if (without_convolutions) {
-      if (const auto it = terms.find({family, true}); it != terms.end()) {
+                            bool without_convolutions, bool two_moment_optimizer) {
+    if (two_moment_optimizer) {
+      if (const auto it = terms.find({family, false, true}); it != terms.end()) {
         return &it->second;
       }
     }
-    const auto it = terms.find({family, false});
+    if (without_convolutions) {
+      if (const auto it = terms.find({family, true, false}); it != terms.end()) {
+        return &it->second;
+      }
+    }
+    const auto it = terms.find({family, false, false});
     return it == terms.end() ? nullptr : &it->second;
   }
 
@@ -423,7 +444,8 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
          {std::pair{"held_out", &terms.held_out},
           std::pair{"unseen_architecture", &terms.unseen_architectures}}) {
       if (!*scores) continue;
-      const std::string key = TermsKey(terms.family, terms.without_convolutions);
+      const std::string key =
+          TermsKey(terms.family, terms.without_convolutions, terms.two_moment_optimizer);
       metrics[absl::StrCat(key, "_", name, "_mape")] = (*scores)->mape;
       metrics[absl::StrCat(key, "_", name, "_safe")] = (*scores)->safe;
       metrics[absl::StrCat(key, "_", name, "_safe_and_tight")] =

@@ -17,6 +17,7 @@ constexpr char kLayers[] = "layers";
 constexpr char kHeldOut[] = "held_out";
 constexpr char kUnseenArchitectures[] = "unseen_architecture";
 constexpr char kWithoutConvolutions[] = "-without-convolutions";
+constexpr char kTwoMomentOptimizer[] = "-with-two-moment-optimizer";
 
 // A family's scores on one population: "<prefix>_rows", "_mape", "_safe",
 // "_safe_and_tight", all there or all absent.
@@ -49,7 +50,9 @@ void ScoresToJson(const std::optional<HeldOutScores>& scores, const std::string&
 absl::StatusOr<FamilyTerms> FamilyFromJson(Fields& f, const std::string& name) {
   FamilyTerms t;
   absl::string_view family = name;
-  t.without_convolutions = absl::ConsumeSuffix(&family, kWithoutConvolutions);
+  t.two_moment_optimizer = absl::ConsumeSuffix(&family, kTwoMomentOptimizer);
+  t.without_convolutions =
+      !t.two_moment_optimizer && absl::ConsumeSuffix(&family, kWithoutConvolutions);
   t.family = std::string(family);
   FamilyCalibration& c = t.calibration;
   GPUEST_RETURN_IF_ERROR(f.Get("intercept_mib", c.intercept_mib));
@@ -94,7 +97,7 @@ absl::StatusOr<std::vector<FamilyTerms>> FamiliesFromJson(Fields& parent) {
 Json FamiliesToJson(const std::vector<FamilyTerms>& families) {
   Json out = Json::object();
   for (const FamilyTerms& t : families) {
-    Json& j = out[TermsKey(t.family, t.without_convolutions)];
+    Json& j = out[TermsKey(t.family, t.without_convolutions, t.two_moment_optimizer)];
     j["intercept_mib"] = t.calibration.intercept_mib;
     j["safe_factor"] = t.calibration.safe_factor;
     j["point_intercept_mib"] = t.calibration.point_intercept_mib;
@@ -112,14 +115,22 @@ Json FamiliesToJson(const std::vector<FamilyTerms>& families) {
 
 }  // namespace
 
-std::string TermsKey(const std::string& family, bool without_convolutions) {
+std::string TermsKey(const std::string& family, bool without_convolutions,
+                     bool two_moment_optimizer) {
+  if (two_moment_optimizer) return absl::StrCat(family, kTwoMomentOptimizer);
   return without_convolutions ? absl::StrCat(family, kWithoutConvolutions) : family;
 }
 
 std::string TermsName(const FamilyTerms& terms) {
+  if (terms.two_moment_optimizer) return absl::StrCat(terms.family, " (Adam-trained)");
   return terms.without_convolutions
              ? absl::StrCat(terms.family, " (without convolutions)")
              : terms.family;
+}
+
+bool TwoMomentOptimizer(v1::Optimizer optimizer) {
+  return optimizer == v1::OPTIMIZER_ADAM || optimizer == v1::OPTIMIZER_ADAMW ||
+         optimizer == v1::OPTIMIZER_UNSPECIFIED;
 }
 
 Json SimulationManifest::ToJson() const {

@@ -45,6 +45,15 @@ struct FamilyTerms {
   // server gives them to a model of the family without one (a layer list with no
   // convolution in it). Keyed in "families" as TermsKey says.
   bool without_convolutions = false;
+  // Measured on the family's models trained with a two-moment optimizer (Adam, AdamW:
+  // GPUMemNet's CNNs), apart from the clean runs (SGD with momentum, as timm trains):
+  // Adam's state, made parameter by parameter in the first step while the activations'
+  // freed blocks sit in the cache, pins them, and later forwards cascade into new
+  // segments (training/gpu/measure_step_reserved.py; data/h100-op-transients'
+  // step_reserved.jsonl grows a segment a step), which two simulated steps do not
+  // reach. The server gives them to such a model where the manifest has them. At most
+  // one of the two is set. Keyed as TermsKey says.
+  bool two_moment_optimizer = false;
   FamilyCalibration calibration;
   std::optional<HeldOutScores> held_out;  // GPUMemNet's held-out split.
   // Real models (timm on the A100), each scored by a fit that never saw its
@@ -54,8 +63,14 @@ struct FamilyTerms {
 };
 
 // The key of a family's terms in "families": the family's name ("transformer"), with
-// "-without-convolutions" for the terms of its models without one.
-std::string TermsKey(const std::string& family, bool without_convolutions);
+// "-without-convolutions" for the terms of its models without one, or
+// "-with-two-moment-optimizer" for those trained with Adam or AdamW.
+std::string TermsKey(const std::string& family, bool without_convolutions,
+                     bool two_moment_optimizer = false);
+
+// Whether the optimizer keeps two moments per parameter, made lazily in the first step
+// (Adam, AdamW; unspecified is read as Adam).
+bool TwoMomentOptimizer(v1::Optimizer optimizer);
 
 // The terms' name for people: "transformer", "transformer (without convolutions)".
 std::string TermsName(const FamilyTerms& terms);

@@ -65,3 +65,65 @@ def test_an_assumed_context_is_refused(tmp_path):
     done, _ = _export(tmp_path, constants="assumed")
     assert done.returncode != 0
     assert "assumed, not measured" in done.stderr
+
+
+def _export_one(tmp_path, run):
+    """One run with its traced description, exported; (done, the exported row)."""
+    _write(tmp_path / "runs.jsonl", [run])
+    _write(tmp_path / "described.jsonl", [_described(run["model"], run["batch_size"])])
+    with open(tmp_path / "profiles.json", "w") as f:
+        json.dump({"gpus": [{"id": "card", "context_mib": 700,
+                             "constants": "calibrated"}]}, f)
+    out = tmp_path / "clean.jsonl"
+    done = subprocess.run(
+        [sys.executable, SCRIPT, "--gpu", "card", "--runs", str(tmp_path / "runs.jsonl"),
+         "--descriptions", str(tmp_path / "described.jsonl"),
+         "--profiles", str(tmp_path / "profiles.json"), "--out", str(out)],
+        capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(open(out).readline())
+
+
+def test_a_runs_own_context_is_its_process_peak(tmp_path):
+    """A run that read its own context (NVML's per-process figure) is exported at its
+    reserved peak plus that, not the profile's."""
+    row = _export_one(tmp_path, dict(_run("a", 8), context_mib=634.0))
+    assert row["maxMemoryMib"] == 1200.0 + 634
+
+
+def test_a_run_records_the_stack_it_ran_on(tmp_path):
+    """The description says the torch and CUDA the run used (its context's key), not
+    the describing machine's."""
+    d = _export_one(tmp_path, dict(_run("a", 8), torch="2.11.0+cu130"))["description"]
+    assert d["frameworkVersion"] == "2.11.0"
+    assert d["stack"] == {"moduleLoading": "LAZY", "cudaMajor": 13, "cudaVersion": "13.0"}
+
+
+def test_decoder_fine_tunes_take_their_described_files(tmp_path):
+    """measure_llm_finetune.py's rows, each with DIR/<model>_<config>_b<batch>_s<seq>.json;
+    one without a description is left out by name."""
+    rows = [{"model": "m", "config": "lora_bf16", "batch_size": 4, "seq_len": 128,
+             "status": "OK", "first_reserved_mib": 100.0, "steady_reserved_mib": 90.0},
+            {"model": "m", "config": "full_bf16", "batch_size": 4, "seq_len": 128,
+             "status": "OK", "first_reserved_mib": 100.0, "steady_reserved_mib": 90.0},
+            {"model": "m", "config": "full_fp32", "batch_size": 4, "seq_len": 128,
+             "status": "OOM"}]
+    _write(tmp_path / "runs.jsonl", rows)
+    os.makedirs(tmp_path / "d")
+    with open(tmp_path / "d" / "m_lora_bf16_b4_s128.json", "w") as f:
+        json.dump({"name": "m", "batchSize": 4}, f)
+    with open(tmp_path / "profiles.json", "w") as f:
+        json.dump({"gpus": [{"id": "card", "context_mib": 700,
+                             "constants": "calibrated"}]}, f)
+    out = tmp_path / "llm.jsonl"
+    done = subprocess.run(
+        [sys.executable, SCRIPT, "--gpu", "card", "--runs", str(tmp_path / "runs.jsonl"),
+         "--llm-descriptions", str(tmp_path / "d"),
+         "--profiles", str(tmp_path / "profiles.json"), "--out", str(out)],
+        capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    exported = [json.loads(line) for line in open(out)]
+    assert [r["fileName"] for r in exported] == ["m_lora_bf16_b4_s128"]
+    assert exported[0]["maxMemoryMib"] == 100.0 + 700
+    assert "m_full_bf16_b4_s128: no description" in done.stderr
+

@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {
@@ -29,6 +30,38 @@ TEST(GpuProfiles, ParsesAndRejects) {
   EXPECT_EQ(ok->Find("y"), nullptr);
   EXPECT_FALSE(GpuProfiles::Parse(R"({"default":"y","gpus":[]})").ok());
   EXPECT_FALSE(GpuProfiles::Parse("not json").ok());
+}
+
+// A GPU's contexts per stack are read from the file and written back as they were; a
+// GPU without any borrows the others' (marked lent, so the choice adds its margin),
+// and one with its own keeps them.
+TEST(GpuProfiles, ContextsPerStackAndLentToGpusWithoutAny) {
+  constexpr const char* kTwo =
+      R"({"default":"a","gpus":[)"
+      R"({"id":"a","name":"A","architecture":"x","memory_mib":1024,"context_mib":300,)"
+      R"("cublas_workspace_bytes":1000,"constants":"calibrated","constants_basis":"why",)"
+      R"("contexts":[{"cuda_major":13,"torch":"2.11","module_loading":"LAZY",)"
+      R"("context_mib":758,"basis":"lease"}]},)"
+      R"({"id":"b","name":"B","architecture":"x","memory_mib":1024,"context_mib":300,)"
+      R"("cublas_workspace_bytes":1000,"constants":"assumed","constants_basis":"why"}]})";
+  auto profiles = GpuProfiles::Parse(kTwo);
+  ASSERT_TRUE(profiles.ok()) << profiles.status();
+  ASSERT_EQ(profiles->Find("a")->contexts.size(), 1u);
+  EXPECT_EQ(profiles->Find("a")->contexts[0].context_bytes, 758ull << 20);
+  EXPECT_TRUE(profiles->Find("b")->contexts.empty());
+  profiles->LendContexts();
+  ASSERT_EQ(profiles->Find("b")->contexts.size(), 1u);
+  EXPECT_EQ(profiles->Find("b")->contexts[0].lent_by, "a");
+  EXPECT_TRUE(profiles->Find("a")->contexts[0].lent_by.empty());
+  // A GPU whose context is calibrated on its own data keeps it.
+  auto calibrated = GpuProfiles::Parse(absl::StrReplaceAll(
+      kTwo, {{R"("constants":"assumed")", R"("constants":"calibrated")"}}));
+  ASSERT_TRUE(calibrated.ok());
+  calibrated->LendContexts();
+  EXPECT_TRUE(calibrated->Find("b")->contexts.empty());
+  auto bad = GpuProfiles::Parse(absl::StrReplaceAll(kTwo, {{"\"LAZY\"", "\"LATER\""}}));
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "module_loading"))
+      << bad.status();
 }
 
 }  // namespace

@@ -430,10 +430,25 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
       allocsim::FamilyTerms& t = m.families.emplace_back();
       t.family = f.name;
       t.calibration = AsRecorded(clean->calibration);
-      t.held_out = scores_of(held_out, f.name);
       t.unseen_architectures = AsRecorded(clean->upper);
       t.datasets.push_back({context.clean->file, context.clean->sha256,
                             "clean runs, left out by architecture family"});
+      if (f.synthetic_without_convolutions) {
+        // GPUMemNet's text classifiers are scored with the clean terms they are served.
+        t.held_out = scores_of(held_out, f.name);
+        continue;
+      }
+      // GPUMemNet's CNNs, trained with Adam, keep the terms fitted with them: the
+      // clean runs (SGD with momentum) do not hold Adam's cascade of segments
+      // (FamilyTerms::two_moment_optimizer).
+      allocsim::FamilyTerms& adam = m.families.emplace_back();
+      adam.family = f.name;
+      adam.two_moment_optimizer = true;
+      adam.calibration = AsRecorded(calibration.at(f.name));
+      adam.held_out = scores_of(held_out, f.name);
+      for (const train::DatasetFile& file : synthetic) {
+        adam.datasets.push_back({file.name, file.sha256, ""});
+      }
       continue;
     }
     allocsim::FamilyTerms& t = m.families.emplace_back();

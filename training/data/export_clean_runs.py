@@ -47,9 +47,23 @@ def clean(run: dict) -> bool:
             and run.get("cap_mib") is None)
 
 
+def run_stack(torch_version: str) -> dict:
+    """The stack a run's torch ("2.11.0+cu130") ran on, as ModelDescription.stack: the
+    measurement scripts leave CUDA_MODULE_LOADING unset, so PyTorch's lazy loading."""
+    stack = {"moduleLoading": "LAZY"}
+    _, _, local = torch_version.partition("+")
+    if local.startswith("cu") and local[2:].isdigit() and len(local) >= 4:
+        digits = local[2:]
+        stack.update(cudaMajor=int(digits[:-1]), cudaVersion=f"{digits[:-1]}.{digits[-1]}")
+    return stack
+
+
 def exported(run: dict, row: dict, context_mib: float) -> dict:
     reserved = max(run["first_reserved_mib"], run["steady_reserved_mib"])
     description = dict(row["description"], cudnnBenchmark=False)  # As the run was.
+    if run.get("torch"):  # The stack it ran on, not the describing machine's.
+        description.update(frameworkVersion=run["torch"].split("+")[0],
+                           stack=run_stack(run["torch"]))
     context = run.get("context_mib", context_mib)
     return {"fileName": row["fileName"], "model": row["model"],
             "description": description,
