@@ -41,10 +41,11 @@ namespace {
 int Distance(const StackContext& c, const v1::SoftwareStack& stack,
              const std::string& loading, const std::string& torch) {
   int distance = c.module_loading == loading ? 0 : 1000;
-  if (stack.cuda_major() != 0) {
-    distance += 10 * std::abs(static_cast<int>(c.cuda_major) -
-                              static_cast<int>(stack.cuda_major()));
-  }
+  // Without the job's CUDA (a CPU-only describe) the describing torch need not be the
+  // job's either: the GPU's nodes' stack stands for both.
+  if (stack.cuda_major() == 0) return distance;
+  distance += 10 * std::abs(static_cast<int>(c.cuda_major) -
+                            static_cast<int>(stack.cuda_major()));
   if (!c.torch.empty() && c.torch != torch) distance += 1;
   return distance;
 }

@@ -157,9 +157,8 @@ absl::Status CheckJobNamesDistinct(const v1::CheckPlacementRequest& request) {
   absl::flat_hash_map<absl::string_view, std::string> seen;
   auto check = [&](const v1::PlacementJob& job, std::string field) -> absl::Status {
     if (job.name().size() > kMaxJobNameBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".name: ", job.name().size(),
-                                                     " bytes, more than ",
-                                                     kMaxJobNameBytes));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".name: ", job.name().size(), " bytes, more than ", kMaxJobNameBytes));
     }
     if (job.name().empty()) return absl::OkStatus();
     const auto [it, inserted] = seen.emplace(job.name(), field);
