@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-${GPUEST_FUZZ_SECONDS:-20}}
-targets=(description_json summary_parser request_validation extender_args)
+targets=(description_json summary_parser request_validation extender_args node_gpus)
 
 if [ ! -f build-fuzz/build.ninja ]; then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -23,7 +23,10 @@ failed=0
 for t in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$t"
   echo "[fuzz] $t for ${seconds}s"
+  # Inputs long enough to nest past the depth limit and to reach the size bounds
+  # (the annotation's 256 KiB), not libFuzzer's default 4 KiB.
   if ! "build-fuzz/tests/fuzz/${t}_fuzzer" -max_total_time="$seconds" -timeout=10 \
+    -max_len=$((256 * 1024 + 1024)) \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/${t}-" \
     "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"build-fuzz/$t.log" 2>&1; then
     echo "[fuzz] $t FAILED; its input is in build-fuzz/artifacts/ (log: build-fuzz/$t.log)" >&2

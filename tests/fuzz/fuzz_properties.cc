@@ -143,4 +143,45 @@ absl::Status ExtenderArgsProperties(absl::string_view data) {
   return absl::OkStatus();
 }
 
+absl::Status NodeGpusProperties(absl::string_view data) {
+  auto check = [](const absl::StatusOr<std::vector<NodeGpu>>& gpus) -> absl::Status {
+    if (!gpus.ok()) {
+      if (gpus.status().code() != absl::StatusCode::kInvalidArgument) {
+        return Broken("a node's refusal is InvalidArgument", gpus.status());
+      }
+      if (gpus.status().message().size() > kMaxMessageBytes ||
+          !absl::StartsWith(gpus.status().message(), "node ")) {
+        return Broken("a node's refusal names it, in at most 1 KiB", gpus.status());
+      }
+      return absl::OkStatus();
+    }
+    if (gpus->size() > static_cast<size_t>(kMaxNodeGpus)) {
+      return Broken("a node holds at most kMaxNodeGpus GPUs",
+                    absl::InternalError(absl::StrCat(gpus->size(), " GPUs")));
+    }
+    for (const NodeGpu& g : *gpus) {
+      if (g.total_bytes > 0 && g.free_bytes > g.total_bytes) {
+        return Broken("free is at most the total", absl::InternalError(g.model));
+      }
+    }
+    return absl::OkStatus();
+  };
+  try {
+    NodeKeys annotated;
+    annotated.name = "fuzzed";
+    annotated.model_label = "a100-40gb";
+    annotated.gpus_annotation = std::string(data);
+    if (absl::Status s = check(NodeGpus(annotated)); !s.ok()) return s;
+    // The same bytes as a Node object, as the node cache file's reader takes one.
+    if (!CheckJsonDepth(data, "node").ok()) return absl::OkStatus();
+    const nlohmann::json node = nlohmann::json::parse(data, nullptr, false);
+    if (node.is_discarded()) return absl::OkStatus();
+    NodeKeys keys = NodeKeysOf(node);
+    if (keys.name.empty()) keys.name = "unnamed";
+    return check(NodeGpus(keys));
+  } catch (const std::exception& e) {
+    return Broken("nothing throws", absl::InternalError(e.what()));
+  }
+}
+
 }  // namespace gpuest::fuzz

@@ -35,4 +35,11 @@ absl::Status RequestValidationProperties(absl::string_view data);
 // text is an object inside the body, and the reply is JSON.
 absl::Status ExtenderArgsProperties(absl::string_view data);
 
+// node_gpus: the node readers on their own (extender/kube_nodes.h), the input taken as
+// the gpuest.io/gpus annotation (JSON inside a string) and as a whole Node object:
+// never a throw or a crash, however deep or long; a refusal is InvalidArgument of at
+// most 1 KiB naming the node; read GPUs are at most kMaxNodeGpus, each with free at
+// most its total where the total is given.
+absl::Status NodeGpusProperties(absl::string_view data);
+
 }  // namespace gpuest::fuzz

@@ -22,6 +22,7 @@ const std::map<std::string, Property>& Targets() {
       {"summary_parser", fuzz::SummaryParserProperties},
       {"request_validation", fuzz::RequestValidationProperties},
       {"extender_args", fuzz::ExtenderArgsProperties},
+      {"node_gpus", fuzz::NodeGpusProperties},
   };
   return *targets;
 }
