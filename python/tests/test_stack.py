@@ -41,3 +41,21 @@ def test_describe_records_the_stack():
     assert d.stack.module_loading in ("LAZY", "EAGER")
     cuda = torch.version.cuda
     assert d.stack.cuda_major == (int(cuda.split(".")[0]) if cuda else 0)
+
+
+def test_collect_context_says_why_when_no_gpu_can_be_measured():
+    """`gpuest-collect context` on a machine without a GPU: exit 1 and one line why,
+    never a traceback or an empty file."""
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+    if shutil.which("nvidia-smi"):
+        pytest.skip("a GPU machine: the command measures")
+    done = subprocess.run([sys.executable, "-m", "gpuest.collect", "context"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "gpuest-collect context: cannot measure GPU 0" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""

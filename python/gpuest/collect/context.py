@@ -138,9 +138,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         prog="gpuest-collect context",
         description="Measure this node's context (device memory a training process "
-                    "holds outside PyTorch's allocator) for gpuest-server's --contexts "
-                    "directory. About 30 s; needs the GPU to itself for the figure read "
-                    "without NVML's per-process accounting.")
+                    "holds outside PyTorch's allocator) on its own stack: the JSON goes "
+                    "into the model repository's contexts/ directory, which "
+                    "gpuest-server reads at start and on a reload (docs/contexts.md). "
+                    "About 30 s; run it with the job's image and CUDA_MODULE_LOADING, "
+                    "on a GPU no other process uses where the driver gives no "
+                    "per-process figure. Exit 1 when no GPU can be measured.")
     p.add_argument("--gpu", type=int, default=0, metavar="INDEX")
     p.add_argument("--out", default="-", help="where the JSON goes (- for stdout)")
     p.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
@@ -150,8 +153,9 @@ def main(argv=None) -> int:
         return 0
     try:
         record = measure(args.gpu)
-    except (RuntimeError, subprocess.TimeoutExpired, ImportError) as e:
-        print(f"gpuest-collect context: {e}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - no NVML, no CUDA, a workload that failed
+        print(f"gpuest-collect context: cannot measure GPU {args.gpu}: "
+              f"{type(e).__name__}: {e}", file=sys.stderr)
         return 1
     text = json.dumps(record, indent=2) + "\n"
     if args.out == "-":
