@@ -64,8 +64,11 @@ absl::StatusOr<std::unique_ptr<ExtenderHttpServer>> ExtenderHttpServer::Start(
   // is refused with an ExtenderFilterResult-shaped Error that kube-scheduler logs.
   http.set_pre_routing_handler([max_body_bytes](const httplib::Request& req,
                                                 httplib::Response& res) {
+    // A refusal leaves the body unread, so the connection is closed after it: kept
+    // alive, the sender would block writing a body nobody reads.
     auto refuse = [&res](int status, const std::string& why) {
       res.status = status;
+      res.set_header("Connection", "close");
       res.set_content(ReplyText(nlohmann::json{{"Error", "gpuest extender: " + why}}),
                       "application/json");
       return httplib::Server::HandlerResponse::Handled;
