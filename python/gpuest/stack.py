@@ -7,10 +7,24 @@ import os
 from typing import Any, Dict
 
 
-def module_loading() -> str:
-    """CUDA_MODULE_LOADING as a PyTorch process has it: PyTorch sets LAZY when the
-    variable is unset (c10/cuda/CUDAFunctions.cpp, since 2.0)."""
-    return (os.environ.get("CUDA_MODULE_LOADING") or "LAZY").strip().upper()
+def _version(text: str) -> tuple:
+    parts = []
+    for piece in text.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def module_loading(torch_version: str = "", cuda: str = "") -> str:
+    """CUDA_MODULE_LOADING as a PyTorch process has it: the variable where set; else
+    LAZY, which PyTorch sets itself from 1.13 on CUDA 11.7 and later; older builds load
+    every module eagerly (a context several times larger: docs/contexts.md)."""
+    value = (os.environ.get("CUDA_MODULE_LOADING") or "").strip().upper()
+    if value:
+        return value
+    old_torch = bool(torch_version) and _version(torch_version) < (1, 13)
+    old_cuda = bool(cuda) and _version(cuda) < (11, 7)
+    return "EAGER" if old_torch or old_cuda else "LAZY"
 
 
 def software_stack(torch: Any) -> Dict[str, Any]:
@@ -19,7 +33,7 @@ def software_stack(torch: Any) -> Dict[str, Any]:
     cuda = torch.version.cuda or ""
     return {"torch": torch.__version__.split("+")[0], "cuda": cuda,
             "cuda_major": int(cuda.split(".")[0]) if cuda else 0,
-            "module_loading": module_loading()}
+            "module_loading": module_loading(torch.__version__, cuda)}
 
 
 def stack_json(stack: Dict[str, Any]) -> Dict[str, Any]:

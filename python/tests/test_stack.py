@@ -24,6 +24,17 @@ def test_eager_loading_is_read_from_the_environment(monkeypatch):
     assert module_loading() == "EAGER"
 
 
+def test_builds_before_lazy_loading_load_eagerly(monkeypatch):
+    """PyTorch sets lazy loading itself from 1.13 on CUDA 11.7; before, every module
+    loads at once."""
+    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
+    assert software_stack(_torch("1.12.1+cu116", "11.6"))["module_loading"] == "EAGER"
+    assert software_stack(_torch("1.13.1+cu116", "11.6"))["module_loading"] == "EAGER"
+    assert software_stack(_torch("1.13.1+cu117", "11.7"))["module_loading"] == "LAZY"
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "lazy")
+    assert software_stack(_torch("1.12.1+cu116", "11.6"))["module_loading"] == "LAZY"
+
+
 def test_a_cpu_only_build_records_no_cuda(monkeypatch):
     monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
     stack = software_stack(_torch("1.13.0a0", None))
