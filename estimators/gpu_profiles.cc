@@ -65,9 +65,26 @@ void GpuProfiles::LendContexts() {
       measured.push_back(std::move(lent));
     }
   }
-  // A GPU whose context was fitted on its own measurements keeps that figure.
+  // A GPU whose context was fitted on its own measurements keeps that figure. A MIG
+  // slice takes its whole GPU's contexts only (the same driver and card; none when the
+  // GPU has none: then its own figure, as the whole GPU's is).
+  const std::vector<GpuProfile> before = profiles_;
   for (GpuProfile& p : profiles_) {
-    if (p.contexts.empty() && !p.constants_calibrated) p.contexts = measured;
+    if (!p.contexts.empty() || p.constants_calibrated) continue;
+    const size_t mig = p.name.find(" MIG ");
+    if (mig == std::string::npos) {
+      p.contexts = measured;
+      continue;
+    }
+    for (const GpuProfile& whole : before) {
+      if (whole.name != p.name.substr(0, mig)) continue;
+      for (const StackContext& c : whole.contexts) {
+        if (!c.lent_by.empty()) continue;
+        StackContext lent = c;
+        lent.lent_by = whole.id;
+        p.contexts.push_back(std::move(lent));
+      }
+    }
   }
 }
 

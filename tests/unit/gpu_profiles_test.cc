@@ -53,6 +53,18 @@ TEST(GpuProfiles, ContextsPerStackAndLentToGpusWithoutAny) {
   ASSERT_EQ(profiles->Find("b")->contexts.size(), 1u);
   EXPECT_EQ(profiles->Find("b")->contexts[0].lent_by, "a");
   EXPECT_TRUE(profiles->Find("a")->contexts[0].lent_by.empty());
+  // A MIG slice borrows its whole GPU's contexts only.
+  auto with_mig = GpuProfiles::Parse(absl::StrReplaceAll(
+      kTwo, {{R"("id":"b","name":"B")", R"("id":"a-mig-1g","name":"A MIG 1g.5gb")"}}));
+  ASSERT_TRUE(with_mig.ok()) << with_mig.status();
+  with_mig->LendContexts();
+  ASSERT_EQ(with_mig->Find("a-mig-1g")->contexts.size(), 1u);
+  EXPECT_EQ(with_mig->Find("a-mig-1g")->contexts[0].lent_by, "a");
+  auto orphan = GpuProfiles::Parse(absl::StrReplaceAll(
+      kTwo, {{R"("id":"b","name":"B")", R"("id":"z-mig","name":"Z MIG 1g.5gb")"}}));
+  ASSERT_TRUE(orphan.ok());
+  orphan->LendContexts();
+  EXPECT_TRUE(orphan->Find("z-mig")->contexts.empty());
   // A GPU whose context is calibrated on its own data keeps it.
   auto calibrated = GpuProfiles::Parse(absl::StrReplaceAll(
       kTwo, {{R"("constants":"assumed")", R"("constants":"calibrated")"}}));
