@@ -31,6 +31,20 @@ def _described(model, batch, trace=True):
             "maxMemoryMib": 5000.0, "status": "SUCCESSFUL", "measuredStatus": "OK"}
 
 
+def _script(tmp_path, descriptions, constants="calibrated", out_name="clean.jsonl"):
+    """The exporter on tmp_path/runs.jsonl with the descriptions' flags ("--descriptions
+    FILE" or "--llm-descriptions DIR") and a one-GPU profile; (done, the output path)."""
+    with open(tmp_path / "profiles.json", "w") as f:
+        json.dump({"gpus": [{"id": "card", "context_mib": 700, "constants": constants}]},
+                  f)
+    out = tmp_path / out_name
+    done = subprocess.run(
+        [sys.executable, SCRIPT, "--gpu", "card", "--runs", str(tmp_path / "runs.jsonl"),
+         *descriptions, "--profiles", str(tmp_path / "profiles.json"), "--out", str(out)],
+        capture_output=True, text=True)
+    return done, out
+
+
 def _export(tmp_path, constants="calibrated"):
     _write(tmp_path / "runs.jsonl", [
         _run("a", 8), _run("b", 8, benchmark=True), _run("c", 8, cap=900.0),
@@ -38,16 +52,8 @@ def _export(tmp_path, constants="calibrated"):
     _write(tmp_path / "described.jsonl", [
         _described("a", 8), _described("a", 16), _described("b", 8), _described("c", 8),
         _described("d", 8), _described("e", 8, trace=False)])
-    with open(tmp_path / "profiles.json", "w") as f:
-        json.dump({"gpus": [{"id": "card", "context_mib": 700, "constants": constants}]},
-                  f)
-    out = tmp_path / "clean.jsonl"
-    done = subprocess.run(
-        [sys.executable, SCRIPT, "--gpu", "card", "--runs", str(tmp_path / "runs.jsonl"),
-         "--descriptions", str(tmp_path / "described.jsonl"),
-         "--profiles", str(tmp_path / "profiles.json"), "--out", str(out)],
-        capture_output=True, text=True)
-    return done, out
+    return _script(tmp_path, ["--descriptions", str(tmp_path / "described.jsonl")],
+                   constants)
 
 
 def test_only_clean_traced_runs_at_their_reserved_peak_plus_context(tmp_path):
@@ -71,15 +77,7 @@ def _export_one(tmp_path, run):
     """One run with its traced description, exported; (done, the exported row)."""
     _write(tmp_path / "runs.jsonl", [run])
     _write(tmp_path / "described.jsonl", [_described(run["model"], run["batch_size"])])
-    with open(tmp_path / "profiles.json", "w") as f:
-        json.dump({"gpus": [{"id": "card", "context_mib": 700,
-                             "constants": "calibrated"}]}, f)
-    out = tmp_path / "clean.jsonl"
-    done = subprocess.run(
-        [sys.executable, SCRIPT, "--gpu", "card", "--runs", str(tmp_path / "runs.jsonl"),
-         "--descriptions", str(tmp_path / "described.jsonl"),
-         "--profiles", str(tmp_path / "profiles.json"), "--out", str(out)],
-        capture_output=True, text=True)
+    done, out = _script(tmp_path, ["--descriptions", str(tmp_path / "described.jsonl")])
     assert done.returncode == 0, done.stderr
     return json.loads(open(out).readline())
 
@@ -112,15 +110,8 @@ def test_decoder_fine_tunes_take_their_described_files(tmp_path):
     os.makedirs(tmp_path / "d")
     with open(tmp_path / "d" / "m_lora_bf16_b4_s128.json", "w") as f:
         json.dump({"name": "m", "batchSize": 4}, f)
-    with open(tmp_path / "profiles.json", "w") as f:
-        json.dump({"gpus": [{"id": "card", "context_mib": 700,
-                             "constants": "calibrated"}]}, f)
-    out = tmp_path / "llm.jsonl"
-    done = subprocess.run(
-        [sys.executable, SCRIPT, "--gpu", "card", "--runs", str(tmp_path / "runs.jsonl"),
-         "--llm-descriptions", str(tmp_path / "d"),
-         "--profiles", str(tmp_path / "profiles.json"), "--out", str(out)],
-        capture_output=True, text=True)
+    done, out = _script(tmp_path, ["--llm-descriptions", str(tmp_path / "d")],
+                        out_name="llm.jsonl")
     assert done.returncode == 0, done.stderr
     exported = [json.loads(line) for line in open(out)]
     assert [r["fileName"] for r in exported] == ["m_lora_bf16_b4_s128"]
