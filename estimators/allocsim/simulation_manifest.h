@@ -46,12 +46,12 @@ struct FamilyTerms {
   // convolution in it). Keyed in "families" as TermsKey says.
   bool without_convolutions = false;
   // Measured on the family's models trained with a two-moment optimizer (Adam, AdamW:
-  // GPUMemNet's CNNs), apart from the clean runs (SGD with momentum, as timm trains):
-  // Adam's state, made parameter by parameter in the first step while the activations'
-  // freed blocks sit in the cache, pins them, and later forwards cascade into new
-  // segments (training/gpu/measure_step_reserved.py; data/h100-op-transients'
-  // step_reserved.jsonl grows a segment a step), which two simulated steps do not
-  // reach. The server gives them to such a model where the manifest has them. At most
+  // GPUMemNet's CNNs), apart from the clean runs (SGD with momentum, as timm trains).
+  // Those CNNs reserve far more than the simulated steps: on an H100 the first step of
+  // the measured ones holds 5-13 GB more than the simulated first step, and later steps
+  // add a segment each (data/h100-op-transients' step_reserved.jsonl), which the clean
+  // runs do not show; until that is modelled (issue "bound", deliverables 3 and 4), the
+  // terms fitted with them serve such a model where the manifest has them. At most
   // one of the two is set. Keyed as TermsKey says.
   bool two_moment_optimizer = false;
   FamilyCalibration calibration;
