@@ -1,7 +1,7 @@
 // File: caching_allocator.h
 //
 // A simulation of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp,
-// one device, one stream), following the rules in shared/docs/MEMORY.md: 512 B
+// one device, one stream), following that file's rules: 512 B
 // rounding; a small pool (<= 1 MiB) and a large pool; 2 MiB / 20 MiB / 2 MiB-rounded
 // segments; best fit by (size, address); splitting (small pool: remainder >= 512 B,
 // large pool: remainder > 1 MiB and request < max_split_size); merging of adjacent
@@ -31,7 +31,7 @@ inline constexpr uint64_t kRoundLarge = 2 << 20;   // Rounding of large segments
 
 // cuBLAS's default workspace before Hopper, allocated through the caching allocator and
 // kept for the process lifetime: 4096 KiB x 2 + 16 KiB x 8 (CUBLAS_WORKSPACE_CONFIG
-// ":4096:2:16:8"; shared/docs/MEMORY.md).
+// ":4096:2:16:8"; aten/src/ATen/cuda/CublasHandlePool.cpp).
 inline constexpr uint64_t kDefaultCublasWorkspaceBytes = 4096 * 1024 * 2 + 16 * 1024 * 8;
 
 struct AllocatorConfig {

@@ -1,7 +1,7 @@
 """describe's traced step against PyTorch's own MemTracker (torch 2.5+,
 torch.distributed._tools.mem_tracker), on small decoders on the CPU: an independent
 count of the same step (issue "llm", Checks). Run by hand where torch 2.x is installed,
-e.g. a Debian trixie root (shared/docs/BUILD-NOTES.md):
+e.g. a Debian trixie root made with debootstrap (bookworm's torch is 1.13):
 
     chroot /tmp/trixie sh -c 'cd /work/main && PYTHONPATH=python python3 \\
         training/gpu/memtracker_check.py'
