@@ -55,20 +55,25 @@ absl::Status GpuProfiles::AddMeasuredContext(absl::string_view gpu_name,
   return absl::OkStatus();
 }
 
+namespace {
+
+// The contexts measured on `by` itself, marked lent by it, appended to out.
+void AppendLentBy(const GpuProfile& by, std::vector<StackContext>& out) {
+  for (const StackContext& c : by.contexts) {
+    if (!c.lent_by.empty()) continue;
+    out.push_back(c);
+    out.back().lent_by = by.id;
+  }
+}
+
+}  // namespace
+
 void GpuProfiles::LendContexts() {
   std::vector<StackContext> measured;
-  for (const GpuProfile& p : profiles_) {
-    for (const StackContext& c : p.contexts) {
-      if (!c.lent_by.empty()) continue;
-      StackContext lent = c;
-      lent.lent_by = p.id;
-      measured.push_back(std::move(lent));
-    }
-  }
+  for (const GpuProfile& p : profiles_) AppendLentBy(p, measured);
   // A GPU whose context was fitted on its own measurements keeps that figure. A MIG
   // slice takes its whole GPU's contexts only (the same driver and card; none when the
   // GPU has none: then its own figure, as the whole GPU's is).
-  const std::vector<GpuProfile> before = profiles_;
   for (GpuProfile& p : profiles_) {
     if (!p.contexts.empty() || p.constants_calibrated) continue;
     const size_t mig = p.name.find(" MIG ");
@@ -76,14 +81,9 @@ void GpuProfiles::LendContexts() {
       p.contexts = measured;
       continue;
     }
-    for (const GpuProfile& whole : before) {
-      if (whole.name != p.name.substr(0, mig)) continue;
-      for (const StackContext& c : whole.contexts) {
-        if (!c.lent_by.empty()) continue;
-        StackContext lent = c;
-        lent.lent_by = whole.id;
-        p.contexts.push_back(std::move(lent));
-      }
+    // Only its whole GPU's own contexts, never ones lent to it.
+    for (const GpuProfile& whole : profiles_) {
+      if (whole.name == p.name.substr(0, mig)) AppendLentBy(whole, p.contexts);
     }
   }
 }

@@ -10,7 +10,6 @@
 #include "common/units.h"
 #include "estimators/allocsim/memory_model.h"
 #include "estimators/features.h"
-#include "training/data/measured_rows.h"
 
 namespace gpuest::calibration {
 namespace {
@@ -112,19 +111,23 @@ GoalRow ScoreGoalRuns(const std::string& population, const std::vector<GoalRun>&
 }
 
 absl::StatusOr<std::string> RenderBoundGoals(const GoalInputs& in) {
+  // Each file read once, for every estimator.
+  std::vector<std::pair<const GpuProfile*, data::MeasuredFile>> holdout;
+  for (const HoldoutFile& h : in.holdout) {
+    const GpuProfile* gpu = in.gpus->Find(h.gpu);
+    if (gpu == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--holdout-runs: ", h.gpu, " is not a GPU profile"));
+    }
+    GPUEST_ASSIGN_OR_RETURN(data::MeasuredFile file, data::ReadExportedRows(h.path));
+    holdout.emplace_back(gpu, std::move(file));
+  }
   std::vector<GoalRow> rows;
   for (const auto& [id, served] : *in.served) {
     const std::string estimator = id == "allocsim"
                                       ? "the trace (allocsim)"
                                       : absl::StrCat("the layer rule (", id, ")");
-    for (const HoldoutFile& h : in.holdout) {
-      const GpuProfile* gpu = in.gpus->Find(h.gpu);
-      if (gpu == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--holdout-runs: ", h.gpu, " is not a GPU profile"));
-      }
-      GPUEST_ASSIGN_OR_RETURN(const data::MeasuredFile file,
-                              data::ReadExportedRows(h.path));
+    for (const auto& [gpu, file] : holdout) {
       const GpuProfile assumed = AsAssumed(*gpu, *in.gpus, *in.calibrated_gpu);
       std::map<std::pair<bool, bool>, std::vector<GoalRun>> runs;  // (assumed, LM).
       for (const data::MeasuredRow& m : file.rows) {
@@ -151,9 +154,8 @@ absl::StatusOr<std::string> RenderBoundGoals(const GoalInputs& in) {
         rows.push_back(row);
       }
     }
-    if (in.timm_rows.empty()) continue;
-    GPUEST_ASSIGN_OR_RETURN(const data::MeasuredFile timm,
-                            data::ReadExportedRows(in.timm_rows));
+    if (in.timm == nullptr) continue;
+    const data::MeasuredFile& timm = *in.timm;
     std::vector<GoalRun> completed, oom;
     for (const data::MeasuredRow& m : timm.rows) {
       if (!m.model.has_trace() || (m.status != "OK" && !m.oom)) continue;

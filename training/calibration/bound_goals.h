@@ -23,6 +23,7 @@
 #include "estimators/estimator.h"
 #include "estimators/gpu_profiles.h"
 #include "training/calibration/calibration.h"
+#include "training/data/measured_rows.h"
 
 namespace gpuest::calibration {
 
@@ -65,10 +66,10 @@ struct GoalInputs {
   const GpuProfiles* gpus = nullptr;
   const GpuProfile* calibrated_gpu = nullptr;  // The A100 40GB, its context fitted.
   std::vector<HoldoutFile> holdout;
-  std::string timm_rows;  // The A100's real-model rows (benchmark on).
+  // The A100's real-model rows (benchmark on), as the calibration read them; null: none.
+  const data::MeasuredFile* timm = nullptr;
   // Id -> the clean runs' leave-family-out rows already scored (clean_runs.h).
   std::vector<GoalRow> clean_splits;
-  int steps = 2;
 };
 
 // The table, with how each row was made; InvalidArgument names a file or GPU.

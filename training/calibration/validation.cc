@@ -719,6 +719,16 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
 // Rewrites the calibrated GPU's context in gpu_profiles.json; the GPUs whose constants
 // are assumed take the same figure (same driver and CUDA stack, unmeasured). Another
 // GPU calibrated on its own measurements (gpuest-collect calibrate) keeps its figure.
+// "GPU=FILE" (--gpu-runs, --holdout-runs) as its two parts; InvalidArgument naming flag.
+absl::StatusOr<HoldoutFile> GpuAndFile(const std::string& spec, const char* flag) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " takes GPU=FILE (e.g. h200=build/datasets/runs.jsonl), not '", spec, "'"));
+  }
+  return HoldoutFile{spec.substr(0, eq), spec.substr(eq + 1)};
+}
+
 absl::Status WriteContext(const std::string& path, double context_mib,
                           const std::string& context_basis) {
   GPUEST_ASSIGN_OR_RETURN(GpuProfilesManifest profiles, GpuProfilesManifest::Load(path));
@@ -772,12 +782,8 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
 
   std::optional<CleanRunsCalibration> clean;
   if (!o.gpu_runs.empty()) {
-    const size_t eq = o.gpu_runs.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == o.gpu_runs.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--gpu-runs must be GPU=FILE (e.g. h200=runs.jsonl), not '", o.gpu_runs, "'"));
-    }
-    const std::string id = o.gpu_runs.substr(0, eq);
+    GPUEST_ASSIGN_OR_RETURN(const HoldoutFile runs, GpuAndFile(o.gpu_runs, "--gpu-runs"));
+    const std::string& id = runs.gpu;
     const GpuProfile* runs_gpu = engine.registry()->gpus().Find(id);
     if (runs_gpu == nullptr) {
       return absl::NotFoundError(absl::StrCat("--gpu-runs: ", id, " is not in ",
@@ -791,9 +797,9 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
     }
     FitOptions options;
     options.safe_quantile = o.safe_quantile;
-    GPUEST_ASSIGN_OR_RETURN(
-        clean, CalibrateOnCleanRuns(o.gpu_runs.substr(eq + 1), *runs_gpu, o.steps,
-                                    options, o.max_conv_output_factor, calibration));
+    GPUEST_ASSIGN_OR_RETURN(clean,
+                            CalibrateOnCleanRuns(runs.path, *runs_gpu, o.steps, options,
+                                                 o.max_conv_output_factor, calibration));
   }
 
   // The estimators as they will be served, built from the manifests written below.
@@ -876,15 +882,10 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
   goals.served = &served;
   goals.gpus = &engine.registry()->gpus();
   goals.calibrated_gpu = &gpu;
-  goals.timm_rows = o.timm_rows;
-  goals.steps = o.steps;
+  goals.timm = real != nullptr ? &real->file : nullptr;
   for (const std::string& spec : o.holdout_runs) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--holdout-runs takes GPU=FILE,..., not '", spec, "'"));
-    }
-    goals.holdout.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
+    GPUEST_ASSIGN_OR_RETURN(HoldoutFile holdout, GpuAndFile(spec, "--holdout-runs"));
+    goals.holdout.push_back(std::move(holdout));
   }
   if (clean) {
     for (const auto& [id, clean_families] : clean->by_simulation) {
