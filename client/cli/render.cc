@@ -93,6 +93,7 @@ std::string BreakdownText(const v1::EstimatorResult& r) {
       {b.inputs_bytes(), "inputs"},
       {b.activations_bytes(), "activations"},
       {b.temporaries_bytes(), "temporaries"},
+      {b.workspaces_bytes(), "cuDNN workspaces"},
       {b.fragmentation_bytes(), "fragmentation"},
       {b.context_bytes(), "context"},
       {b.calibration_bytes(), "calibration"}};

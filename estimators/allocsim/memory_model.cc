@@ -38,8 +38,8 @@ absl::StatusOr<ReplayResult> SimulatePeak(const v1::AllocationTrace& trace,
                                           const GpuProfile& gpu,
                                           const AllocatorConfig& config, int steps,
                                           const WorkDeadline& deadline) {
-  return ReplayTrace(trace, config, CublasWorkspaces(gpu.cublas_workspace_bytes), steps,
-                     deadline);
+  return ReplayUntilSettled(trace, config, CublasWorkspaces(gpu.cublas_workspace_bytes),
+                            steps, deadline);
 }
 
 bool HasConvolution(const v1::ModelDescription& model) {
@@ -51,6 +51,21 @@ bool HasConvolution(const v1::ModelDescription& model) {
 
 bool WithoutConvolutions(const v1::ModelDescription& model) {
   return model.layers_size() > 0 && !HasConvolution(model);
+}
+
+bool TraceHoldsWorkspaces(const v1::AllocationTrace& trace) {
+  return std::find(trace.category().begin(), trace.category().end(),
+                   v1::ALLOCATION_CATEGORY_WORKSPACE) != trace.category().end();
+}
+
+FamilyCalibration WithUntracedWorkspaces(const FamilyCalibration& calibration,
+                                         const v1::ModelDescription& model,
+                                         const v1::AllocationTrace& trace,
+                                         bool* stand_in) {
+  FamilyCalibration out = calibration;
+  *stand_in = HasConvolution(model) && !TraceHoldsWorkspaces(trace);
+  if (*stand_in) out.conv_output_factor += kUntracedWorkspacePerConvOutput;
+  return out;
 }
 
 double LargestConvOutputMib(const v1::ModelDescription& model) {
@@ -96,6 +111,7 @@ v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfi
   b.set_inputs_bytes(live[v1::ALLOCATION_CATEGORY_INPUT]);
   b.set_activations_bytes(live[v1::ALLOCATION_CATEGORY_ACTIVATION]);
   b.set_temporaries_bytes(live[v1::ALLOCATION_CATEGORY_TEMPORARY]);
+  b.set_workspaces_bytes(live[v1::ALLOCATION_CATEGORY_WORKSPACE]);
   // Index 0 holds the persistent library workspaces (validation refuses uncategorised
   // trace events).
   b.set_context_bytes(gpu.context_bytes + live[0]);

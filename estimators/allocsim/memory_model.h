@@ -54,6 +54,26 @@ bool WithoutConvolutions(const v1::ModelDescription& model);
 // cannot wrap it.
 double LargestConvOutputMib(const v1::ModelDescription& model);
 
+// Whether the trace carries cuDNN's convolution workspaces (ALLOCATION_CATEGORY_WORKSPACE
+// events, which gpuest.describe writes at each convolution call since they were modeled).
+bool TraceHoldsWorkspaces(const v1::AllocationTrace& trace);
+
+// A traced step of a model with convolutions whose trace holds no workspace (an older
+// describer's): the workspaces are not in the simulation, so the upper bound adds this
+// many times the largest convolution output for them. One call's workspace is held at a
+// time, and the heuristics' engines hold at most a transformed copy of that call's
+// tensors (python/gpuest/describe/conv_workspace.py): its output, its input (twice the
+// output where a stride-2 convolution doubles the channels, as ResNet's downsampling
+// does) and its filter: about three outputs.
+inline constexpr double kUntracedWorkspacePerConvOutput = 3.0;
+
+// The calibration to apply to this model's trace: `calibration`, plus the stand-in above
+// where the trace should hold workspaces and does not. Sets *stand_in when it added it.
+FamilyCalibration WithUntracedWorkspaces(const FamilyCalibration& calibration,
+                                         const v1::ModelDescription& model,
+                                         const v1::AllocationTrace& trace,
+                                         bool* stand_in);
+
 // The cuBLAS workspaces a training process holds through the caching allocator: one per
 // (cuBLAS handle, stream) (CublasHandlePool.cpp, cublas_handle_stream_to_workspace), and
 // each thread takes its own handle from the pool (DeviceThreadHandlePool): the forward's
@@ -62,8 +82,9 @@ double LargestConvOutputMib(const v1::ModelDescription& model);
 // peaks sat a median 35 MiB under max_memory_allocated, about one 32 MiB workspace.
 std::vector<PersistentAllocation> CublasWorkspaces(uint64_t bytes_per_workspace);
 
-// Replays the trace on the GPU (its cuBLAS workspaces held from the start), until the
-// deadline (ReplayTrace).
+// Replays the trace on the GPU (its cuBLAS workspaces held from the start): at least
+// `steps` steps, on until the reserved peak settles (ReplayUntilSettled), until the
+// deadline.
 // config.capacity_bytes, when set, is the allocator's share of the card.
 absl::StatusOr<ReplayResult> SimulatePeak(
     const v1::AllocationTrace& trace, const GpuProfile& gpu,

@@ -24,6 +24,16 @@
 namespace gpuest::allocsim {
 namespace {
 
+// What the basis says of cuDNN's convolution workspaces: simulated per call where the
+// trace holds them.
+std::string WorkspacesInBasis(const v1::AllocationTrace& trace) {
+  const auto n = std::count(trace.category().begin(), trace.category().end(),
+                            v1::ALLOCATION_CATEGORY_WORKSPACE);
+  if (n == 0) return "";
+  return absl::StrCat("; ", n,
+                      " cuDNN convolution workspaces simulated where they happen");
+}
+
 // What is known of cuDNN benchmark mode's transient: the search allocates the largest
 // candidate algorithm's workspace that the free memory allows (ATen native/cudnn
 // Conv_v7.cpp getMaxWorkspaceSize; Conv_v8.cpp generate_and_filter_plans, through
@@ -239,6 +249,21 @@ class SimulationEstimator final : public Estimator {
                        "family's terms"),
           id));
     }
+    if (source_ == TraceSource::kRequest) {
+      bool stand_in = false;
+      calibration = WithUntracedWorkspaces(calibration, model, trace, &stand_in);
+      if (stand_in) {
+        warnings.push_back(MakeWarning(
+            v1::WARNING_CODE_TRACE_CAVEAT,
+            absl::StrFormat(
+                "the model has convolutions but its trace holds none of cuDNN's "
+                "workspaces (an older gpuest.describe made it): the upper bound adds "
+                "%.0f x the largest convolution output (%.0f MiB) for them; describe "
+                "the job again for a bound that simulates each one",
+                kUntracedWorkspacePerConvOutput, LargestConvOutputMib(model)),
+            id));
+      }
+    }
     AllocatorConfig config;
     if (model.has_allocator()) {
       if (model.allocator().max_split_size_mb() > 0) {
@@ -323,17 +348,20 @@ class SimulationEstimator final : public Estimator {
     *result.mutable_memory() = std::move(memory);
     result.set_confidence(confidence);
     result.set_basis(absl::StrFormat(
-        "%s: %d allocations replayed for %d training steps through the caching-allocator "
+        "%s: %d allocations replayed for %d training steps (until the reserved peak "
+        "settled) through the caching-allocator "
         "simulation: peak allocated %.0f MiB, reserved %.0f MiB; plus %s's context "
         "%.0f MiB (%s) and the %s calibration (upper: +%.0f MiB, x%.3f, + %.2f x the "
-        "largest convolution output %.0f MiB = %.0f MiB for cuDNN's workspaces)%s",
+        "largest convolution output %.0f MiB = %.0f MiB)%s%s",
         source_ == TraceSource::kRequest ? "the request's trace"
                                          : "a step built from the layer sequence",
-        trace.size_bytes_size(), steps_, InMiB(replay->peak_allocated_bytes),
-        InMiB(replay->peak_reserved_bytes), gpu.id, InMiB(gpu.context_bytes),
-        context.basis, calibration_name, calibration.intercept_mib,
-        calibration.safe_factor, calibration.conv_output_factor, conv_output_mib,
-        calibration.conv_output_factor * conv_output_mib, fit_note));
+        trace.size_bytes_size(), replay->steps_replayed,
+        InMiB(replay->peak_allocated_bytes), InMiB(replay->peak_reserved_bytes), gpu.id,
+        InMiB(gpu.context_bytes), context.basis, calibration_name,
+        calibration.intercept_mib, calibration.safe_factor,
+        calibration.conv_output_factor, conv_output_mib,
+        calibration.conv_output_factor * conv_output_mib, WorkspacesInBasis(trace),
+        fit_note));
     if (rank) {
       result.set_basis(
           absl::StrCat(result.basis(), "; per GPU, one rank of the job: ", rank->basis));

@@ -40,12 +40,13 @@ std::vector<int32_t> EventOrder(const v1::AllocationTrace& trace) {
   return sorted;
 }
 
-}  // namespace
-
-absl::StatusOr<ReplayResult> ReplayTrace(
-    const v1::AllocationTrace& trace, const AllocatorConfig& config,
-    const std::vector<PersistentAllocation>& persistent, int steps,
-    const WorkDeadline& deadline) {
+// Replays `steps` steps, or, with settle, at least that many and on until a step maps no
+// new segment (at most kMaxSettleSteps).
+absl::StatusOr<ReplayResult> Replay(const v1::AllocationTrace& trace,
+                                    const AllocatorConfig& config,
+                                    const std::vector<PersistentAllocation>& persistent,
+                                    int steps, bool settle,
+                                    const WorkDeadline& deadline) {
   GPUEST_RETURN_IF_ERROR(deadline.Check());
   CachingAllocator allocator(config);
   ReplayResult result;
@@ -77,6 +78,7 @@ absl::StatusOr<ReplayResult> ReplayTrace(
   }
   const int n = trace.size_bytes_size();
   const std::vector<int32_t> order = EventOrder(trace);
+  uint64_t reserved_before_step = 0;
   std::vector<CachingAllocator::BlockId> block_of(n, -1);
   auto allocate = [&](int i) -> absl::Status {
     auto id = allocator.Malloc(trace.size_bytes(i));
@@ -96,7 +98,12 @@ absl::StatusOr<ReplayResult> ReplayTrace(
     return c == v1::ALLOCATION_CATEGORY_PARAMETER ||
            c == v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE;
   };
-  for (int step = 0; step < steps; ++step) {
+  const int last_step = settle ? std::max(steps, kMaxSettleSteps) : steps;
+  for (int step = 0; step < last_step; ++step) {
+    if (settle && step >= steps && allocator.peak_reserved() == reserved_before_step)
+      break;
+    reserved_before_step = allocator.peak_reserved();
+    result.steps_replayed = step + 1;
     if (step > 0) {
       for (int i = 0; i < n; ++i) {  // zero_grad(set_to_none=True).
         if (trace.category(i) == v1::ALLOCATION_CATEGORY_GRADIENT && block_of[i] >= 0) {
@@ -133,6 +140,22 @@ absl::StatusOr<ReplayResult> ReplayTrace(
   }
   peaks();
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> ReplayTrace(
+    const v1::AllocationTrace& trace, const AllocatorConfig& config,
+    const std::vector<PersistentAllocation>& persistent, int steps,
+    const WorkDeadline& deadline) {
+  return Replay(trace, config, persistent, steps, /*settle=*/false, deadline);
+}
+
+absl::StatusOr<ReplayResult> ReplayUntilSettled(
+    const v1::AllocationTrace& trace, const AllocatorConfig& config,
+    const std::vector<PersistentAllocation>& persistent, int min_steps,
+    const WorkDeadline& deadline) {
+  return Replay(trace, config, persistent, min_steps, /*settle=*/true, deadline);
 }
 
 }  // namespace gpuest::allocsim

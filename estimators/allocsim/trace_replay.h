@@ -18,7 +18,7 @@ namespace gpuest::allocsim {
 
 // Indexed by v1::AllocationCategory; index 0 holds the persistent allocations
 // (library workspaces) the caller adds.
-using CategoryBytes = std::array<uint64_t, 7>;
+using CategoryBytes = std::array<uint64_t, v1::AllocationCategory_ARRAYSIZE>;
 
 struct PersistentAllocation {
   uint64_t bytes = 0;  // Allocated before the step and never freed (cuBLAS workspace).
@@ -33,6 +33,7 @@ struct ReplayResult {
   CategoryBytes live_at_peak{};
   bool out_of_memory = false;  // Only with a capacity: the step did not fit.
   int alloc_retries = 0;       // Times the cache was emptied to make room.
+  int steps_replayed = 0;
 };
 
 // The trace must be valid (estimators/request_validation.h). Events at the same time are
@@ -49,6 +50,22 @@ struct ReplayResult {
 absl::StatusOr<ReplayResult> ReplayTrace(
     const v1::AllocationTrace& trace, const AllocatorConfig& config,
     const std::vector<PersistentAllocation>& persistent, int steps = 1,
+    const WorkDeadline& deadline = WorkDeadline::Never());
+
+// The most steps ReplayUntilSettled replays. Replayed with cuDNN's workspaces in the
+// trace, GPUMemNet CNNs whose real reserved memory still grew at the third step (one
+// segment of their largest tensor's size: ../shared/data/h100-op-transients/
+// step_reserved.jsonl) settled by the fourth.
+inline constexpr int kMaxSettleSteps = 8;
+
+// Replays at least min_steps, then on until a step maps no new segment (its reserved peak
+// is the step before's), at most kMaxSettleSteps: a workspace freed mid-step leaves
+// a block that a later, smaller request splits, so the next step's large request may
+// need a new segment, and that can repeat for a few steps before the cache holds a
+// block of every size the step asks for at once.
+absl::StatusOr<ReplayResult> ReplayUntilSettled(
+    const v1::AllocationTrace& trace, const AllocatorConfig& config,
+    const std::vector<PersistentAllocation>& persistent, int min_steps,
     const WorkDeadline& deadline = WorkDeadline::Never());
 
 }  // namespace gpuest::allocsim

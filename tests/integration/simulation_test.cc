@@ -25,7 +25,8 @@ const std::string kTracedModel =
 uint64_t Sum(const v1::MemoryBreakdown& b) {
   return b.weights_bytes() + b.gradients_bytes() + b.optimizer_state_bytes() +
          b.inputs_bytes() + b.activations_bytes() + b.temporaries_bytes() +
-         b.fragmentation_bytes() + b.context_bytes() + b.calibration_bytes();
+         b.fragmentation_bytes() + b.context_bytes() + b.calibration_bytes() +
+         b.workspaces_bytes();
 }
 
 const v1::EstimatorResult* ResultOf(const v1::EstimateResponse& response,

@@ -1,6 +1,8 @@
 #include "estimators/allocsim/trace_replay.h"
 
+#include "estimators/allocsim/caching_allocator.h"
 #include "gtest/gtest.h"
+#include "tests/support/examples.h"
 
 namespace gpuest::allocsim {
 namespace {
@@ -98,6 +100,38 @@ TEST(TraceReplay, ReportsOutOfMemoryOnASmallCard) {
   auto fits = ReplayTrace(SmallStep(1), WithCapacity(512 * MiB), {});
   ASSERT_TRUE(fits.ok());
   EXPECT_FALSE(fits->out_of_memory);
+}
+
+// A GPUMemNet CNN (Adam, batch 50) traced with its cuDNN workspaces: freed mid-step, they
+// leave blocks that later requests split, and the next step's largest activation needs
+// a segment of its own; the reserved peak grows at steps 2, 3 and 4 and settles then, as
+// its kind did on an H100 (../shared/data/h100-op-transients/step_reserved.jsonl).
+TEST(TraceReplay, ReplaysUntilTheReservedPeakSettles) {
+  const v1::AllocationTrace trace =
+      testing::RequestFromFile(std::string(GPUEST_TEST_DATA_DIR) +
+                               "/traces/gpumemnet_cnn_b50.json")
+          .model()
+          .trace();
+  const std::vector<PersistentAllocation> cublas = {{kDefaultCublasWorkspaceBytes}};
+  auto two = ReplayTrace(trace, {}, cublas, 2);
+  auto four = ReplayTrace(trace, {}, cublas, 4);
+  auto settled = ReplayUntilSettled(trace, {}, cublas, 2);
+  ASSERT_TRUE(two.ok() && four.ok() && settled.ok());
+  EXPECT_GT(four->peak_reserved_bytes, two->peak_reserved_bytes);
+  EXPECT_EQ(settled->peak_reserved_bytes, four->peak_reserved_bytes);
+  // Step 5 mapped nothing new: that is how it knows step 4 settled.
+  EXPECT_EQ(settled->steps_replayed, 5);
+  EXPECT_EQ(two->steps_replayed, 2);
+}
+
+TEST(TraceReplay, AStepThatSettlesAtOnceReplaysOneStepMoreThanAskedAtMost) {
+  auto settled = ReplayUntilSettled(SmallStep(1), {}, {}, 2);
+  ASSERT_TRUE(settled.ok()) << settled.status();
+  EXPECT_GE(settled->steps_replayed, 2);
+  EXPECT_LE(settled->steps_replayed, 3);
+  auto longer = ReplayTrace(SmallStep(1), {}, {}, kMaxSettleSteps);
+  ASSERT_TRUE(longer.ok());
+  EXPECT_EQ(settled->peak_reserved_bytes, longer->peak_reserved_bytes);
 }
 
 }  // namespace

@@ -211,6 +211,8 @@ def traced_step(session: TraceSession, specs: List[InputSpec], batch_size: int,
                 categories[i] = "ALLOCATION_CATEGORY_INPUT"
             for i in model_state:
                 categories[i] = "ALLOCATION_CATEGORY_PARAMETER"
+            for i in tracer.workspaces:
+                categories[i] = "ALLOCATION_CATEGORY_WORKSPACE"
             tracer.category = [categories.get(i, "ALLOCATION_CATEGORY_TEMPORARY")
                                for i in range(len(tracer.sizes))]
             del state, labels, args, scaler

@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ._compat import storage_nbytes, storage_ref
+from .conv_workspace import workspace_bytes
 from .shape_only import SHAPE_ONLY_OPS, can_run_in_float32, run_in_float32
 
 
@@ -54,6 +55,7 @@ class AllocationTracer(TorchDispatchMode):
         self._suspects: List[int] = []       # filled by weakref callbacks
         self._pending: set = set()
         self._ignored: set = set()          # storages that are not device memory
+        self.workspaces: List[int] = []      # indices of cuDNN workspaces (conv_workspace.py)
 
     # -- bookkeeping --------------------------------------------------------------
     def _tick(self) -> int:
@@ -87,6 +89,17 @@ class AllocationTracer(TorchDispatchMode):
         self.category.append(None)
         self._live[key] = (idx, ref)
         self._watch[key] = [weakref.ref(t, lambda _r, k=key: self._suspects.append(k))]
+        return idx
+
+    def held_during_op(self, nbytes: int) -> int:
+        """Record an allocation the op makes and frees before it returns, while its
+        outputs are alive (a library's workspace); its index in the trace."""
+        idx = len(self.sizes)
+        self.sizes.append(nbytes)
+        self.alloc_at.append(self._tick())
+        self.free_at.append(self._tick())
+        self.phase_of.append(self.phase)
+        self.category.append(None)
         return idx
 
     def ignore(self, t: torch.Tensor) -> None:
@@ -150,4 +163,7 @@ class AllocationTracer(TorchDispatchMode):
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self.track(t)
+        workspace = workspace_bytes(func, args, out)
+        if workspace:
+            self.workspaces.append(self.held_during_op(workspace))
         return out
