@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 DATA="${GPUEST_DATA_DIR:-../shared/data/gpumemnet}"
 bash deploy/build.sh
 mkdir -p build/datasets
-export PYTHONPATH=python
+export PYTHONPATH=python:build/python
 for family in mlp cnn transformer_sample; do
   out="build/datasets/${family}_traced.jsonl"
   if [[ ! -s "$out" ]]; then
@@ -37,48 +37,42 @@ fi
 TIMM_CSV="${GPUEST_TIMM_CSV:-../shared/data/timm/timm_a100.csv}"
 TIMM_SRC_TARBALL="${GPUEST_TIMM_SOURCE:-../shared/vendor/timm-src-aa4b5850.tar.gz}"
 timm_rows="${GPUEST_TIMM_ROWS:-build/datasets/timm_traced.jsonl}"
+if [[ ! -d build/timm-src/timm/timm ]]; then
+  mkdir -p build/timm-src && tar -xzf "$TIMM_SRC_TARBALL" -C build/timm-src
+fi
 if [[ -z "${GPUEST_TIMM_ROWS:-}" ]]; then
-  if [[ ! -d build/timm-src/timm/timm ]]; then
-    mkdir -p build/timm-src && tar -xzf "$TIMM_SRC_TARBALL" -C build/timm-src
-  fi
-  PYTHONPATH="python:build/timm-src/timm" /usr/bin/python3 training/data/describe_timm.py \
+  PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 training/data/describe_timm.py \
     --csv "$TIMM_CSV" --out "$timm_rows"
 fi
-# The project's own clean runs on the H200 (data/h200-benchmark-off/: benchmark off,
-# uncapped) with the same traced descriptions: that GPU's own calibration, served for it
-# where it beats the A100's terms there (training/calibration/clean_runs.h).
-/usr/bin/python3 training/data/export_clean_runs.py --gpu h200 \
-  --runs data/h200-benchmark-off/cudnn_benchmark_off.jsonl \
-  --descriptions "$timm_rows" --out build/datasets/h200_clean_runs.jsonl
-# Runs no fit sees, for the bound's goal table: the project's clean runs on an H100 of
-# families no dataset holds (data/h100-clean-runs/; the shipped report used the
-# descriptions traced on the lease's machine by training/gpu/device_run_bound.sh, given
-# as GPUEST_H100_ROWS; without them they are traced here, a few minutes), and the
-# decoder fine-tunes on the H100 and the H200 (descriptions in data/h200-llm-finetune/).
-holdout=()
-h100_rows="${GPUEST_H100_ROWS:-build/datasets/h100_new_families_traced.jsonl}"
-if [[ ! -s "$h100_rows" ]]; then
-  echo "describing the H100 clean runs' models with a trace -> $h100_rows" >&2
-  /usr/bin/python3 - data/h100-clean-runs/clean_runs.jsonl > build/datasets/h100_rows.csv <<'PY'
-import json, sys
-print("model,input_size,batch_size,max_gpu_memory_mib,status,faketensor_mib")
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("status") == "OK":
-        print(f"{r['model']},{r['input_size']},{r['batch_size']},{r['steady_reserved_mib']},OK,")
-PY
-  PYTHONPATH="python:build/timm-src/timm" /usr/bin/python3 training/data/describe_timm.py \
-    --csv build/datasets/h100_rows.csv --out "$h100_rows"
-fi
-if [[ -s "$h100_rows" ]]; then
-  /usr/bin/python3 training/data/export_clean_runs.py --gpu h100-80gb \
-    --runs data/h100-clean-runs/clean_runs.jsonl \
-    --descriptions "$h100_rows" \
-    --out build/datasets/h100_clean_runs.jsonl
-  holdout+=(h100-80gb=build/datasets/h100_clean_runs.jsonl)
-else
-  echo "no traced descriptions of the H100 rows (GPUEST_H100_ROWS): their goal rows are left out" >&2
-fi
+# The project's own clean runs (benchmark off, uncapped), their models traced here by the
+# describer as it is (cuDNN's workspaces at each convolution, which the lease machines'
+# traces predate): a few minutes the first time, resumable, then seconds. A model torch
+# 1.13 cannot trace (ConViT, PoolFormerV2) takes its row of FALLBACK, traced elsewhere
+# without workspaces (the served bound adds its stand-in for those).
+#   trace_clean_runs GPU RUNS OUT [FALLBACK]
+trace_clean_runs() {
+  local models="build/datasets/$1_clean_models.csv"
+  local traced="build/datasets/$1_clean_models_traced.jsonl"
+  /usr/bin/python3 training/data/export_clean_runs.py --gpu "$1" --runs "$2" \
+    --models-csv --out "$models"
+  echo "describing the $1 clean runs' models with a trace -> $traced" >&2
+  PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 training/data/describe_timm.py \
+    --csv "$models" --out "$traced"
+  local fallback=()
+  [[ -n "${4:-}" ]] && fallback=(--descriptions "$4")
+  /usr/bin/python3 training/data/export_clean_runs.py --gpu "$1" --runs "$2" \
+    --descriptions "$traced" "${fallback[@]}" --out "$3"
+}
+# The H200's runs (data/h200-benchmark-off/) fit the clean terms served for every GPU
+# (training/calibration/clean_runs.h).
+trace_clean_runs h200 data/h200-benchmark-off/cudnn_benchmark_off.jsonl \
+  build/datasets/h200_clean_runs.jsonl "$timm_rows"
+# Runs no fit sees, for the bound's goal table: the H100's of families no dataset holds
+# (data/h100-clean-runs/), and the decoder fine-tunes on the H100 and the H200
+# (descriptions in data/h200-llm-finetune/).
+trace_clean_runs h100-80gb data/h100-clean-runs/clean_runs.jsonl \
+  build/datasets/h100_clean_runs.jsonl
+holdout=(h100-80gb=build/datasets/h100_clean_runs.jsonl)
 /usr/bin/python3 training/data/export_clean_runs.py --gpu h100-80gb \
   --runs data/h100-clean-runs/llm_finetune.jsonl \
   --llm-descriptions data/h200-llm-finetune/llm_descriptions --out build/datasets/h100_llm_runs.jsonl

@@ -118,3 +118,29 @@ def test_decoder_fine_tunes_take_their_described_files(tmp_path):
     assert exported[0]["maxMemoryMib"] == 100.0 + 700
     assert "m_full_bf16_b4_s128: no description" in done.stderr
 
+
+
+def test_models_csv_names_each_clean_run_once_for_describe_timm(tmp_path):
+    runs = [_run("a", 8), _run("a", 8), _run("b", 8, benchmark=True), _run("c", 16)]
+    for r in runs:
+        r["input_size"] = "3x224x224"
+    _write(tmp_path / "runs.jsonl", runs)
+    done, out = _script(tmp_path, ["--models-csv"], out_name="models.csv")
+    assert done.returncode == 0, done.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0] == "model,input_size,batch_size,max_gpu_memory_mib,status,faketensor_mib"
+    assert lines[1:] == ["a,3x224x224,8,1200.0,OK,", "c,3x224x224,16,1200.0,OK,"]
+
+
+def test_a_run_takes_the_first_descriptions_file_that_traced_it(tmp_path):
+    _write(tmp_path / "runs.jsonl", [_run("a", 8), _run("b", 8)])
+    here = _described("a", 8)
+    here["description"]["name"] = "traced here"
+    _write(tmp_path / "here.jsonl", [here, _described("b", 8, trace=False)])
+    _write(tmp_path / "elsewhere.jsonl", [_described("a", 8), _described("b", 8)])
+    done, out = _script(tmp_path, ["--descriptions", str(tmp_path / "here.jsonl"),
+                                   "--descriptions", str(tmp_path / "elsewhere.jsonl")])
+    assert done.returncode == 0, done.stderr
+    rows = {r["model"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["a"]["description"]["name"] == "traced here"
+    assert rows["b"]["description"]["name"] == "b"

@@ -91,20 +91,46 @@ def llm_rows(paths, directory: str):
                                 "description": json.load(d)}
 
 
+def clean_runs(paths) -> dict:
+    """The clean runs of the files, by (model, batch); a later run of the same wins."""
+    wanted = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    run = json.loads(line)
+                    if clean(run):
+                        wanted[(run["model"], int(run["batch_size"]))] = run
+    return wanted
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--gpu", required=True, help="the runs' GPU, its profile id (h200)")
     p.add_argument("--runs", required=True, action="append",
                    help="measure_cudnn_benchmark.py rows (JSON lines); repeatable")
-    p.add_argument("--descriptions",
-                   help="traced rows of the same models (describe_timm.py's JSON lines)")
+    p.add_argument("--descriptions", action="append",
+                   help="traced rows of the same models (describe_timm.py's JSON lines); "
+                        "repeatable: a run takes the first file's row that traced it")
     p.add_argument("--llm-descriptions", metavar="DIR",
                    help="the runs are decoder fine-tunes described in DIR "
                         "(measure_llm_finetune.py --describe-dir)")
     p.add_argument("--profiles", default="models/gpu_profiles.json")
+    p.add_argument("--models-csv", action="store_true",
+                   help="write the clean runs' models as describe_timm.py's --csv (one "
+                        "row per model and batch) to --out, for tracing them, and stop")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
 
+    if args.models_csv:
+        wanted = clean_runs(args.runs)
+        with open(args.out, "w") as out:
+            out.write("model,input_size,batch_size,max_gpu_memory_mib,status,faketensor_mib\n")
+            for (model, batch), run in sorted(wanted.items()):
+                out.write(f"{model},{run['input_size']},{batch},"
+                          f"{run['steady_reserved_mib']},OK,\n")
+        print(f"{len(wanted)} clean runs' models written to {args.out}", file=sys.stderr)
+        return 0 if wanted else 1
     context_mib = gpu_context_mib(args.profiles, args.gpu)
     if args.llm_descriptions:
         written = 0
@@ -118,24 +144,20 @@ def main(argv=None) -> int:
         return 0 if written else 1
     if not args.descriptions:
         p.error("--descriptions is required (or --llm-descriptions)")
-    wanted = {}
-    for path in args.runs:
-        with open(path) as f:
-            for line in f:
-                if line.strip():
-                    run = json.loads(line)
-                    if clean(run):
-                        wanted[(run["model"], int(run["batch_size"]))] = run
+    wanted = clean_runs(args.runs)
     written = 0
-    with open(args.descriptions) as f, open(args.out, "w") as out:
-        for line in f:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            key = (row["model"], int(row["description"]["batchSize"]))
-            if key in wanted and row["description"].get("trace"):
-                out.write(json.dumps(exported(wanted.pop(key), row, context_mib)) + "\n")
-                written += 1
+    with open(args.out, "w") as out:
+        for path in args.descriptions:
+            with open(path) as f:
+                for line in f:
+                    if not line.strip():
+                        continue
+                    row = json.loads(line)
+                    key = (row["model"], int(row["description"]["batchSize"]))
+                    if key in wanted and row["description"].get("trace"):
+                        run = wanted.pop(key)
+                        out.write(json.dumps(exported(run, row, context_mib)) + "\n")
+                        written += 1
     print(f"{written} clean runs on the {args.gpu} written to {args.out}; "
           f"{len(wanted)} without a traced description left out", file=sys.stderr)
     return 0 if written else 1
