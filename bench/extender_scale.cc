@@ -51,18 +51,20 @@ using nlohmann::json;
 
 // A Node object as a real cluster's API server returns it: GPU feature discovery and
 // node-feature-discovery labels, kubelet's status with conditions and the node's image
-// list (most of its size). GPUs: 8 of one of three models, each with its free memory.
+// list (most of its size). GPUs: 8 of one of three models, each with its own free memory
+// and utilization: as in a real cluster, nearly every GPU's state is its own (5,000
+// nodes: about 40,000 distinct states).
 json RealSizedNode(int i) {
   static const char* kModels[] = {"a100-80gb", "a100-40gb", "h100-80gb"};
   const std::string model = kModels[i % 3];
   const int total = model == "a100-40gb" ? 40960 : 81920;
   json gpus = json::array();
   for (int g = 0; g < 8; ++g) {
-    const int used = ((i * 7 + g * 13) % 40) * 1024;  // 40 levels of use.
+    const int used = static_cast<int>((static_cast<int64_t>(i * 8 + g) * 7919) % total);
     gpus.push_back({{"model", model},
                     {"totalMiB", total},
-                    {"freeMiB", std::max(0, total - used)},
-                    {"utilPercent", (i + g) % 90}});
+                    {"freeMiB", total - used},
+                    {"utilPercent", (i * 8 + g) % 101}});
   }
   const std::string name = absl::StrFormat("gpu-node-%05d", i);
   json labels = {{"kubernetes.io/hostname", name},

@@ -17,6 +17,7 @@
 #include "common/units.h"
 #include "extender/extender_args.h"
 #include "placement/placement_job.h"
+#include "placement/placement_verdict.h"
 #include "requests/request_files.h"
 #include "spdlog/spdlog.h"
 
@@ -35,14 +36,13 @@ struct KubeExtender::Request {
   std::vector<absl::Status> node_errors;  // Per node: why its object is unknown.
   // Per catalog GPU id, once per request: whether the description may be placed on it
   // (it names no other GPU), and the candidate's figures there.
+  // The candidate is estimated once per GPU model; each GPU is then judged with
+  // arithmetic on that and its state (placement_verdict.h).
   struct OnGpuModel {
     absl::Status named;
-    absl::StatusOr<v1::EstimatedJob> figures;
+    absl::StatusOr<ResolvedJob> candidate;
   };
   std::map<std::string, OnGpuModel> estimates;
-  // Placements already judged in this request, by the GPU's state: a cluster's nodes
-  // repeat a few states (the same model, as full or as free), judged once each.
-  std::map<std::string, absl::StatusOr<v1::CheckPlacementResponse>> placements;
   // The set every node of the request is judged with, taken when the call starts: a
   // reload may replace the current one meanwhile.
   std::shared_ptr<const ModelSet> models;
@@ -57,8 +57,6 @@ struct KubeExtender::NodeVerdict {
 };
 
 namespace {
-
-std::string GiB(uint64_t bytes) { return absl::StrFormat("%.1f GiB", InGiB(bytes)); }
 
 // A ConfigMap name (a DNS subdomain) or key: no path separators, no dot files.
 bool SafeName(const std::string& s) {
@@ -113,17 +111,18 @@ std::optional<v1::UtilizationEstimate> GractEstimate(const v1::EstimateResponse&
   return std::nullopt;
 }
 
-int ScoreOf(const v1::CheckPlacementResponse& r) {
-  if (!r.fits()) return 0;
-  if (r.verdict() == v1::CONTENTION_VERDICT_BAD) {
-    const double speed = std::clamp(r.worst_predicted_speed() / 0.85, 0.0, 1.0);
+int ScoreOf(const GpuJudgement& j) {
+  if (!j.fit.fits) return 0;
+  if (j.contention.verdict == v1::CONTENTION_VERDICT_BAD) {
+    const double speed = std::clamp(j.contention.worst_speed / 0.85, 0.0, 1.0);
     return 1 + static_cast<int>(std::lround(3 * speed));
   }
-  const double full = r.capacity_bytes() == 0
-                          ? 1.0
-                          : std::clamp(1.0 - static_cast<double>(r.headroom_bytes()) /
-                                                 static_cast<double>(r.capacity_bytes()),
-                                       0.0, 1.0);
+  const double full =
+      j.fit.capacity_bytes == 0
+          ? 1.0
+          : std::clamp(1.0 - static_cast<double>(j.fit.headroom_bytes) /
+                                 static_cast<double>(j.fit.capacity_bytes),
+                       0.0, 1.0);
   return 5 + static_cast<int>(std::lround(5 * full));
 }
 
@@ -232,6 +231,7 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   if (gpus->empty()) return verdict;  // No GPU data: gpuest has no opinion.
 
   const GpuProfiles& catalog = request.models->registry().gpus();
+  const ContentionModel& contention = request.models->contention();
   // Each of the pod's GPUs takes one rank of its job, with the figure estimated for it.
   const uint32_t needed = std::max<uint32_t>(1, request.args.gpus_requested);
   uint32_t fitting = 0, fitting_empty = 0;
@@ -245,7 +245,7 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
     }
     // The pod is estimated for this GPU: a description naming another is refused for
     // it (the same rule as gpuest.v1.Placement's), never silently replaced. Checked,
-    // and the pod's figures estimated, once per GPU model in a request.
+    // and the pod's figures estimated and resolved, once per GPU model in a request.
     auto cached = request.estimates.find(profile->id);
     if (cached == request.estimates.end()) {
       Request::OnGpuModel on{
@@ -254,8 +254,17 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
                               *profile, catalog),
           absl::UnknownError("not estimated")};
       if (on.named.ok()) {
-        on.figures = CandidateFigures(request.models, *request.job, request.job_key,
-                                      profile->id, deadline);
+        absl::StatusOr<v1::EstimatedJob> figures = CandidateFigures(
+            request.models, *request.job, request.job_key, profile->id, deadline);
+        if (figures.ok()) {
+          v1::PlacementJob job;
+          job.set_name(request.args.pod);
+          *job.mutable_estimate() = *std::move(figures);
+          on.candidate = ResolveJob(job, "candidate", *profile, request.models->engine(),
+                                    contention, deadline);
+        } else {
+          on.candidate = figures.status();
+        }
       }
       cached = request.estimates.emplace(profile->id, std::move(on)).first;
     }
@@ -264,65 +273,30 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
       misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", on.named.message()));
       continue;
     }
-    if (!on.figures.ok()) {
+    if (!on.candidate.ok()) {
       verdict.fatal = absl::Status(
-          on.figures.status().code(),
-          absl::StrCat("pod ", request.args.pod, ": ", on.figures.status().message()));
+          on.candidate.status().code(),
+          absl::StrCat("pod ", request.args.pod, ": ", on.candidate.status().message()));
       return verdict;
     }
     const uint64_t total = gpu.total_bytes > 0 ? gpu.total_bytes : profile->memory_bytes;
     const uint64_t free = gpu.free_reported ? gpu.free_bytes : total;
-    // A placement depends on the GPU's state only (no node name is in it): judged once
-    // per state in a request.
-    const std::string state =
-        absl::StrCat(profile->id, "|", total, "|", free, "|",
-                     gpu.util_percent ? absl::StrCat(*gpu.util_percent) : "-");
-    auto placed_it = request.placements.find(state);
-    if (placed_it == request.placements.end()) {
-      v1::CheckPlacementRequest check;
-      v1::NodeReportedGpu* reported = check.mutable_gpu()->mutable_node_reported();
-      reported->set_total_bytes(total);
-      reported->set_free_bytes(free);
-      reported->set_model(profile->id);
-      if (total > free) {
-        v1::PlacementJob* running = check.add_existing();
-        running->set_name("what runs on the GPU");
-        if (gpu.util_percent) {
-          v1::MeasuredJob* measured = running->mutable_measured();
-          measured->set_memory_in_use_bytes(total - free);
-          measured->set_gpu_util(*gpu.util_percent);
-          measured->set_source(v1::UTILIZATION_SOURCE_NVIDIA_SMI);
-        } else {
-          running->mutable_estimate()->set_peak_bytes(total - free);
-        }
-      }
-      check.mutable_candidate()->set_name(request.args.pod);
-      *check.mutable_candidate()->mutable_estimate() = *on.figures;
-      placed_it =
-          request.placements
-              .emplace(state, request.models->placement().CheckPlacement(check, deadline))
-              .first;
-    }
-    const absl::StatusOr<v1::CheckPlacementResponse>& placed = placed_it->second;
-    if (!placed.ok() && StoppedByCaller(placed.status())) {
-      verdict.fatal = placed.status();
-      return verdict;
-    }
-    if (!placed.ok()) {
-      misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", placed.status().message()));
+    if (free > total) {  // Only where the catalog's total stands in for the node's.
+      misses.push_back(absl::StrCat("GPU ", gpu.index, ": freeMiB above ", profile->id,
+                                    "'s total memory"));
       continue;
     }
-    if (placed->candidate_bytes() <= total) ++fitting_empty;
-    if (placed->fits()) {
+    const GpuJudgement judged = JudgeReportedGpu(
+        contention, on.candidate->memory_bytes, on.candidate->util, total, free,
+        gpu.util_percent ? MeasuredByNvidiaSmi(*gpu.util_percent) : UnknownUtilization());
+    if (judged.fit.candidate_bytes <= total) ++fitting_empty;
+    if (judged.fit.fits) {
       ++fitting;
-      verdict.score = std::max(verdict.score, ScoreOf(*placed));
+      verdict.score = std::max(verdict.score, ScoreOf(judged));
     } else {
-      const uint64_t left = placed->capacity_bytes() -
-                            std::min(placed->capacity_bytes(), placed->used_bytes());
-      misses.push_back(
-          absl::StrCat("GPU ", gpu.index, " (", profile->id, "): needs ",
-                       GiB(placed->candidate_bytes()), ", ", GiB(left),
-                       gpu.free_reported ? " free" : " (free not reported)"));
+      misses.push_back(absl::StrCat("GPU ", gpu.index, " (", profile->id,
+                                    gpu.free_reported ? "" : ", free not reported",
+                                    "): ", MemoryFitWords(judged.fit)));
     }
   }
   if (fitting >= needed) return verdict;

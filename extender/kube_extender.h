@@ -17,7 +17,9 @@
 // schedules as if there were no extender), never a crash.
 //
 // Filter: a node passes when one of its GPUs fits the job's recommended memory beside
-// what is already there (PlacementEngine::CheckPlacement); a node whose GPUs are too
+// what is already there: the job is estimated once per GPU model, and each GPU judged
+// with the placement's arithmetic (placement_verdict.h, what CheckPlacement answers for
+// that GPU); a node whose GPUs are too
 // small even when empty, or other than a GPU the description names, is
 // FailedAndUnresolvable (preempting cannot help), with the reason per GPU.
 // Prioritize, per node its best GPU: 5..10 for a fit with acceptable contention (the

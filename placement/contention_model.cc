@@ -37,13 +37,13 @@ const std::vector<std::string>& ContentionFeatureNames() {
   return names;
 }
 
-std::vector<double> ContentionFeatures(double self_util, double other_util) {
+ContentionFeatureValues ContentionFeatures(double self_util, double other_util) {
   return {1.0, self_util, other_util, self_util * other_util,
           std::max(0.0, self_util + other_util - 1.0)};
 }
 
 double ContentionModel::LinearSpeed(double self_util, double other_util) const {
-  const std::vector<double> x = ContentionFeatures(self_util, other_util);
+  const ContentionFeatureValues x = ContentionFeatures(self_util, other_util);
   double y = 0;
   for (size_t i = 0; i < x.size() && i < coefficients.size(); ++i)
     y += x[i] * coefficients[i];
@@ -64,21 +64,30 @@ bool ContentionModel::CalledBad(const SpeedPrediction& p) const {
                           : p.speed < bad_threshold;
 }
 
-SpeedPrediction ContentionModel::Predict(
-    const UtilizationRange& self, const std::vector<UtilizationRange>& others) const {
-  SpeedPrediction p;
-  if (others.empty()) return p;  // Alone: its own speed.
-  UtilizationRange other;
+UtilizationRange CombinedLoad(absl::Span<const UtilizationRange> others) {
+  UtilizationRange load;
   for (const UtilizationRange& o : others) {
-    other.value += o.value;
-    other.low += o.low;
-    other.high += o.high;
+    load.value += o.value;
+    load.low += o.low;
+    load.high += o.high;
   }
-  other = {std::min(1.0, other.value), std::min(1.0, other.low),
-           std::min(1.0, other.high)};
+  return {std::min(1.0, load.value), std::min(1.0, load.low), std::min(1.0, load.high)};
+}
+
+SpeedPrediction ContentionModel::PredictPoint(const UtilizationRange& self,
+                                              const UtilizationRange& load) const {
+  SpeedPrediction p;
+  p.speed = PointSpeed(self.value, load.value);
+  p.bad_probability = BadProbability(LinearSpeed(self.value, load.value));
+  return p;
+}
+
+SpeedPrediction ContentionModel::Predict(
+    const UtilizationRange& self, absl::Span<const UtilizationRange> others) const {
+  if (others.empty()) return SpeedPrediction{};  // Alone: its own speed.
+  const UtilizationRange other = CombinedLoad(others);
+  SpeedPrediction p = PredictPoint(self, other);
   p.extrapolated = others.size() > 1;
-  p.speed = PointSpeed(self.value, other.value);
-  p.bad_probability = BadProbability(LinearSpeed(self.value, other.value));
   double lo = p.speed, hi = p.speed;
   for (int i = 0; i <= kGridSteps; ++i) {
     const double s = self.low + (self.high - self.low) * i / kGridSteps;

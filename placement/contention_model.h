@@ -12,10 +12,12 @@
 // the prediction says so.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "estimators/model_repository.h"  // ContentionModelPath: where it is kept.
 #include "nlohmann/json.hpp"
 
@@ -30,8 +32,9 @@ struct UtilizationRange {
 };
 
 // The pair's features, in the order of ContentionModel::coefficients. One definition
-// for the fitter and the server.
-std::vector<double> ContentionFeatures(double self_util, double other_util);
+// for the fitter and the server (an array: a placement evaluates it per GPU).
+using ContentionFeatureValues = std::array<double, 5>;
+ContentionFeatureValues ContentionFeatures(double self_util, double other_util);
 // Their names, for the file and the docs.
 const std::vector<std::string>& ContentionFeatureNames();
 
@@ -46,6 +49,10 @@ struct SpeedPrediction {
   double bad_probability = 0;
   bool extrapolated = false;  // Beside more than one other job.
 };
+
+// Jobs beside one as a single load: their utilizations summed, each bound capped at 1
+// (the model was fitted on pairs; more jobs are one load, an extrapolation).
+UtilizationRange CombinedLoad(absl::Span<const UtilizationRange> others);
 
 struct ContentionModel {
   std::string version;
@@ -83,9 +90,14 @@ struct ContentionModel {
   // Whether a prediction is called bad: by the verdict head where there is one.
   bool CalledBad(const SpeedPrediction& p) const;
   // Self beside others (one or more): the point at the values, the interval over the
-  // ranges' extremes widened by the residual quantiles.
+  // ranges' extremes widened by the residual quantiles. Alone (no others): speed 1.
   SpeedPrediction Predict(const UtilizationRange& self,
-                          const std::vector<UtilizationRange>& others) const;
+                          absl::Span<const UtilizationRange> others) const;
+  // The point and the verdict head's probability only, beside the others' combined
+  // load (CombinedLoad): what a placement's verdict reads, without the interval's grid.
+  // Predict's point is this.
+  SpeedPrediction PredictPoint(const UtilizationRange& self,
+                               const UtilizationRange& load) const;
   // SMACT (0..1) on utilization.gpu's scale (0..1), clamped.
   double SmactToUtil(double smact) const;
 

@@ -6,7 +6,7 @@
 
 namespace gpuest {
 
-MemoryFit FitMemory(uint64_t capacity_bytes, const std::vector<uint64_t>& existing_bytes,
+MemoryFit FitMemory(uint64_t capacity_bytes, absl::Span<const uint64_t> existing_bytes,
                     uint64_t candidate_bytes, uint64_t reported_used_bytes) {
   MemoryFit fit;
   fit.capacity_bytes = capacity_bytes;

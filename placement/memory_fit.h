@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace gpuest {
 
 struct MemoryFit {
@@ -23,7 +25,7 @@ struct MemoryFit {
 // used = the sum of existing, or, when the node reports what it has in use
 // (reported_used_bytes > 0), the larger of that and the sum (a job estimated but not
 // yet started is not in the node's figure).
-MemoryFit FitMemory(uint64_t capacity_bytes, const std::vector<uint64_t>& existing_bytes,
+MemoryFit FitMemory(uint64_t capacity_bytes, absl::Span<const uint64_t> existing_bytes,
                     uint64_t candidate_bytes, uint64_t reported_used_bytes = 0);
 
 }  // namespace gpuest

@@ -13,6 +13,7 @@
 #include "estimators/field_bounds.h"
 #include "placement/memory_fit.h"
 #include "placement/placement_job.h"
+#include "placement/placement_verdict.h"
 
 namespace gpuest {
 namespace {
@@ -246,14 +247,10 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
         "job fits only where each of its ",
         candidate_job.gpus, " GPUs answers fits, and runs at the pace of its slowest"));
   }
-  response.add_reasons(absl::StrCat(
-      fit.fits ? "fits: " : "does not fit: ", "candidate '", jobs.back().name, "' needs ",
-      Gib(fit.candidate_bytes), " (", jobs.back().memory_basis, ") beside ",
-      Gib(fit.used_bytes), " used on ", gpu_words,
-      "; each process pays its own CUDA context; ",
-      fit.fits
-          ? absl::StrCat(Gib(fit.headroom_bytes), " left")
-          : absl::StrCat("short by ", Gib(-static_cast<double>(fit.headroom_bytes)))));
+  response.add_reasons(absl::StrCat(fit.fits ? "fits: " : "does not fit: ", "candidate '",
+                                    jobs.back().name, "' (", jobs.back().memory_basis,
+                                    ") on ", gpu_words, ": ", MemoryFitWords(fit),
+                                    "; each process pays its own CUDA context"));
 
   // Packed by the requirement: beside others, that holds only with each transient
   // capped.
@@ -272,8 +269,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     }
   }
 
-  double worst = 1;
-  v1::ContentionVerdict overall = v1::CONTENTION_VERDICT_ALONE;
+  ContentionTally tally;
   std::set<std::string> seen;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const ResolvedJob& job = jobs[i];
@@ -311,12 +307,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     o.set_verdict(bad ? v1::CONTENTION_VERDICT_BAD : v1::CONTENTION_VERDICT_ACCEPTABLE);
     o.set_confidence(contention.interval_coverage * trust *
                      (p.extrapolated ? kExtrapolatedTrust : 1.0));
-    worst = std::min(worst, p.speed);
-    if (bad) {
-      overall = v1::CONTENTION_VERDICT_BAD;
-    } else if (overall == v1::CONTENTION_VERDICT_ALONE) {
-      overall = v1::CONTENTION_VERDICT_ACCEPTABLE;
-    }
+    tally.Add(contention, p);
     response.add_reasons(absl::StrFormat(
         "'%s' (utilization.gpu %.0f %%, %s) predicted at %.2f of its speed alone "
         "(%.2f..%.2f) beside %s: %s",
@@ -340,8 +331,8 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
         "utilization summed, capped at 100 %); the model was fitted on pairs "
         "only, so this is an extrapolation and the confidence is lowered"));
   }
-  response.set_verdict(overall);
-  response.set_worst_predicted_speed(worst);
+  response.set_verdict(tally.verdict);
+  response.set_worst_predicted_speed(tally.worst_speed);
   return response;
 }
 

@@ -27,10 +27,6 @@ UtilizationRange Around(double value, double spread) {
   return {value, std::max(0.0, value - spread), std::min(1.0, value + spread)};
 }
 
-// Nothing says how busy the job is: assume it saturates the GPU (the conservative
-// point), over the whole range.
-UtilizationRange Unknown() { return {1.0, 0.0, 1.0}; }
-
 absl::StatusOr<UtilizationRange> FromMeasured(const v1::MeasuredJob& m,
                                               const std::string& field,
                                               const ContentionModel& contention) {
@@ -52,7 +48,7 @@ absl::StatusOr<UtilizationRange> FromMeasured(const v1::MeasuredJob& m,
                                      v1::UtilizationSource_Name(m.source())));
     }
   }
-  if (percent) return Around(m.gpu_util() / 100.0, 0);
+  if (percent) return MeasuredByNvidiaSmi(m.gpu_util());
   if (m.source() == v1::UTILIZATION_SOURCE_DCGM_GRACT)
     return Around(m.gpu_util(), kGractSpread);
   return Around(contention.SmactToUtil(m.gpu_util()), contention.smact_mae);
@@ -136,6 +132,12 @@ absl::Status CheckDescriptionGpu(const v1::EstimateRequest& description,
                               "placed on)"));
 }
 
+UtilizationRange UnknownUtilization() { return {1.0, 0.0, 1.0}; }
+
+UtilizationRange MeasuredByNvidiaSmi(double percent) {
+  return Around(percent / 100.0, 0);
+}
+
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const std::string& field, const GpuProfile& gpu,
                                        const Engine& engine,
@@ -173,7 +175,7 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
             UtilizationFromEstimate(e.utilization(), field + ".estimate.utilization"));
         out.source = v1::UTILIZATION_SOURCE_ESTIMATE;
       } else {
-        out.util = Unknown();
+        out.util = UnknownUtilization();
       }
       return out;
     }
@@ -207,7 +209,7 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                 UtilizationFromEstimate(*u, field + ".description"));
         out.source = v1::UTILIZATION_SOURCE_ESTIMATE;
       } else {
-        out.util = Unknown();
+        out.util = UnknownUtilization();
       }
       return out;
     }

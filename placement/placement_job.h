@@ -55,6 +55,13 @@ absl::Status CheckDescriptionGpu(const v1::EstimateRequest& description,
                                  const std::string& field, const GpuProfile& target,
                                  const GpuProfiles& catalog);
 
+// Nothing says how busy a job is: taken as saturating the GPU (the conservative
+// point), over the whole range.
+UtilizationRange UnknownUtilization();
+
+// nvidia-smi's utilization.gpu (percent) of a job, taken as exact.
+UtilizationRange MeasuredByNvidiaSmi(double percent);
+
 // A utilization estimate's range on nvidia-smi's scale: the GRACT class's edges
 // (GRACT reads as utilization.gpu), the point its probability-weighted midpoint.
 // InvalidArgument (naming field) for a metric other than GRACT or a malformed class.

@@ -456,7 +456,7 @@ TEST_F(ReloadTest, TheExtenderJudgesWithTheReloadedModelsNotFiguresKeptFromTheOl
                 R"([{"model": "a100-40gb", "totalMiB": 40960, "freeMiB": 1024}])"}}}}}}}}}},
       {"NodeNames", nullptr}};
   // The pod's need in the extender's reason, and the Estimate RPC's recommendation,
-  // both in GiB to one decimal.
+  // both in GiB to two decimals.
   auto needs = [&] {
     httplib::Client http("127.0.0.1", server_->extender_port());
     http.set_read_timeout(60, 0);
@@ -478,7 +478,7 @@ TEST_F(ReloadTest, TheExtenderJudgesWithTheReloadedModelsNotFiguresKeptFromTheOl
     EXPECT_TRUE(response.ok()) << response.status();
     return response.ok()
                ? absl::StrFormat(
-                     "%.1f", response->recommendation().memory_bytes() / double{1 << 30})
+                     "%.2f", response->recommendation().memory_bytes() / double{1 << 30})
                : std::string();
   };
   const std::string before = needs();

@@ -23,6 +23,7 @@
 #include "placement/memory_fit.h"
 #include "placement/placement_engine.h"
 #include "placement/placement_job.h"
+#include "placement/placement_verdict.h"
 #include "tests/support/examples.h"
 #include "training/contention/contention_fit.h"
 
@@ -414,6 +415,56 @@ TEST_F(PlacementEngineTest, NodeReportedMemoryIsNotCountedTwice) {
   EXPECT_EQ(r->used_bytes(), 10 * kGiB);
   EXPECT_FALSE(r->fits());
   EXPECT_EQ(r->headroom_bytes(), -static_cast<int64_t>(kGiB));
+}
+
+// The extender judges each GPU with JudgeReportedGpu's arithmetic alone: over a grid of
+// GPU states (empty, part used, nearly full; busy, idle, not said) and candidates (light
+// and heavy, small and large), it says what CheckPlacement says for that GPU.
+TEST_F(PlacementEngineTest, TheArithmeticPerGpuAgreesWithCheckPlacement) {
+  const ContentionModel& contention = placement_->contention();
+  for (const uint64_t free : {80 * kGiB, 50 * kGiB, 3 * kGiB}) {
+    for (const double util : {-1.0, 5.0, 95.0}) {
+      for (const double candidate_util : {0.1, 0.9}) {
+        for (const uint64_t candidate_bytes : {2 * kGiB, 40 * kGiB}) {
+          v1::CheckPlacementRequest check;
+          v1::NodeReportedGpu* gpu = check.mutable_gpu()->mutable_node_reported();
+          gpu->set_total_bytes(80 * kGiB);
+          gpu->set_free_bytes(free);
+          gpu->set_model("h100-80gb");
+          if (free < 80 * kGiB) {
+            v1::PlacementJob* running = check.add_existing();
+            running->set_name("what runs on the GPU");
+            if (util >= 0) {
+              *running =
+                  testing::MeasuredJob("what runs on the GPU", 80 * kGiB - free, util);
+            } else {
+              running->mutable_estimate()->set_peak_bytes(80 * kGiB - free);
+            }
+          }
+          *check.mutable_candidate() =
+              testing::MeasuredJob("pod", candidate_bytes, 100 * candidate_util);
+          auto full = placement_->CheckPlacement(check);
+          ASSERT_TRUE(full.ok()) << full.status();
+          const GpuJudgement j = JudgeReportedGpu(
+              contention, candidate_bytes, MeasuredByNvidiaSmi(100 * candidate_util),
+              80 * kGiB, free,
+              util >= 0 ? MeasuredByNvidiaSmi(util) : UnknownUtilization());
+          SCOPED_TRACE(absl::StrCat("free ", free / kGiB, " GiB, util ", util,
+                                    ", candidate ", candidate_bytes / kGiB, " GiB at ",
+                                    candidate_util));
+          EXPECT_EQ(j.fit.fits, full->fits());
+          EXPECT_EQ(j.fit.used_bytes, full->used_bytes());
+          EXPECT_EQ(j.fit.capacity_bytes, full->capacity_bytes());
+          EXPECT_EQ(j.fit.headroom_bytes, full->headroom_bytes());
+          EXPECT_EQ(j.contention.verdict, full->verdict());
+          EXPECT_DOUBLE_EQ(j.contention.worst_speed, full->worst_predicted_speed());
+          // The words of a fit are CheckPlacement's.
+          const std::string reasons = absl::StrJoin(full->reasons(), "\n");
+          EXPECT_TRUE(absl::StrContains(reasons, MemoryFitWords(j.fit))) << reasons;
+        }
+      }
+    }
+  }
 }
 
 TEST_F(PlacementEngineTest, BadInputNamesTheField) {

@@ -136,8 +136,9 @@ absl::StatusOr<std::vector<double>> FitOn(const LucidData& data,
   std::vector<std::vector<double>> x;
   std::vector<double> y;
   for (size_t i : rows) {
-    x.push_back(
-        ContentionFeatures(data.samples[i].self_util, data.samples[i].other_util));
+    const ContentionFeatureValues f =
+        ContentionFeatures(data.samples[i].self_util, data.samples[i].other_util);
+    x.emplace_back(f.begin(), f.end());
     y.push_back(data.samples[i].speed);
   }
   return LeastSquares(x, y, ridge);

@@ -1,0 +1,48 @@
+#include "placement/placement_verdict.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "common/units.h"
+
+namespace gpuest {
+
+void ContentionTally::Add(const ContentionModel& contention, const SpeedPrediction& p) {
+  worst_speed = std::min(worst_speed, p.speed);
+  if (contention.CalledBad(p)) {
+    verdict = v1::CONTENTION_VERDICT_BAD;
+  } else if (verdict == v1::CONTENTION_VERDICT_ALONE) {
+    verdict = v1::CONTENTION_VERDICT_ACCEPTABLE;
+  }
+}
+
+GpuJudgement JudgeReportedGpu(const ContentionModel& contention, uint64_t candidate_bytes,
+                              const UtilizationRange& candidate_util,
+                              uint64_t total_bytes, uint64_t free_bytes,
+                              const UtilizationRange& running) {
+  GpuJudgement j;
+  const uint64_t in_use = total_bytes - std::min(free_bytes, total_bytes);
+  const uint64_t existing[] = {in_use};
+  j.fit =
+      FitMemory(total_bytes,
+                in_use > 0 ? absl::MakeConstSpan(existing) : absl::Span<const uint64_t>(),
+                candidate_bytes, in_use);
+  if (in_use > 0) {  // Something runs there: each of the two beside the other.
+    j.contention.Add(contention,
+                     contention.PredictPoint(running, CombinedLoad({candidate_util})));
+    j.contention.Add(contention,
+                     contention.PredictPoint(candidate_util, CombinedLoad({running})));
+  }
+  return j;
+}
+
+std::string MemoryFitWords(const MemoryFit& fit) {
+  const std::string head = absl::StrFormat(
+      "needs %.2f GiB beside %.2f GiB used of %.2f GiB", InGiB(fit.candidate_bytes),
+      InGiB(fit.used_bytes), InGiB(fit.capacity_bytes));
+  return fit.fits ? absl::StrFormat("%s, %.2f GiB left", head, InGiB(fit.headroom_bytes))
+                  : absl::StrFormat("%s, short by %.2f GiB", head,
+                                    InGiB(-static_cast<double>(fit.headroom_bytes)));
+}
+
+}  // namespace gpuest
