@@ -20,11 +20,13 @@ _optional_stub.
 """
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import os
 import queue
 import re
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
@@ -180,6 +182,32 @@ def channel_target(targets: Union[str, Sequence[str]]) -> str:
                      "and let it resolve to many")
 
 
+class _PreparedRequests:
+    """Each description dict, turned into the bytes of its EstimateRequest once: a
+    scheduler estimates the same few jobs again and again, and parsing a dict with a
+    trace of thousands of events into a message costs far more than the call itself.
+    A dict is known by its identity and checked by equality with a copy kept of it, so
+    one changed since it was prepared is prepared again, never sent as it was."""
+
+    def __init__(self, entries: int = 16):
+        self._entries = entries
+        self._cache: "OrderedDict[tuple, tuple]" = OrderedDict()
+
+    def bytes_of(self, model: Mapping[str, Any], gpu: str,
+                 estimators: Sequence[str]) -> bytes:
+        key = (id(model), gpu, tuple(estimators))
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == model:
+            self._cache.move_to_end(key)
+            return hit[1]
+        request = EstimateRequest(model=json_format.ParseDict(model, ModelDescription()),
+                                  gpu=gpu, estimators=list(estimators))
+        self._cache[key] = (copy.deepcopy(model), request.SerializeToString())
+        if len(self._cache) > self._entries:
+            self._cache.popitem(last=False)
+        return self._cache[key][1]
+
+
 class Client:
     """A client of one gpuest service (one or several servers behind ``targets``).
 
@@ -212,6 +240,12 @@ class Client:
             ("grpc.max_send_message_length", max_message_bytes),
         ])
         self._estimator = EstimatorStub(self._channel)
+        # Estimate with a request already serialized (a prepared dict's).
+        service = EstimateRequest.DESCRIPTOR.file.services_by_name["Estimator"]
+        self._estimate_bytes = self._channel.unary_unary(
+            f"/{service.full_name}/Estimate", request_serializer=None,
+            response_deserializer=EstimateResponse.FromString)
+        self._prepared = _PreparedRequests()
         self._health = self._channel.unary_unary(
             _HEALTH_CHECK,
             request_serializer=_health_pb2.HealthCheckRequest.SerializeToString,
@@ -225,7 +259,9 @@ class Client:
         JSON form as a dict (a description file, ``json.load``-ed), or a whole
         EstimateRequest. ``gpu`` (e.g. "a100-40gb") adds whether the job fits;
         ``estimators`` runs only those. The answer's ``recommendation`` is the figure
-        to reserve."""
+        to reserve. A dict is parsed once and its request kept (for the same dict,
+        unchanged, with the same gpu and estimators): estimating it again costs what a
+        message costs."""
         if isinstance(model, EstimateRequest):
             if gpu or estimators:
                 raise ValueError("gpu, estimators: give them in the EstimateRequest or as "
@@ -233,7 +269,8 @@ class Client:
             request = model
         else:
             if isinstance(model, Mapping):
-                model = json_format.ParseDict(model, ModelDescription())
+                prepared = self._prepared.bytes_of(model, gpu, estimators)
+                return self._call("Estimate", self._estimate_bytes, prepared, timeout)
             if not isinstance(model, ModelDescription):
                 raise TypeError(f"model: a gpuest.v1.ModelDescription, its JSON dict or an "
                                 f"EstimateRequest, not {type(model).__name__}")

@@ -92,6 +92,36 @@ def test_estimate_a_description_file_and_a_whole_request(client):
         client.estimate("resnet50.json")
 
 
+def test_a_dict_is_prepared_once_and_again_when_it_changes(client):
+    """The same dict, estimated again, is not parsed again (its request is kept); once
+    changed, it is prepared anew: the answer follows the dict, never the kept copy."""
+    with open(os.path.join(REPO, "examples", "resnet50.json")) as f:
+        description = json.load(f)
+    first = client.estimate(description, estimators=["horus"])
+    parsed = []
+    real_parse = json_format.ParseDict
+
+    def counting_parse(*args, **kwargs):
+        parsed.append(1)
+        return real_parse(*args, **kwargs)
+
+    gpuest_client = __import__("gpuest.client", fromlist=["json_format"])
+    gpuest_client.json_format.ParseDict = counting_parse
+    try:
+        again = client.estimate(description, estimators=["horus"])
+        assert parsed == []  # prepared once
+        assert again.recommendation.memory_bytes == first.recommendation.memory_bytes
+        description["batchSize"] = int(description["batchSize"]) * 2
+        doubled = client.estimate(description, estimators=["horus"])
+        assert parsed == [1]  # changed: prepared again
+        assert doubled.recommendation.memory_bytes > first.recommendation.memory_bytes
+        other_gpu = client.estimate(description, gpu="a100-40gb", estimators=["horus"])
+        assert parsed == [1, 1]  # another request of the same dict
+        assert other_gpu.recommendation.fit.gpu == "a100-40gb"
+    finally:
+        gpuest_client.json_format.ParseDict = real_parse
+
+
 def test_list_estimators_and_health(client):
     listed = client.list_estimators()
     ids = {e.id for e in listed.estimators}
