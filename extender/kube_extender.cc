@@ -142,9 +142,12 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(std::string body) 
   if (request.args.names_only) {
     request.names = request.args.names;
     request.cached_nodes.reserve(request.names.size());
+    // The cache's nodes as they are now, for the whole request (one stat, one lock).
+    const absl::StatusOr<std::shared_ptr<const NodeCache::Nodes>> cache =
+        node_cache_.Current();
     for (const std::string& name : request.names) {
       absl::StatusOr<std::shared_ptr<const NodeCache::Node>> node =
-          node_cache_.Find(name);
+          cache.ok() ? node_cache_.Find(**cache, name) : cache.status();
       request.cached_nodes.push_back(node.ok() ? *node : nullptr);
       request.nodes.push_back(node.ok() ? &(*node)->keys : nullptr);
       request.node_errors.push_back(node.status());

@@ -171,8 +171,7 @@ absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const NodeKeys& node) {
   return gpus;
 }
 
-absl::StatusOr<std::shared_ptr<const NodeCache::Node>> NodeCache::Find(
-    const std::string& name) {
+absl::StatusOr<std::shared_ptr<const NodeCache::Nodes>> NodeCache::Current() {
   absl::MutexLock lock(&mu_);
   if (path_.empty()) {
     return absl::NotFoundError(
@@ -180,11 +179,23 @@ absl::StatusOr<std::shared_ptr<const NodeCache::Node>> NodeCache::Find(
         "is given (--extender_nodes_file)");
   }
   if (absl::Status s = RefreshLocked(); !s.ok()) return s;
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) {
+  return nodes_;
+}
+
+absl::StatusOr<std::shared_ptr<const NodeCache::Node>> NodeCache::Find(
+    const Nodes& nodes, const std::string& name) const {
+  auto it = nodes.find(name);
+  if (it == nodes.end()) {
     return absl::NotFoundError(absl::StrCat("node ", name, " is not in ", path_));
   }
   return it->second;
+}
+
+absl::StatusOr<std::shared_ptr<const NodeCache::Node>> NodeCache::Find(
+    const std::string& name) {
+  absl::StatusOr<std::shared_ptr<const Nodes>> nodes = Current();
+  if (!nodes.ok()) return nodes.status();
+  return Find(**nodes, name);
 }
 
 absl::Status NodeCache::RefreshLocked() {
@@ -195,6 +206,10 @@ absl::Status NodeCache::RefreshLocked() {
   const int64_t mtime =
       static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   if (mtime == loaded_mtime_) return absl::OkStatus();
+  if (static_cast<uint64_t>(st.st_size) > kMaxNodeCacheBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": ", st.st_size, " bytes, over the limit of ", kMaxNodeCacheBytes));
+  }
   std::ifstream in(path_);
   std::stringstream text;
   text << in.rdbuf();
@@ -205,14 +220,17 @@ absl::Status NodeCache::RefreshLocked() {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": not a v1.NodeList in JSON (an object with \"items\")"));
   }
-  nodes_.clear();
+  auto nodes = std::make_shared<Nodes>();
   for (const nlohmann::json& node : list["items"]) {
     if (NodeKeys keys = NodeKeysOf(node); !keys.name.empty()) {
       absl::StatusOr<std::vector<NodeGpu>> gpus = NodeGpus(keys);
       const std::string name = keys.name;
-      nodes_[name] = std::make_shared<const Node>(Node{std::move(keys), std::move(gpus)});
+      (*nodes)[name] =
+          std::make_shared<const Node>(Node{std::move(keys), std::move(gpus)});
     }
   }
+  // Requests that took the old map keep it; this one and later ones see the new.
+  nodes_ = std::move(nodes);
   loaded_mtime_ = mtime;
   return absl::OkStatus();
 }

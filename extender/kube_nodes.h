@@ -90,9 +90,19 @@ class NodeCache {
     NodeKeys keys;
     absl::StatusOr<std::vector<NodeGpu>> gpus;
   };
+  using Nodes = std::map<std::string, std::shared_ptr<const Node>, std::less<>>;
 
-  // The node named name, or NotFound (no such node in the file, or no file given);
-  // InvalidArgument when the file is not a NodeList. It stays valid after a reload.
+  // The file's nodes by name, read again when its modification time has changed (a
+  // sidecar replaces it whole: deploy/kubernetes/EXTENDER.md). One call per request:
+  // its nodes are then looked up without a lock or a stat each. NotFound without a
+  // file; InvalidArgument when the file is not a NodeList or is over
+  // kMaxNodeCacheBytes. It stays valid after a reload.
+  absl::StatusOr<std::shared_ptr<const Nodes>> Current();
+
+  // The node named name among nodes (Current()'s), or NotFound naming the file.
+  absl::StatusOr<std::shared_ptr<const Node>> Find(const Nodes& nodes,
+                                                   const std::string& name) const;
+  // The same in the file as it is now: Current()'s errors, or the node.
   absl::StatusOr<std::shared_ptr<const Node>> Find(const std::string& name);
 
  private:
@@ -101,7 +111,11 @@ class NodeCache {
   const std::string path_;
   absl::Mutex mu_;
   int64_t loaded_mtime_ ABSL_GUARDED_BY(mu_) = -1;
-  std::map<std::string, std::shared_ptr<const Node>> nodes_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Nodes> nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<Nodes>();
 };
+
+// The largest node cache file read: a NodeList of 20,000 real-sized nodes (about 10 KB
+// each, deploy/kubernetes/EXTENDER.md).
+inline constexpr size_t kMaxNodeCacheBytes = 256u << 20;
 
 }  // namespace gpuest

@@ -194,6 +194,8 @@ API_VERSIONS = {
     "Namespace": "v1", "Service": "v1", "ConfigMap": "v1", "Secret": "v1",
     "Deployment": "apps/v1", "PodDisruptionBudget": "policy/v1",
     "ServiceMonitor": "monitoring.coreos.com/v1", "PrometheusRule": "monitoring.coreos.com/v1",
+    "ServiceAccount": "v1", "ClusterRole": "rbac.authorization.k8s.io/v1",
+    "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
 }
 
 

@@ -2,6 +2,8 @@
 // tell an operator to use, against the real server: the verbs it names are served at
 // the path it names, and its Service forwards to the port it names.
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <set>
 
 #include "gtest/gtest.h"
@@ -113,6 +115,81 @@ TEST(SchedulerConfig, TheExampleNamesWhatTheServerServes) {
   auto bind = http.Post((url.path + "/bind").c_str(), args.dump(), "application/json");
   ASSERT_TRUE(bind);
   EXPECT_EQ(bind->status, 404);
+}
+
+// Names only (nodeCacheCapable: true) is the default: gpuest.yaml's server answers from
+// the node file its node-list sidecar writes, on the port the extender's URL names; the
+// real server started so judges a node from the file and passes one not yet in it.
+TEST(SchedulerConfig, NamesOnlyIsServedFromTheSidecarsNodeFile) {
+  const std::vector<json> config = YamlDocuments(std::string(GPUEST_DEPLOY_DIR) +
+                                                 "/kubernetes/scheduler-extender.yaml");
+  const std::vector<json> deployment =
+      YamlDocuments(std::string(GPUEST_DEPLOY_DIR) + "/kubernetes/gpuest.yaml");
+  const json* extender = nullptr;
+  for (const json& doc : config) {
+    if (doc.value("kind", "") == "KubeSchedulerConfiguration") {
+      extender = &doc["extenders"][0];
+    }
+  }
+  ASSERT_NE(extender, nullptr);
+  EXPECT_EQ((*extender)["nodeCacheCapable"], true);
+  const json* pod = nullptr;
+  for (const json& doc : deployment) {
+    if (doc.value("kind", "") == "Deployment") pod = &doc["spec"]["template"]["spec"];
+  }
+  ASSERT_NE(pod, nullptr);
+  std::string nodes_file, listen;
+  for (const json& arg : (*pod)["containers"][0]["args"]) {
+    const std::string a = arg;
+    if (a.rfind("--extender-nodes-file=", 0) == 0) nodes_file = a.substr(a.find('=') + 1);
+    if (a.rfind("--extender-listen=", 0) == 0) listen = a.substr(a.find('=') + 1);
+  }
+  ASSERT_FALSE(nodes_file.empty());
+  EXPECT_EQ(std::stoi(listen.substr(listen.rfind(':') + 1)),
+            ParseUrl((*extender)["urlPrefix"]).port);
+  bool sidecar_writes_it = false;
+  for (const json& c : (*pod)["containers"]) {
+    if (c.value("name", "") != "node-list") continue;
+    const std::string script = c["command"].back();
+    sidecar_writes_it = script.find("kubectl get nodes -o json") != std::string::npos &&
+                        script.find("mv ") != std::string::npos &&
+                        script.find(nodes_file) != std::string::npos;
+  }
+  EXPECT_TRUE(sidecar_writes_it)
+      << "no node-list container renaming a NodeList into " << nodes_file;
+
+  // The server as deployed, with a node file as the sidecar writes it.
+  const std::string file = ::testing::TempDir() + "/scheduler_config_nodes.json";
+  const json full_gpu = {{"model", "a100-40gb"}, {"totalMiB", 40960}, {"freeMiB", 0}};
+  std::ofstream(file) << json{
+      {"kind", "NodeList"},
+      {"items",
+       {{{"metadata",
+          {{"name", "full"},
+           {"annotations", {{"gpuest.io/gpus", json{full_gpu}.dump()}}}}}}}}};
+  auto server = testing::ServerProcess::Start(
+      {"--extender-listen=127.0.0.1:0", "--extender-nodes-file=" + file});
+  ASSERT_TRUE(server.ok()) << server.status();
+  httplib::Client http("127.0.0.1", (*server)->extender_port());
+  http.set_read_timeout(60, 0);
+  const std::string description =
+      testing::ReadFileOrDie(std::string(GPUEST_EXAMPLES_DIR) + "/cnn.json");
+  const json args = {{"Pod",
+                      {{"metadata",
+                        {{"name", "p"},
+                         {"namespace", "default"},
+                         {"annotations", {{"gpuest.io/description", description}}}}}}},
+                     {"Nodes", nullptr},
+                     {"NodeNames", {"full", "joined-since"}}};
+  auto filter = http.Post("/filter", args.dump(), "application/json");
+  ASSERT_TRUE(filter);
+  ASSERT_EQ(filter->status, 200) << filter->body;
+  const json reply = json::parse(filter->body);
+  EXPECT_EQ(reply["NodeNames"], json({"joined-since"})) << filter->body;
+  EXPECT_TRUE(reply["FailedNodes"].contains("full") ||
+              reply["FailedAndUnresolvableNodes"].contains("full"))
+      << filter->body;
+  std::remove(file.c_str());
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "common/units.h"
 #include "gtest/gtest.h"
@@ -148,6 +151,45 @@ TEST(KubeNodes, TheNodeCacheReadsANodeListAndRereadsItWhenItChanges) {
   ASSERT_EQ((*b)->gpus->size(), 1u);
   EXPECT_EQ((*b)->gpus->front().model, "a100-40gb");
   EXPECT_EQ(NodeCache("").Find("a").status().code(), absl::StatusCode::kNotFound);
+  std::remove(path.c_str());
+}
+
+// A request takes the cache's nodes once: a node that joins, leaves or changes shows in
+// the next request's, while one that took the old nodes keeps them whole.
+TEST(KubeNodes, ARequestsNodesStayWholeWhileTheFileIsReplaced) {
+  const std::string path = ::testing::TempDir() + "/nodes_snapshot.json";
+  auto write = [&](const std::vector<std::string>& names, int64_t seconds) {
+    nlohmann::json items = nlohmann::json::array();
+    for (const std::string& n : names) items.push_back(Node(n, {{"x", "1"}}));
+    std::ofstream(path) << nlohmann::json{{"kind", "NodeList"}, {"items", items}};
+    struct timespec times[2] = {{0, UTIME_OMIT}, {seconds, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  };
+  write({"a", "b"}, 1000000000);
+  NodeCache cache(path);
+  auto before = cache.Current();
+  ASSERT_TRUE(before.ok()) << before.status();
+  write({"b", "c"}, 1000000001);  // a left, c joined
+  auto after = cache.Current();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(cache.Find(**before, "a").ok());
+  EXPECT_FALSE(cache.Find(**before, "c").ok());
+  EXPECT_EQ(cache.Find(**after, "a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(cache.Find(**after, "c").ok());
+  std::remove(path.c_str());
+}
+
+TEST(KubeNodes, ANodeCacheFileOverItsLimitIsRefusedUnread) {
+  const std::string path = ::testing::TempDir() + "/huge_nodes.json";
+  {
+    std::ofstream out(path);
+    out << R"({"items": []})";
+  }
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(kMaxNodeCacheBytes) + 1), 0);
+  NodeCache cache(path);
+  const auto nodes = cache.Current();
+  EXPECT_EQ(nodes.status().code(), absl::StatusCode::kInvalidArgument) << nodes.status();
+  EXPECT_NE(nodes.status().message().find("over the limit"), absl::string_view::npos);
   std::remove(path.c_str());
 }
 
