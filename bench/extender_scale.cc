@@ -1,13 +1,18 @@
 // The scheduler extender at cluster scale, against the real gpuest-server in one run
-// (issue "frontdoor"): kube-scheduler posts whole Node objects, 5-10 KB each.
+// (issues "frontdoor", "scale"): kube-scheduler posts whole Node objects, 5-10 KB each,
+// or with nodeCacheCapable their names; each node's 8 GPUs have states of their own.
 //  1. One Estimate of the description, over gRPC: the unit (median of --estimates).
-//  2. One filter of --nodes real-sized Node objects, over HTTP: its median latency as
-//     a multiple of one Estimate (goal: within 20x for 5,000 nodes).
+//  2. One filter of --nodes real-sized Node objects, and the same by names only, over
+//     HTTP: wall and the server's work as multiples of one Estimate; CheckPlacement
+//     beside 10 and 256 jobs (time ratio, answer size).
 //  3. The gRPC API's p99 alone, then beside --concurrent clients posting such filters
 //     without pause (goal: at most doubled), with how the extender's calls ended.
+//  4. With --rss_filters=N, the server's RSS after the first and the N-th of N
+//     consecutive whole-object filters.
 // Prints a table; exits 0 whatever the figures (a benchmark, not a test).
 //
 //   build/bench/gpuest-extender-bench [--nodes=5000] [--concurrent=50]
+//   [--rss_filters=100]
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,6 +27,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -38,6 +44,10 @@
 #include "tests/support/server_process.h"
 
 ABSL_FLAG(int, nodes, 5000, "Node objects in each filter");
+ABSL_FLAG(
+    int, rss_filters, 0,
+    "whole-object filters posted one after another in part 4, the server's RSS read "
+    "after the first and the last (0: part 4 skipped)");
 ABSL_FLAG(int, concurrent, 50, "clients posting filters at once in part 3");
 ABSL_FLAG(int, estimates, 200, "Estimate calls per measurement");
 ABSL_FLAG(int, filters, 5, "filters timed in part 2");
@@ -218,13 +228,44 @@ std::pair<double, double> ServerSeconds(int metrics_port, const std::string& met
   return {seconds, calls};
 }
 
-long PeakRssMiB(int pid) {
+// A line of /proc/<pid>/status in MiB: "VmHWM:" (the peak RSS) or "VmRSS:" (now).
+long StatusMiB(int pid, const std::string& key) {
   std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6)) / 1024;
+    if (line.rfind(key, 0) == 0) return std::stol(line.substr(key.size())) / 1024;
   }
   return -1;
+}
+
+// A CheckPlacement of a candidate beside `jobs` measured jobs with names of 64 bytes: its
+// median latency over `calls` and the size of its answer.
+std::pair<double, size_t> CheckPlacementAt(gpuest::Client& client, int jobs, int calls) {
+  gpuest::v1::CheckPlacementRequest request;
+  request.mutable_gpu()->set_catalog_id("h100-80gb");
+  for (int i = 0; i < jobs; ++i) {
+    gpuest::v1::PlacementJob* job = request.add_existing();
+    job->set_name(absl::StrFormat("%064d", i));
+    gpuest::v1::MeasuredJob* m = job->mutable_measured();
+    m->set_memory_in_use_bytes(64ull << 20);
+    m->set_gpu_util(i % 100);
+    m->set_source(gpuest::v1::UTILIZATION_SOURCE_NVIDIA_SMI);
+  }
+  request.mutable_candidate()->set_name("candidate");
+  request.mutable_candidate()->mutable_estimate()->set_peak_bytes(1ull << 30);
+  std::vector<double> ms;
+  size_t bytes = 0;
+  for (int i = 0; i < calls; ++i) {
+    const absl::Time start = absl::Now();
+    auto r = client.CheckPlacement(request);
+    ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    if (!r.ok()) {
+      std::fprintf(stderr, "CheckPlacement failed: %s\n", r.status().ToString().c_str());
+      return {0, 0};
+    }
+    bytes = r->ByteSizeLong();
+  }
+  return {Quantile(ms, 0.5), bytes};
 }
 
 }  // namespace
@@ -293,9 +334,18 @@ int main(int argc, char** argv) {
     passed = static_cast<int>(json::parse(res->body)["Nodes"]["items"].size());
   }
   const double filter_median = Quantile(filter_ms, 0.5);
+  const auto [work_after, calls_after] =
+      ServerSeconds((*server)->metrics_port(), "extender/filter");
+  const double work_ms =
+      1e3 * (work_after - work_before) / std::max(1.0, calls_after - calls_before);
   std::vector<double> names_ms;
+  double names_work_before = 0, names_calls_before = 0;
   for (int i = 0; i < absl::GetFlag(FLAGS_filters) + 1;
        ++i) {  // The first loads the cache.
+    if (i == 1) {
+      std::tie(names_work_before, names_calls_before) =
+          ServerSeconds((*server)->metrics_port(), "extender/filter");
+    }
     const absl::Time start = absl::Now();
     auto res = http.Post("/filter", names_body, "application/json");
     if (i > 0) names_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
@@ -306,10 +356,10 @@ int main(int argc, char** argv) {
     }
   }
   const double names_median = Quantile(names_ms, 0.5);
-  const auto [work_after, calls_after] =
+  const auto [names_work_after, names_calls_after] =
       ServerSeconds((*server)->metrics_port(), "extender/filter");
-  const double work_ms =
-      1e3 * (work_after - work_before) / std::max(1.0, calls_after - calls_before);
+  const double names_work_ms = 1e3 * (names_work_after - names_work_before) /
+                               std::max(1.0, names_calls_after - names_calls_before);
   std::printf("\n| measure | value |\n|---|---|\n");
   std::printf("| one Estimate (gRPC, median of %zu) | %.2f ms |\n", alone.size(),
               estimate_ms);
@@ -321,8 +371,37 @@ int main(int argc, char** argv) {
               filter_median / estimate_ms, work_ms / estimate_ms);
   std::printf(
       "| the same filter with nodeCacheCapable (names only, %.0f KB; objects from "
-      "--extender-nodes-file) | %.1f ms: %.1fx one Estimate |\n",
+      "--extender-nodes-file) | %.1f ms: %.1fx one Estimate (goal <= 40x) |\n",
       names_body.size() / 1e3, names_median, names_median / estimate_ms);
+  std::printf("| of which the server's work (mean) | %.1f ms: %.1fx (goal <= 20x) |\n",
+              names_work_ms, names_work_ms / estimate_ms);
+  const auto [ten_ms, ten_bytes] = CheckPlacementAt(**client, 10, 50);
+  const auto [many_ms, many_bytes] = CheckPlacementAt(**client, 256, 50);
+  std::printf(
+      "| CheckPlacement beside 10 / 256 jobs (64-byte names; median of 50) | %.2f / %.2f "
+      "ms: %.1fx (goal <= 10x); answers %.1f / %.1f KB (goal <= 100 KB) |\n",
+      ten_ms, many_ms, many_ms / ten_ms, ten_bytes / 1e3, many_bytes / 1e3);
+
+  // 4: memory over consecutive whole-object filters.
+  if (const int n = absl::GetFlag(FLAGS_rss_filters); n > 0) {
+    long first = 0, last = 0;
+    for (int i = 0; i < n; ++i) {
+      auto res = http.Post("/filter", body, "application/json");
+      if (!res || res->status != 200) {
+        std::fprintf(stderr, "filter %d failed\n", i);
+        return 1;
+      }
+      if (i == 0) first = StatusMiB((*server)->pid(), "VmRSS:");
+      if (i % 20 == 19)
+        std::fprintf(stderr, "%d filters, RSS %ld MiB\n", i + 1,
+                     StatusMiB((*server)->pid(), "VmRSS:"));
+    }
+    last = StatusMiB((*server)->pid(), "VmRSS:");
+    std::printf(
+        "| server RSS after 1 / %d consecutive whole-object filters | %ld / %ld MiB: "
+        "%.2fx (goal within 10 %%) |\n",
+        n, first, last, static_cast<double>(last) / std::max(1L, first));
+  }
 
   // 3: the gRPC API beside a flood of such filters.
   std::atomic<bool> stop{false};
@@ -364,7 +443,7 @@ int main(int argc, char** argv) {
                     status == 0 ? std::string("no answer") : std::to_string(status));
   }
   std::printf("| the flood's filter calls | %s |\n", ended.c_str());
-  std::printf("| server peak RSS | %ld MiB |\n", PeakRssMiB((*server)->pid()));
+  std::printf("| server peak RSS | %ld MiB |\n", StatusMiB((*server)->pid(), "VmHWM:"));
   std::remove(nodes_file.c_str());
   return 0;
 }

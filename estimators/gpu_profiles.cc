@@ -1,6 +1,5 @@
 #include "estimators/gpu_profiles.h"
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -28,12 +27,13 @@ absl::StatusOr<GpuProfiles> GpuProfiles::Parse(const std::string& json_text) {
 }
 
 const GpuProfile* GpuProfiles::Find(absl::string_view name) const {
-  const std::string wanted = absl::AsciiStrToLower(name);
+  // Compared in place: the extender looks up every GPU of every node.
   for (const GpuProfile& p : profiles_) {
-    if (absl::AsciiStrToLower(p.id) == wanted) return &p;
-    if (absl::AsciiStrToLower(p.name) == wanted) return &p;
+    if (absl::EqualsIgnoreCase(p.id, name) || absl::EqualsIgnoreCase(p.name, name)) {
+      return &p;
+    }
     for (const std::string& alias : p.aliases) {
-      if (absl::AsciiStrToLower(alias) == wanted) return &p;
+      if (absl::EqualsIgnoreCase(alias, name)) return &p;
     }
   }
   return nullptr;

@@ -152,6 +152,57 @@ std::string NeighbourWords(const std::vector<ResolvedJob>& jobs,
   return words;
 }
 
+// The jobs whose contention the reasons word one by one: the candidate and the slowest
+// others, this many in all. The rest are counted in one reason (each one's figures are
+// in the response's jobs), so that the answer grows with the jobs, not their square,
+// and a long name is said at most twice (its outcome and its reason).
+constexpr size_t kJobsWordedEach = 8;
+
+// One reason per worded job (ContentionReason), then one that counts the rest.
+void AddContentionReasons(const std::vector<ResolvedJob>& jobs,
+                          const std::vector<SpeedPrediction>& predictions,
+                          const ContentionModel& contention,
+                          v1::CheckPlacementResponse& response) {
+  const size_t candidate = jobs.size() - 1;
+  std::vector<size_t> order(candidate);
+  for (size_t i = 0; i < candidate; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return predictions[a].speed < predictions[b].speed;
+  });
+  const size_t worded = std::min(order.size(), kJobsWordedEach - 1);
+  std::vector<size_t> chosen(order.begin(), order.begin() + worded);
+  std::sort(chosen.begin(), chosen.end());  // In the request's order.
+  chosen.push_back(candidate);
+  for (size_t i : chosen) {
+    const ResolvedJob& job = jobs[i];
+    const SpeedPrediction& p = predictions[i];
+    std::vector<size_t> others;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (j != i) others.push_back(j);
+    }
+    response.add_reasons(absl::StrFormat(
+        "'%s' (utilization.gpu %.0f %%, %s) predicted at %.2f of its speed alone "
+        "(%.2f..%.2f) beside %s: %s",
+        job.name, job.util.value * 100, SourceWords(job.source), p.speed, p.low, p.high,
+        NeighbourWords(jobs, others),
+        VerdictWords(contention, p, contention.CalledBad(p))));
+  }
+  if (order.size() > worded) {
+    int bad = 0;
+    double slowest = 1, fastest = 0;
+    for (size_t k = worded; k < order.size(); ++k) {
+      const SpeedPrediction& p = predictions[order[k]];
+      bad += contention.CalledBad(p) ? 1 : 0;
+      slowest = std::min(slowest, p.speed);
+      fastest = std::max(fastest, p.speed);
+    }
+    response.add_reasons(absl::StrFormat(
+        "%d other jobs predicted at %.2f..%.2f of their speed alone, %d of them called "
+        "BAD (each one's figures are in jobs)",
+        order.size() - worded, slowest, fastest, bad));
+  }
+}
+
 // Reasons and outcomes name jobs: two jobs of one name would read as one, and a long
 // name would be quoted in every reason.
 absl::Status CheckJobNamesDistinct(const v1::CheckPlacementRequest& request) {
@@ -270,20 +321,20 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
   }
 
   ContentionTally tally;
+  std::vector<SpeedPrediction> predictions(jobs.size());
   std::set<std::string> seen;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const ResolvedJob& job = jobs[i];
     AddWarnings(job.warnings, response.mutable_warnings(), seen);
     std::vector<UtilizationRange> others;
     double trust = Trust(job.source);
-    std::vector<size_t> other_jobs;
     for (size_t j = 0; j < jobs.size(); ++j) {
       if (j == i) continue;
       others.push_back(jobs[j].util);
       trust = std::min(trust, Trust(jobs[j].source));
-      other_jobs.push_back(j);
     }
     const SpeedPrediction p = contention.Predict(job.util, others);
+    predictions[i] = p;
     v1::JobOutcome& o = *response.add_jobs();
     o.set_name(job.name);
     o.set_candidate(i + 1 == jobs.size());
@@ -308,12 +359,8 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     o.set_confidence(contention.interval_coverage * trust *
                      (p.extrapolated ? kExtrapolatedTrust : 1.0));
     tally.Add(contention, p);
-    response.add_reasons(absl::StrFormat(
-        "'%s' (utilization.gpu %.0f %%, %s) predicted at %.2f of its speed alone "
-        "(%.2f..%.2f) beside %s: %s",
-        job.name, job.util.value * 100, SourceWords(job.source), p.speed, p.low, p.high,
-        NeighbourWords(jobs, other_jobs), VerdictWords(contention, p, bad)));
   }
+  if (jobs.size() > 1) AddContentionReasons(jobs, predictions, contention, response);
   if (IsMigProfile(*target.profile) && !target.node_reported) {
     // MIG partitions the SMs and memory: other slices' jobs do not slow these. The
     // contention model (fitted on whole GPUs) applies only among the jobs listed, which

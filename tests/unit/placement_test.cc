@@ -529,22 +529,29 @@ TEST_F(PlacementEngineTest, BadInputNamesTheField) {
 // Each job's reason names its busiest neighbours and counts the rest: the response
 // grows with the jobs (it named every other job: 171 KB at 100 jobs, 872 KB at 256).
 TEST_F(PlacementEngineTest, TheResponseGrowsLinearlyWithTheJobs) {
-  auto size_with = [](int jobs) {
+  // Jobs named by `name_bytes`-byte names.
+  auto size_with = [](int jobs, size_t name_bytes) {
     v1::CheckPlacementRequest request;
     request.mutable_gpu()->set_catalog_id("h200");
     for (int i = 0; i < jobs; ++i) {
-      *request.add_existing() =
-          testing::MeasuredJob(absl::StrCat("job-", i), 100 * kMiB, 1 + i % 90);
+      std::string name = absl::StrCat("job-", i);
+      name.resize(std::max(name.size(), name_bytes), '-');
+      *request.add_existing() = testing::MeasuredJob(name, 100 * kMiB, 1 + i % 90);
     }
     *request.mutable_candidate() = testing::MeasuredJob("new", kGiB, 50);
     auto r = placement_->CheckPlacement(request);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? r->ByteSizeLong() : 0;
   };
-  const size_t ten = size_with(10);
-  const size_t most = size_with(kMaxExistingJobs);
-  EXPECT_LE(most, 100u << 10);
-  EXPECT_LT(static_cast<double>(most) / ten, 2.0 * (kMaxExistingJobs + 1) / 11);
+  for (const size_t name_bytes : {size_t{8}, size_t{64}, kMaxJobNameBytes}) {
+    SCOPED_TRACE(absl::StrCat(name_bytes, "-byte names"));
+    const size_t ten = size_with(10, name_bytes);
+    const size_t most = size_with(kMaxExistingJobs, name_bytes);
+    if (name_bytes <= 64) {
+      EXPECT_LE(most, 100u << 10);
+    }
+    EXPECT_LT(static_cast<double>(most) / ten, 2.0 * (kMaxExistingJobs + 1) / 11);
+  }
   v1::CheckPlacementRequest request;
   request.mutable_gpu()->set_catalog_id("h200");
   for (int i = 0; i < 5; ++i) {
