@@ -239,8 +239,15 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   const uint32_t needed = std::max<uint32_t>(1, request.args.gpus_requested);
   uint32_t fitting = 0, fitting_empty = 0;
   std::vector<std::string> misses;
+  // A node's GPUs are nearly always of one model: looked up in the catalog once.
+  const std::string* last_model = nullptr;
+  const GpuProfile* last_profile = nullptr;
   for (const NodeGpu& gpu : *gpus) {
-    const GpuProfile* profile = catalog.Find(gpu.model);
+    const GpuProfile* profile = last_model != nullptr && *last_model == gpu.model
+                                    ? last_profile
+                                    : catalog.Find(gpu.model);
+    last_model = &gpu.model;
+    last_profile = profile;
     if (profile == nullptr) {
       misses.push_back(absl::StrCat("GPU ", gpu.index, ": unknown model '", gpu.model,
                                     "' (known: ", catalog.KnownIds(), ")"));
