@@ -8,6 +8,24 @@
 #   server/, extender/                           never link client/ (the CLI's and the
 #                                                 scheduler client's code).
 
+# The same layers by folder, for the include check (tests/include_layering_test.cmake,
+# in ctest: the link check above cannot see a header included): each folder, then the
+# project folders its sources may include. Lowest first; a folder includes only its own
+# layer and those below. Folders not listed (training/, bench/, tests/: the offline lab
+# and the tests) may include any.
+set(GPUEST_INCLUDE_LAYERS
+  "common: common"
+  "requests: common requests"
+  "estimators: common requests estimators"
+  "placement: common requests estimators placement"
+  "extender: common requests estimators placement extender"
+  "server: common requests estimators placement extender server"
+  "client: common requests client")
+# The project's own top-level folders (an include of another first folder, such as
+# "absl/" or "gpuest/", is a dependency's or generated code's, and not checked).
+set(GPUEST_PROJECT_FOLDERS common requests estimators placement extender server client
+  training bench tests)
+
 # Every target name target links, directly or through others (link-only $<LINK_ONLY:>
 # and other generator expressions are read for the names inside them).
 function(gpuest_link_closure target out)

@@ -36,9 +36,9 @@
 #include "absl/synchronization/mutex.h"
 #include "estimators/work_deadline.h"
 #include "extender/extender_args.h"
+#include "extender/extender_options.h"
 #include "extender/kube_nodes.h"
 #include "placement/model_set.h"
-#include "server/options.h"
 
 namespace gpuest {
 

@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "estimators/request_validation.h"
+#include "extender/extender_options.h"
 
 namespace gpuest {
 
@@ -49,18 +50,6 @@ struct WorkOptions {
 };
 
 // The Kubernetes scheduler extender (kube_extender.h).
-struct ExtenderOptions {
-  std::string listen_address;    // host:port; empty: no extender.
-  std::string descriptions_dir;  // ConfigMaps mounted here as NAME/KEY; empty: none.
-  std::string nodes_file;        // v1.NodeList JSON for NodeNames-only requests.
-  // A call's work stops here and it answers an Error (kube-scheduler then skips an
-  // ignorable extender for the pod): under kube-scheduler's httpTimeout, with a margin.
-  absl::Duration timeout = absl::Milliseconds(4500);
-  // The largest body accepted: kube-scheduler posts whole Node objects (5-10 KB each),
-  // so 128 MiB holds 10,000 nodes or more.
-  int64_t max_body_bytes = int64_t{128} << 20;
-};
-
 struct ServerOptions {
   GrpcOptions grpc;
   std::string metrics_listen_address = "127.0.0.1:9464";  // Empty: no /metrics.
