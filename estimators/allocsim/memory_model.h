@@ -33,12 +33,12 @@ struct FamilyCalibration {
   double point_intercept_mib = 0;
   double point_factor = 1;
   // Upper bound only: MiB per MiB of the job's largest convolution output (fp32, at its
-  // batch). It covers cuDNN's convolution workspaces, which a CPU trace cannot see:
-  // allocated per call through the caching allocator, sized by the engine cuDNN picks
-  // (with benchmark off PyTorch runs the heuristics' first engine whatever its
-  // workspace, ATen native/cudnn/Conv_v8.cpp try_configs), and growing with the
-  // convolution's tensors. Fitted on real models' errors out of their architecture
-  // family (training/calibration); 0 for a family without convolutions measured.
+  // batch). It covers what the convolutions hold beyond the workspaces the describer
+  // traces (python/gpuest/describe/conv_workspace.py: a transform of each call's
+  // tensors; cuDNN's engines also take larger ones, as for a depthwise 7x7 filter's
+  // gradient), and, for a layer-built step, the workspaces themselves. Fitted on real
+  // models' errors out of their architecture family (training/calibration); 0 for a
+  // family without convolutions measured.
   double conv_output_factor = 0;
 };
 
