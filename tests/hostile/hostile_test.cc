@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/cli_fixture.h"
 #include "tests/support/examples.h"
 #include "tests/support/server_process.h"
 
@@ -25,27 +26,14 @@ namespace gpuest {
 namespace {
 
 using nlohmann::json;
-using testing::ServerProcess;
 
 // The pod limit deploy/kubernetes ships.
 constexpr int64_t kDeploymentLimitBytes = int64_t{2} << 30;
 
-class HostileTest : public ::testing::Test {
+class HostileTest : public testing::ClientAgainstServer {
  protected:
   static void SetUpTestSuite() {
-    auto server = ServerProcess::Start({"--extender-listen=127.0.0.1:0"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-    ClientOptions options;
-    options.targets = {server_->target()};
-    options.default_deadline = absl::Seconds(30);
-    auto client = Client::Create(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = client->release();
-  }
-  static void TearDownTestSuite() {
-    delete client_;
-    delete server_;
+    StartServerAndClient({"--extender-listen=127.0.0.1:0"}, absl::Seconds(30));
   }
 
   // After every row: serving, within the memory limit.
@@ -98,12 +86,7 @@ class HostileTest : public ::testing::Test {
     args["Nodes"]["items"] = json::array({node});
     return args;
   }
-
-  static ServerProcess* server_;
-  static Client* client_;
 };
-ServerProcess* HostileTest::server_ = nullptr;
-Client* HostileTest::client_ = nullptr;
 
 // Row 1: 100,000-deep nesting inside the annotation killed the server (SIGSEGV).
 TEST_F(HostileTest, ADeepAnnotationIsRefusedForItsNodeAndNothingDies) {

@@ -25,12 +25,17 @@ ServerProcess* ClientAgainstServer::server_ = nullptr;
 Client* ClientAgainstServer::client_ = nullptr;
 
 void ClientAgainstServer::SetUpTestSuite() {
-  auto server = ServerProcess::Start();
+  StartServerAndClient({}, absl::Seconds(10));
+}
+
+void ClientAgainstServer::StartServerAndClient(
+    const std::vector<std::string>& server_flags, absl::Duration deadline) {
+  auto server = ServerProcess::Start(server_flags);
   ASSERT_TRUE(server.ok()) << server.status();
   server_ = server->release();
   ClientOptions options;
   options.targets = {server_->target()};
-  options.default_deadline = absl::Seconds(10);
+  options.default_deadline = deadline;
   auto client = Client::Create(options);
   ASSERT_TRUE(client.ok()) << client.status();
   client_ = client->release();

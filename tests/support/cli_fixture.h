@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gpuest/client.h"
 #include "gtest/gtest.h"
 #include "tests/support/server_process.h"
@@ -26,11 +27,15 @@ class CliAgainstServer : public ::testing::Test {
 
 class ClientAgainstServer : public ::testing::Test {
  protected:
-  static void SetUpTestSuite();
+  static void SetUpTestSuite();  // StartServerAndClient({}, 10 s).
   static void TearDownTestSuite();
+  // The suite's server, started with server_flags, and a client of it whose calls have
+  // deadline: for a suite that needs more than the default (SetUpTestSuite's).
+  static void StartServerAndClient(const std::vector<std::string>& server_flags,
+                                   absl::Duration deadline);
 
   static ServerProcess* server_;  // Owned; one per suite.
-  static Client* client_;         // Owned; a deadline of 10 s, for a loaded machine.
+  static Client* client_;         // Owned; a deadline of 10 s unless a suite says.
 };
 
 }  // namespace gpuest::testing
