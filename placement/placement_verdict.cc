@@ -22,11 +22,8 @@ GpuJudgement JudgeReportedGpu(const ContentionModel& contention, uint64_t candid
                               const UtilizationRange& running) {
   GpuJudgement j;
   const uint64_t in_use = total_bytes - std::min(free_bytes, total_bytes);
-  const uint64_t existing[] = {in_use};
-  j.fit =
-      FitMemory(total_bytes,
-                in_use > 0 ? absl::MakeConstSpan(existing) : absl::Span<const uint64_t>(),
-                candidate_bytes, in_use);
+  // What runs there holds what the node reports in use: FitMemory's reported use.
+  j.fit = FitMemory(total_bytes, {}, candidate_bytes, in_use);
   if (in_use > 0) {  // Something runs there: each of the two beside the other.
     j.contention.Add(contention,
                      contention.PredictPoint(running, CombinedLoad({candidate_util})));

@@ -249,6 +249,7 @@ class SimulationEstimator final : public Estimator {
                        "family's terms"),
           id));
     }
+    const double conv_output_mib = LargestConvOutputMib(model);
     if (source_ == TraceSource::kRequest) {
       bool stand_in = false;
       calibration = WithUntracedWorkspaces(calibration, model, trace, &stand_in);
@@ -260,7 +261,7 @@ class SimulationEstimator final : public Estimator {
                 "workspaces (an older gpuest.describe made it): the upper bound adds "
                 "%.0f x the largest convolution output (%.0f MiB) for them; describe "
                 "the job again for a bound that simulates each one",
-                kUntracedWorkspacePerConvOutput, LargestConvOutputMib(model)),
+                kUntracedWorkspacePerConvOutput, conv_output_mib),
             id));
       }
     }
@@ -284,7 +285,6 @@ class SimulationEstimator final : public Estimator {
     absl::StatusOr<ReplayResult> replay =
         SimulatePeak(trace, gpu, config, steps_, input.deadline);
     if (!replay.ok()) return replay.status();
-    const double conv_output_mib = LargestConvOutputMib(model);
     v1::MemoryEstimate memory =
         CalibratedEstimate(*replay, gpu, calibration, conv_output_mib);
     // The estimate stays the step's whole need even where it exceeds the card: a bound

@@ -81,26 +81,25 @@ class AllocationTracer(TorchDispatchMode):
         nbytes = storage_nbytes(t)
         if nbytes == 0:
             return None  # no device memory: not an allocation
-        idx = len(self.sizes)
-        self.sizes.append(nbytes)
-        self.alloc_at.append(self._tick() if at is None else at)
-        self.free_at.append(0)
-        self.phase_of.append(self.phase)
-        self.category.append(None)
+        idx = self._record(nbytes, self._tick() if at is None else at)
         self._live[key] = (idx, ref)
         self._watch[key] = [weakref.ref(t, lambda _r, k=key: self._suspects.append(k))]
         return idx
 
+    def _record(self, nbytes: int, alloc_at: int, free_at: int = 0) -> int:
+        """A new event of the trace (its category set later by the step); its index."""
+        self.sizes.append(nbytes)
+        self.alloc_at.append(alloc_at)
+        self.free_at.append(free_at)
+        self.phase_of.append(self.phase)
+        self.category.append(None)
+        return len(self.sizes) - 1
+
     def held_during_op(self, nbytes: int) -> int:
         """Record an allocation the op makes and frees before it returns, while its
         outputs are alive (a library's workspace); its index in the trace."""
-        idx = len(self.sizes)
-        self.sizes.append(nbytes)
-        self.alloc_at.append(self._tick())
-        self.free_at.append(self._tick())
-        self.phase_of.append(self.phase)
-        self.category.append(None)
-        return idx
+        alloc_at = self._tick()
+        return self._record(nbytes, alloc_at, self._tick())
 
     def ignore(self, t: torch.Tensor) -> None:
         """Never record ``t``'s storage (a host-side scalar autograd kept)."""
