@@ -158,7 +158,7 @@ std::string NeighbourWords(const std::vector<ResolvedJob>& jobs,
 // and a long name is said at most twice (its outcome and its reason).
 constexpr size_t kJobsWordedEach = 8;
 
-// One reason per worded job (ContentionReason), then one that counts the rest.
+// A reason for each worded job, in the request's order, then one that counts the rest.
 void AddContentionReasons(const std::vector<ResolvedJob>& jobs,
                           const std::vector<SpeedPrediction>& predictions,
                           const ContentionModel& contention,
