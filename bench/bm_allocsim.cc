@@ -8,7 +8,7 @@
 #include "benchmark/benchmark.h"
 #include "estimators/allocsim/simulation_estimator.h"
 #include "estimators/allocsim/trace_replay.h"
-#include "estimators/features.h"
+#include "estimators/core/features.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace gpuest::allocsim {

@@ -5,12 +5,12 @@
 #include <sstream>
 
 #include "benchmark/benchmark.h"
+#include "estimators/core/engine.h"
+#include "estimators/core/features.h"
+#include "estimators/core/layer_types.h"
+#include "estimators/core/torch_device.h"
 #include "estimators/default_factories.h"
-#include "estimators/engine.h"
-#include "estimators/features.h"
-#include "estimators/horus.h"
-#include "estimators/layer_types.h"
-#include "estimators/torch_device.h"
+#include "estimators/horus/horus.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace gpuest {

@@ -21,9 +21,9 @@
 #include "absl/time/clock.h"
 #include "common/flags.h"
 #include "common/quantile.h"
+#include "estimators/core/engine.h"
+#include "estimators/core/torch_device.h"
 #include "estimators/default_factories.h"
-#include "estimators/engine.h"
-#include "estimators/torch_device.h"
 #include "google/protobuf/util/json_util.h"
 #include "gpuest/client.h"
 

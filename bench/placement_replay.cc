@@ -37,12 +37,12 @@
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/units.h"
+#include "estimators/core/engine.h"
+#include "estimators/core/registry.h"
 #include "estimators/default_factories.h"
-#include "estimators/engine.h"
-#include "estimators/registry.h"
+#include "lab/data/measured_rows.h"
 #include "placement/contention_model.h"
 #include "placement/placement_engine.h"
-#include "training/data/measured_rows.h"
 
 ABSL_FLAG(std::string, models, "models", "model repository");
 ABSL_FLAG(std::string, dataset, "build/datasets/timm_traced.jsonl",
@@ -364,9 +364,8 @@ int Main(int argc, char** argv) {
               "", __FILE__});
   const std::vector<std::string> models =
       absl::StrSplit(absl::GetFlag(FLAGS_gpus), ',', absl::SkipEmpty());
-  RegistryOptions options{absl::GetFlag(FLAGS_models), "cpu"};
-  options.factories = DefaultEstimatorFactories();
-  auto registry = EstimatorRegistry::Load(options);
+  auto registry =
+      EstimatorRegistry::Load(WithDefaultFactories({absl::GetFlag(FLAGS_models), "cpu"}));
   if (!registry.ok()) {
     std::fprintf(stderr, "%s\n", registry.status().ToString().c_str());
     return 1;

@@ -4,27 +4,30 @@
 #   estimators/, placement/ (and what they use)  never link gRPC, prometheus-cpp,
 #                                                 cpp-httplib or civetweb: they are the
 #                                                 model, callable from tests, the replay
-#                                                 and the training tools without a server;
-#   server/, extender/                           never link client/ (the CLI's and the
-#                                                 scheduler client's code).
+#                                                 and the lab without a server;
+#   server/, integrations/kubernetes/            never link client/ (the CLI's and the
+#                                                 scheduler client's code);
+#   the product (server/, client/, what they     never links lab/ (trainers, calibration,
+#   link)                                         contention fitting, datasets).
 
 # The same layers by folder, for the include check (tests/include_layering_test.cmake,
 # in ctest: the link check above cannot see a header included): each folder, then the
-# project folders its sources may include. Lowest first; a folder includes only its own
-# layer and those below. Folders not listed (training/, bench/, tests/: the offline lab
+# project paths its sources may include (a folder, or one header). Lowest first; a
+# folder includes only its own layer and those below. A source belongs to the longest
+# folder listed that holds it. Folders not listed (lab/, bench/, tests/: the offline lab
 # and the tests) may include any.
 set(GPUEST_INCLUDE_LAYERS
   "common: common"
   "requests: common requests"
   "estimators: common requests estimators"
   "placement: common requests estimators placement"
-  "extender: common requests estimators placement extender"
-  "server: common requests estimators placement extender server"
-  "client: common requests client")
+  "integrations/kubernetes: common requests estimators placement integrations/kubernetes"
+  "server: common requests estimators placement integrations/kubernetes server"
+  "client: common requests client integrations/kubernetes/pod_patch.h")
 # The project's own top-level folders (an include of another first folder, such as
 # "absl/" or "gpuest/", is a dependency's or generated code's, and not checked).
-set(GPUEST_PROJECT_FOLDERS common requests estimators placement extender server client
-  training bench tests)
+set(GPUEST_PROJECT_FOLDERS common requests estimators placement integrations server client
+  lab bench tests)
 
 # Every target name target links, directly or through others (link-only $<LINK_ONLY:>
 # and other generator expressions are read for the names inside them).
@@ -76,7 +79,7 @@ endfunction()
 
 function(gpuest_check_layering)
   gpuest_forbid_links(
-    TARGETS gpuest_estimators gpuest_allocsim gpuest_analytic gpuest_ml gpuest_gpumemnet
+    TARGETS gpuest_estimators gpuest_allocsim gpuest_horus gpuest_ml gpuest_gpumemnet
       gpuest_default_factories gpuest_torch gpuest_placement gpuest_requests
       gpuest_parsers gpuest_common gpuest_vocabulary
     FORBIDDEN gRPC::grpc++ gRPC::grpc gRPC::grpc++_reflection gpuest_grpc
@@ -87,4 +90,9 @@ function(gpuest_check_layering)
     TARGETS gpuest_extender gpuest_server_lib gpuest-server
     FORBIDDEN gpuest_client gpuest_cli_lib gpuest
     WHY "the server never links client/")
+  gpuest_forbid_links(
+    TARGETS gpuest-server gpuest_server_lib gpuest gpuest_client gpuest_cli_lib
+      gpuest_pod_patch
+    FORBIDDEN gpuest_datasets gpuest_train_lib gpuest_calibration gpuest_contention_fit
+    WHY "the product never links the lab")
 endfunction()

@@ -1,7 +1,7 @@
 // File: sha256.h
 //
 // SHA-256 (FIPS 180-4): the digests the manifests record for the datasets a model was
-// trained on (training/) and for each member's weights, which the server checks at
+// trained on (lab/) and for each member's weights, which the server checks at
 // load. A compact implementation: nothing in the project's stack offers one (OpenSSL
 // is not in it, Abseil has none).
 #pragma once

@@ -1,7 +1,7 @@
 // File: text_file.h
 //
 // Whole files as strings, with errors that name the path: how the model repository,
-// the manifest types and the offline tools (training/) read and write their files.
+// the manifest types and the offline tools (lab/) read and write their files.
 #pragma once
 
 #include <string>

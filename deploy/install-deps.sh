@@ -30,7 +30,7 @@ PACKAGES=(
   # the Kubernetes scheduler extender: its HTTP (server/extender_http) and the on-demand
   # JSON parser that reads kube-scheduler's bodies (extender/extender_args)
   libcpp-httplib-dev libsimdjson-dev
-  # tests/slurm: the job_submit plugin (deploy/slurm) on a real Slurm 22.05: the
+  # integrations/slurm/tests: the job_submit plugin (integrations/slurm) on a real Slurm 22.05: the
   # controller, a node daemon, sbatch/scontrol, munge for their authentication
   # (job_submit_lua.so and cli_filter_lua.so come with slurm-wlm-basic-plugins, which
   # these pull in), and the Lua 5.1 interpreter that runs the plugin's unit tests.

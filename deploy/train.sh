@@ -12,7 +12,7 @@ mkdir -p build/datasets
 # The Transformer sample has no layer list: rebuild each row's model and describe it.
 PYTHONPATH=python /usr/bin/python3 -m gpuest.synthetic.export \
   --csv "$DATA/transformer_sample.csv" --out build/datasets/transformer.jsonl
-TRAIN=(build/training/trainer/gpuest-train --out models --data-dir "$DATA"
+TRAIN=(build/lab/trainer/gpuest-train --out models --data-dir "$DATA"
   --transformer-rows build/datasets/transformer.jsonl "$@")
 mkdir -p build/train-logs
 # Two halves of about equal work (the CNN Transformer-based ensemble is the longest).

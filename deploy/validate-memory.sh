@@ -29,10 +29,10 @@ fi
 # The real models: every timm row described with a trace (about an hour on 2 cores the
 # first time; resumable, so a second run continues where a killed one stopped). The
 # shipped calibration used rows traced on a GPU machine's torch 2.11 in 14 shards
-# (training/gpu/device_run.sh), their layers' inputs (Layer.input_activations, which the
+# (lab/gpu/device_run.sh), their layers' inputs (Layer.input_activations, which the
 # layer rule needs) merged in afterwards from a layers-only describe, seconds a model:
 #   describe_timm.py --layers-only --out L
-#   training/data/merge_layer_inputs.py --traced ROWS --layers L --out MERGED
+#   lab/data/merge_layer_inputs.py --traced ROWS --layers L --out MERGED
 # Give such a file as GPUEST_TIMM_ROWS to use it as is.
 TIMM_CSV="${GPUEST_TIMM_CSV:-../shared/data/timm/timm_a100.csv}"
 TIMM_SRC_TARBALL="${GPUEST_TIMM_SOURCE:-../shared/vendor/timm-src-aa4b5850.tar.gz}"
@@ -41,7 +41,7 @@ if [[ ! -d build/timm-src/timm/timm ]]; then
   mkdir -p build/timm-src && tar -xzf "$TIMM_SRC_TARBALL" -C build/timm-src
 fi
 if [[ -z "${GPUEST_TIMM_ROWS:-}" ]]; then
-  PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 training/data/describe_timm.py \
+  PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 lab/data/describe_timm.py \
     --csv "$TIMM_CSV" --out "$timm_rows"
 fi
 # The project's own clean runs (benchmark off, uncapped), their models traced here by the
@@ -53,18 +53,18 @@ fi
 trace_clean_runs() {
   local models="build/datasets/$1_clean_models.csv"
   local traced="build/datasets/$1_clean_models_traced.jsonl"
-  /usr/bin/python3 training/data/export_clean_runs.py --gpu "$1" --runs "$2" \
+  /usr/bin/python3 lab/data/export_clean_runs.py --gpu "$1" --runs "$2" \
     --models-csv --out "$models"
   echo "describing the $1 clean runs' models with a trace -> $traced" >&2
-  PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 training/data/describe_timm.py \
+  PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 lab/data/describe_timm.py \
     --csv "$models" --out "$traced"
   local fallback=()
   [[ -n "${4:-}" ]] && fallback=(--descriptions "$4")
-  /usr/bin/python3 training/data/export_clean_runs.py --gpu "$1" --runs "$2" \
+  /usr/bin/python3 lab/data/export_clean_runs.py --gpu "$1" --runs "$2" \
     --descriptions "$traced" "${fallback[@]}" --out "$3"
 }
 # The H200's runs (data/h200-benchmark-off/) fit the clean terms served for every GPU
-# (training/calibration/clean_runs.h).
+# (lab/calibration/clean_runs.h).
 trace_clean_runs h200 data/h200-benchmark-off/cudnn_benchmark_off.jsonl \
   build/datasets/h200_clean_runs.jsonl "$timm_rows"
 # Runs no fit sees, for the bound's goal table: the H100's of families no dataset holds
@@ -73,14 +73,14 @@ trace_clean_runs h200 data/h200-benchmark-off/cudnn_benchmark_off.jsonl \
 trace_clean_runs h100-80gb data/h100-clean-runs/clean_runs.jsonl \
   build/datasets/h100_clean_runs.jsonl
 holdout=(h100-80gb=build/datasets/h100_clean_runs.jsonl)
-/usr/bin/python3 training/data/export_clean_runs.py --gpu h100-80gb \
+/usr/bin/python3 lab/data/export_clean_runs.py --gpu h100-80gb \
   --runs data/h100-clean-runs/llm_finetune.jsonl \
   --llm-descriptions data/h200-llm-finetune/llm_descriptions --out build/datasets/h100_llm_runs.jsonl
-/usr/bin/python3 training/data/export_clean_runs.py --gpu h200 \
+/usr/bin/python3 lab/data/export_clean_runs.py --gpu h200 \
   --runs data/h200-llm-finetune/llm_finetune.jsonl \
   --llm-descriptions data/h200-llm-finetune/llm_descriptions --out build/datasets/h200_llm_runs.jsonl
 holdout+=(h100-80gb=build/datasets/h100_llm_runs.jsonl h200=build/datasets/h200_llm_runs.jsonl)
-build/training/calibration/gpuest-validate-memory --data-dir "$DATA" --models models \
+build/lab/calibration/gpuest-validate-memory --data-dir "$DATA" --models models \
   --timm-rows "$timm_rows" --gpu-runs h200=build/datasets/h200_clean_runs.jsonl \
   --holdout-runs "$(IFS=,; echo "${holdout[*]}")" \
   --write-models --report docs/accuracy.md "$@"

@@ -1,7 +1,8 @@
 #include "estimators/default_factories.h"
 
 #include "estimators/allocsim/simulation_estimator.h"
-#include "estimators/ml/gpumemnet_estimator.h"
+#include "estimators/gpumemnet/gpumemnet_estimator.h"
+#include "estimators/horus/horus.h"
 
 namespace gpuest {
 
@@ -10,8 +11,13 @@ std::map<std::string, EstimatorFactory> DefaultEstimatorFactories() {
           {"allocsim", allocsim::CreateSimulationEstimator}};
 }
 
+std::vector<ArtifactlessEstimatorFactory> DefaultArtifactlessEstimators() {
+  return {MakeHorusEstimator};
+}
+
 RegistryOptions WithDefaultFactories(RegistryOptions options) {
   options.factories = DefaultEstimatorFactories();
+  options.artifactless = DefaultArtifactlessEstimators();
   return options;
 }
 

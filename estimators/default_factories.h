@@ -8,8 +8,9 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
-#include "estimators/registry.h"
+#include "estimators/core/registry.h"
 
 namespace gpuest {
 
@@ -17,7 +18,11 @@ namespace gpuest {
 // "allocsim" -> allocsim::CreateSimulationEstimator.
 std::map<std::string, EstimatorFactory> DefaultEstimatorFactories();
 
-// options with DefaultEstimatorFactories() filled in.
+// The formulas: MakeHorusEstimator.
+std::vector<ArtifactlessEstimatorFactory> DefaultArtifactlessEstimators();
+
+// options with DefaultEstimatorFactories() and DefaultArtifactlessEstimators() filled
+// in.
 RegistryOptions WithDefaultFactories(RegistryOptions options);
 
 }  // namespace gpuest

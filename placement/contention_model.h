@@ -3,7 +3,7 @@
 // How much two training jobs on one GPU slow each other down, from each job's
 // utilization alone (utilization.gpu on nvidia-smi's scale, as a fraction 0..1). A
 // linear model over a few features of the pair (contention_features), fitted by least
-// squares on Lucid's measured pairs (training/contention, gpuest-fit-contention) and
+// squares on Lucid's measured pairs (lab/contention, gpuest-fit-contention) and
 // validated leaving whole models out; the interval is the held-out residuals'
 // quantiles. Read from models/contention/contention.json; one type reads and writes it.
 //
@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "estimators/model_repository.h"  // ContentionModelPath: where it is kept.
+#include "estimators/core/model_repository.h"  // ContentionModelPath: where it is kept.
 #include "nlohmann/json.hpp"
 
 namespace gpuest {

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "estimators/engine.h"
-#include "estimators/request_validation.h"
+#include "estimators/core/engine.h"
+#include "estimators/core/request_validation.h"
 #include "placement/contention_model.h"
 #include "placement/placement_engine.h"
 

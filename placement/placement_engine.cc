@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/units.h"
-#include "estimators/field_bounds.h"
+#include "estimators/core/field_bounds.h"
 #include "placement/memory_fit.h"
 #include "placement/placement_job.h"
 #include "placement/placement_verdict.h"

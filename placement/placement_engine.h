@@ -11,8 +11,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "estimators/engine.h"
-#include "estimators/work_deadline.h"
+#include "common/work_deadline.h"
+#include "estimators/core/engine.h"
 #include "gpuest/v1/placement.pb.h"
 #include "placement/contention_model.h"
 #include "placement/placement_job.h"

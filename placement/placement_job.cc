@@ -7,8 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "common/units.h"
-#include "estimators/field_bounds.h"
-#include "estimators/job_gpus.h"
+#include "estimators/core/field_bounds.h"
+#include "estimators/core/job_gpus.h"
 
 namespace gpuest {
 namespace {

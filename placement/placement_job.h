@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "estimators/engine.h"
-#include "estimators/gpu_profiles.h"
-#include "estimators/work_deadline.h"
+#include "common/work_deadline.h"
+#include "estimators/core/engine.h"
+#include "estimators/core/gpu_profiles.h"
 #include "gpuest/v1/placement.pb.h"
 #include "placement/contention_model.h"
 

@@ -12,9 +12,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "extender/extender_args.h"
-#include "extender/kube_extender.h"
 #include "httplib.h"
+#include "integrations/kubernetes/extender_args.h"
+#include "integrations/kubernetes/kube_extender.h"
 #include "server/service.h"
 #include "spdlog/spdlog.h"
 

@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/flags.h"
-#include "estimators/torch_device.h"
+#include "estimators/core/torch_device.h"
 #include "server/logging.h"
 #include "server/models_location.h"
 #include "server/server.h"

@@ -5,10 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/model_family.h"
 #include "common/status_macros.h"
+#include "estimators/core/model_repository.h"
+#include "estimators/core/registry.h"
+#include "estimators/core/torch_device.h"
 #include "estimators/default_factories.h"
-#include "estimators/model_repository.h"
-#include "estimators/registry.h"
-#include "estimators/torch_device.h"
 #include "server/metrics.h"
 #include "spdlog/spdlog.h"
 
@@ -53,8 +53,8 @@ absl::StatusOr<std::shared_ptr<const ModelSet>> ModelLifecycle::LoadSet(
   GPUEST_ASSIGN_OR_RETURN(
       ContentionModel contention,
       ContentionModel::Parse(*contents.contention_text, contents.contention_path));
-  RegistryOptions registry_options{options.directory, device};
-  registry_options.factories = DefaultEstimatorFactories();
+  const RegistryOptions registry_options =
+      WithDefaultFactories({options.directory, device});
   GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<EstimatorRegistry> registry,
                           EstimatorRegistry::Load(contents, registry_options));
   return std::make_shared<const ModelSet>(

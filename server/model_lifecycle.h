@@ -3,7 +3,7 @@
 // The model set the server answers with (placement/model_set.h: the estimators, GPU
 // profiles and contention model), loaded at start, replaced on a reload (SIGHUP, the
 // Admin RPC) by swapping one pointer. Finding and reading the files is the
-// model repository's job (estimators/model_repository.h), verifying each model its
+// model repository's job (estimators/core/model_repository.h), verifying each model its
 // loader's (sha256 against the manifest, finite outputs on a probe input; the
 // contention model's keys and values); this file loads the whole set, swaps it into
 // the engine and the placement, and reports each reload in the log and the metrics. A

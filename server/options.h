@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "estimators/request_validation.h"
-#include "extender/extender_options.h"
+#include "estimators/core/request_validation.h"
+#include "integrations/kubernetes/extender_options.h"
 
 namespace gpuest {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <utility>
 
-#include "estimators/engine.h"
+#include "estimators/core/engine.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
 #include "gpuest/v1/placement.grpc.pb.h"
 #include "placement/model_set.h"

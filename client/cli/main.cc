@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "client/cli/pod_patch.h"
 #include "client/cli/render.h"
 #include "common/flags.h"
 #include "gpuest/client.h"
+#include "integrations/kubernetes/pod_patch.h"
 #include "requests/request_files.h"
 
 ABSL_FLAG(std::string, target, "",

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "common/units.h"
-#include "estimators/layer_types.h"
+#include "estimators/core/layer_types.h"
 
 namespace gpuest::allocsim {
 namespace {

@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "estimators/allocsim/trace_replay.h"
-#include "estimators/gpu_profiles.h"
+#include "estimators/core/gpu_profiles.h"
 #include "gpuest/v1/estimate.pb.h"
 #include "gpuest/v1/model.pb.h"
 
@@ -37,7 +37,7 @@ struct FamilyCalibration {
   // traces (python/gpuest/describe/conv_workspace.py: a transform of each call's
   // tensors; cuDNN's engines also take larger ones, as for a depthwise 7x7 filter's
   // gradient), and, for a layer-built step, the workspaces themselves. Fitted on real
-  // models' errors out of their architecture family (training/calibration); 0 for a
+  // models' errors out of their architecture family (lab/calibration); 0 for a
   // family without convolutions measured.
   double conv_output_factor = 0;
 };

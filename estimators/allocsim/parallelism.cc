@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "estimators/job_gpus.h"
+#include "estimators/core/job_gpus.h"
 
 namespace gpuest::allocsim {
 namespace {

@@ -40,7 +40,7 @@ struct RankTrace {
   bool unit_guessed = false;  // largest_unit_bytes was not given and was guessed.
 };
 
-// The step of one rank. trace must be valid (estimators/request_validation.h).
+// The step of one rank. trace must be valid (estimators/core/request_validation.h).
 RankTrace PerRankTrace(const v1::AllocationTrace& trace,
                        const v1::Parallelism& parallelism);
 

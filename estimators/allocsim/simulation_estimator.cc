@@ -14,12 +14,12 @@
 #include "common/model_family.h"
 #include "common/status_macros.h"
 #include "common/units.h"
+#include "estimators/allocsim/layer_trace.h"
 #include "estimators/allocsim/memory_model.h"
 #include "estimators/allocsim/parallelism.h"
 #include "estimators/allocsim/simulation_manifest.h"
-#include "estimators/analytic/layer_trace.h"
-#include "estimators/layer_types.h"
-#include "estimators/stack_context.h"
+#include "estimators/core/layer_types.h"
+#include "estimators/core/stack_context.h"
 
 namespace gpuest::allocsim {
 namespace {

@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "estimators/registry.h"
+#include "estimators/core/registry.h"
 
 namespace gpuest::allocsim {
 

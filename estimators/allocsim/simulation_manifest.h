@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "estimators/allocsim/memory_model.h"
-#include "estimators/manifest_json.h"
+#include "estimators/core/manifest_json.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuest::allocsim {
@@ -37,7 +37,8 @@ struct HeldOutScores {
 };
 
 struct FamilyTerms {
-  std::string family;  // "mlp", "cnn", "transformer": names of estimators/layer_types.h.
+  std::string
+      family;  // "mlp", "cnn", "transformer": names of estimators/core/layer_types.h.
   // Measured on the family's models without a convolution, apart from those with one:
   // such a step runs no cuDNN convolution, so neither its workspaces nor benchmark
   // mode's search (GPUMemNet's transformers are text classifiers; the real ones, image

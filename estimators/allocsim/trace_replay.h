@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/work_deadline.h"
 #include "estimators/allocsim/caching_allocator.h"
-#include "estimators/work_deadline.h"
 #include "gpuest/v1/model.pb.h"
 
 namespace gpuest::allocsim {
@@ -36,8 +36,8 @@ struct ReplayResult {
   int steps_replayed = 0;
 };
 
-// The trace must be valid (estimators/request_validation.h). Events at the same time are
-// replayed allocations first, which can only raise the peak.
+// The trace must be valid (estimators/core/request_validation.h). Events at the same time
+// are replayed allocations first, which can only raise the peak.
 //
 // steps > 1 replays the steady state after the first step, as a training loop runs it:
 // gradients are freed (zero_grad with set_to_none, torch 2.x's default), a new batch

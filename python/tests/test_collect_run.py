@@ -281,7 +281,7 @@ def test_calibration_from_the_cleaned_csv_rewrites_one_gpu(tmp_path, capsys, mon
     # ctest gives the built gpuest-set-gpu-context; by hand, the checkout's build.
     if not os.environ.get("GPUEST_SET_GPU_CONTEXT"):
         monkeypatch.setenv("GPUEST_SET_GPU_CONTEXT", os.path.join(
-            REPO, "build", "training", "calibration", "gpuest-set-gpu-context"))
+            REPO, "build", "lab", "calibration", "gpuest-set-gpu-context"))
     profiles = tmp_path / "gpu_profiles.json"
     original = open(os.path.join(REPO, "models", "gpu_profiles.json")).read()
     profiles.write_text(original)
@@ -341,14 +341,14 @@ def test_the_cleaner_marks_benchmark_transients_as_the_shared_data_does(tmp_path
     assert status[("regnety", "16")] == "SPIKE" and status[("resnet50", "256")] == "OOM"
     assert list(status.values()).count("SPIKE") == 3
     # The export keeps a SPIKE row as a completed run with its own status, which the
-    # calibration reads (training/data/exported_rows.cc) and never fits.
+    # calibration reads (lab/data/exported_rows.cc) and never fits.
     row = dict(rows[0], description={"layers": []})
     record = clean.export_record(row, clean.spikes(rows))
     assert record["status"] == "SUCCESSFUL" and record["measuredStatus"] == "SPIKE"
 
 
 def test_measured_rows_export_for_the_calibration_tools(killed_and_resumed):
-    # The exporter's shape (training/data/exported_rows.cc reads it): a dry-run row's
+    # The exporter's shape (lab/data/exported_rows.cc reads it): a dry-run row's
     # real description, with what a GPU would have measured.
     row = json.loads(killed_and_resumed["rows"][0])
     assert clean.export_record(row) is None  # nothing measured

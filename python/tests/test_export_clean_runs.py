@@ -1,4 +1,4 @@
-"""training/data/export_clean_runs.py, run as deploy/validate-memory.sh runs it: only
+"""lab/data/export_clean_runs.py, run as deploy/validate-memory.sh runs it: only
 clean runs (benchmark off, uncapped, OK) with a traced description are written, each at
 its reserved peak plus the GPU's measured context; an assumed context is refused."""
 import json
@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "training", "data",
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "lab", "data",
                       "export_clean_runs.py")
 
 

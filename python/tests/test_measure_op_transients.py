@@ -1,4 +1,4 @@
-"""training/gpu/measure_op_transients.py's bookkeeping, on the CPU: which bytes of a call
+"""lab/gpu/measure_op_transients.py's bookkeeping, on the CPU: which bytes of a call
 count as held inside it, which calls become rows, and what a row says of a convolution.
 The counters are scripted here (the caching allocator's exist only on a GPU); the ops,
 their arguments and results are real."""
@@ -8,7 +8,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "training", "gpu"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "lab", "gpu"))
 import measure_op_transients as m  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""training/gpu/measure_step_reserved.py's inputs, on the CPU: every row it is to measure
+"""lab/gpu/measure_step_reserved.py's inputs, on the CPU: every row it is to measure
 is a GPUMemNet CNN row that rebuilds as the generator built it, and a row missing from
 the CSV is refused before any GPU work starts."""
 import json
@@ -9,8 +9,8 @@ import sys
 from gpuest.synthetic.rebuild import rebuild
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-SCRIPT = os.path.join(ROOT, "training", "gpu", "measure_step_reserved.py")
-ROWS = os.path.join(ROOT, "training", "gpu", "step_reserved_rows.json")
+SCRIPT = os.path.join(ROOT, "lab", "gpu", "measure_step_reserved.py")
+ROWS = os.path.join(ROOT, "lab", "gpu", "step_reserved_rows.json")
 
 
 def test_every_row_to_measure_rebuilds_the_model_that_was_measured(cnn_rows):

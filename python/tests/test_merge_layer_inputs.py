@@ -1,11 +1,11 @@
-"""training/data/merge_layer_inputs.py, run as the recalibration runs it: traced rows
+"""lab/data/merge_layer_inputs.py, run as the recalibration runs it: traced rows
 gain their layers' inputs only where the two layer lists agree layer by layer."""
 import json
 import os
 import subprocess
 import sys
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "training", "data",
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "lab", "data",
                       "merge_layer_inputs.py")
 
 

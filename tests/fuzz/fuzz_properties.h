@@ -29,16 +29,16 @@ absl::Status RequestValidationProperties(absl::string_view data);
 
 // extender_args: a body as kube-scheduler POSTs it to the extender (ExtenderArgs: Pod,
 // Nodes), through what the extender does before any estimate: the parse
-// (extender/extender_args.h: the depth check, then simdjson), each Node's GPUs
-// (extender/kube_nodes.h) and the filter's reply echoing the nodes. Never a throw or a
-// crash, whatever the nesting or the bytes; a refusal is InvalidArgument; each node's
-// text is an object inside the body, and the reply is JSON.
+// (integrations/kubernetes/extender_args.h: the depth check, then simdjson), each Node's
+// GPUs (integrations/kubernetes/kube_nodes.h) and the filter's reply echoing the nodes.
+// Never a throw or a crash, whatever the nesting or the bytes; a refusal is
+// InvalidArgument; each node's text is an object inside the body, and the reply is JSON.
 absl::Status ExtenderArgsProperties(absl::string_view data);
 
-// node_gpus: the node readers on their own (extender/kube_nodes.h), the input taken as
-// the gpuest.io/gpus annotation (JSON inside a string) and as a whole Node object:
-// never a throw or a crash, however deep or long; a refusal is InvalidArgument of at
-// most 1 KiB naming the node; read GPUs are at most kMaxNodeGpus, each with free at
+// node_gpus: the node readers on their own (integrations/kubernetes/kube_nodes.h), the
+// input taken as the gpuest.io/gpus annotation (JSON inside a string) and as a whole Node
+// object: never a throw or a crash, however deep or long; a refusal is InvalidArgument of
+// at most 1 KiB naming the node; read GPUs are at most kMaxNodeGpus, each with free at
 // most its total where the total is given.
 absl::Status NodeGpusProperties(absl::string_view data);
 

@@ -12,8 +12,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "estimators/features.h"
-#include "estimators/horus.h"
+#include "estimators/core/features.h"
+#include "estimators/horus/horus.h"
 #include "gpuest/client.h"
 #include "gpuest/v1/estimate.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"

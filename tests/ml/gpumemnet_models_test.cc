@@ -8,11 +8,11 @@
 #include "absl/strings/match.h"
 #include "common/model_family.h"
 #include "common/units.h"
+#include "estimators/core/engine.h"
 #include "estimators/default_factories.h"
-#include "estimators/engine.h"
 #include "gtest/gtest.h"
+#include "lab/data/measured_rows.h"
 #include "tests/support/examples.h"
-#include "training/data/measured_rows.h"
 
 namespace gpuest {
 namespace {

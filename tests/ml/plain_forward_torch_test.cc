@@ -10,16 +10,16 @@
 #include <random>
 #include <sstream>
 
-#include "estimators/features.h"
-#include "estimators/ml/feature_encoding.h"
-#include "estimators/ml/gpumemnet_manifest.h"
-#include "estimators/ml/network_config.h"
-#include "estimators/ml/networks.h"
-#include "estimators/ml/plain_export.h"
-#include "estimators/ml/plain_forward.h"
+#include "estimators/core/features.h"
+#include "estimators/gpumemnet/feature_encoding.h"
+#include "estimators/gpumemnet/gpumemnet_manifest.h"
+#include "estimators/gpumemnet/network_config.h"
+#include "estimators/gpumemnet/networks.h"
+#include "estimators/gpumemnet/plain_export.h"
+#include "estimators/gpumemnet/plain_forward.h"
 #include "gtest/gtest.h"
+#include "lab/data/measured_rows.h"
 #include "tests/support/examples.h"
-#include "training/data/measured_rows.h"
 
 namespace gpuest::ml {
 namespace {

@@ -10,14 +10,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "estimators/core/engine.h"
 #include "estimators/default_factories.h"
-#include "estimators/engine.h"
 #include "gtest/gtest.h"
+#include "lab/trainer/classification_scores.h"
+#include "lab/trainer/split.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/examples.h"
 #include "tests/support/server_process.h"
-#include "training/trainer/classification_scores.h"
-#include "training/trainer/split.h"
 
 namespace gpuest::train {
 namespace {

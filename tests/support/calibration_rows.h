@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "estimators/gpu_profiles.h"
-#include "training/calibration/calibration.h"
+#include "estimators/core/gpu_profiles.h"
+#include "lab/calibration/calibration.h"
 
 namespace gpuest::calibration::test_rows {
 

@@ -12,8 +12,8 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/text_file.h"
-#include "estimators/ml/gpumemnet_manifest.h"
-#include "estimators/ml/networks.h"
+#include "estimators/gpumemnet/gpumemnet_manifest.h"
+#include "estimators/gpumemnet/networks.h"
 
 namespace gpuest::testing {
 namespace {

@@ -1,7 +1,7 @@
 // The simulation estimators' calibration and the scoring of estimates
-// (training/calibration/calibration.h), and a GPU's own calibration from clean runs
+// (lab/calibration/calibration.h), and a GPU's own calibration from clean runs
 // (clean_runs.h), on rows whose structure is known.
-#include "training/calibration/calibration.h"
+#include "lab/calibration/calibration.h"
 
 #include <cmath>
 #include <filesystem>
@@ -15,11 +15,11 @@
 #include "estimators/allocsim/memory_model.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "lab/calibration/bound_goals.h"
+#include "lab/calibration/clean_runs.h"
+#include "lab/calibration/simulation_report.h"
+#include "lab/calibration/simulations.h"
 #include "tests/support/calibration_rows.h"
-#include "training/calibration/bound_goals.h"
-#include "training/calibration/clean_runs.h"
-#include "training/calibration/simulation_report.h"
-#include "training/calibration/simulations.h"
 
 namespace gpuest::calibration {
 namespace {

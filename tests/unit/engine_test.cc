@@ -1,4 +1,4 @@
-#include "estimators/engine.h"
+#include "estimators/core/engine.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "estimators/allocsim/simulation_estimator.h"
-#include "estimators/horus.h"
+#include "estimators/horus/horus.h"
 #include "gtest/gtest.h"
 #include "tests/support/examples.h"
 
@@ -36,7 +36,9 @@ class EngineTest : public ::testing::Test {
     // The GPU profiles without the trained models: this engine has Horus only (the ML
     // estimators are tested with their factories in gpuest_ml_tests).
     const std::string dir = RepositoryOf("models", {"gpu_profiles.json"});
-    auto registry = EstimatorRegistry::Load({dir, "cpu"});
+    RegistryOptions options{dir, "cpu"};
+    options.artifactless = {MakeHorusEstimator};
+    auto registry = EstimatorRegistry::Load(options);
     ASSERT_TRUE(registry.ok()) << registry.status();
     engine_ = std::make_unique<Engine>(std::move(*registry), ValidationLimits{});
   }
@@ -136,6 +138,7 @@ TEST(EngineOtherFamily, TheRecommendationRestsOnTheUncalibratedSimulator) {
       RepositoryOf("other_family", {"gpu_profiles.json", "allocsim/manifest.json"});
   RegistryOptions options{dir, "cpu"};
   options.factories["allocsim"] = allocsim::CreateSimulationEstimator;
+  options.artifactless = {MakeHorusEstimator};
   auto registry = EstimatorRegistry::Load(options);
   ASSERT_TRUE(registry.ok()) << registry.status();
   const Engine engine(std::move(*registry), ValidationLimits{});

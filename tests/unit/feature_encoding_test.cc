@@ -1,11 +1,11 @@
-#include "estimators/ml/feature_encoding.h"
+#include "estimators/gpumemnet/feature_encoding.h"
 
 #include <cmath>
 
 #include "absl/strings/match.h"
-#include "estimators/features.h"
-#include "estimators/ml/network_config.h"
-#include "estimators/ml/targets.h"
+#include "estimators/core/features.h"
+#include "estimators/gpumemnet/network_config.h"
+#include "estimators/gpumemnet/targets.h"
 #include "gtest/gtest.h"
 
 namespace gpuest::ml {

@@ -1,7 +1,7 @@
-#include "estimators/features.h"
+#include "estimators/core/features.h"
 
 #include "gtest/gtest.h"
-#include "training/data/measured_rows.h"
+#include "lab/data/measured_rows.h"
 
 namespace gpuest {
 namespace {

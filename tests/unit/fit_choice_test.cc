@@ -1,6 +1,6 @@
 // Which runs the real-model fits are made from and judged on, and which fit serves
-// (training/calibration/fit_choice.h).
-#include "training/calibration/fit_choice.h"
+// (lab/calibration/fit_choice.h).
+#include "lab/calibration/fit_choice.h"
 
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
-// GPU profiles (estimators/gpu_profiles.h): parsing, lookup and refusals.
-#include "estimators/gpu_profiles.h"
+// GPU profiles (estimators/core/gpu_profiles.h): parsing, lookup and refusals.
+#include "estimators/core/gpu_profiles.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

@@ -1,4 +1,4 @@
-#include "estimators/horus.h"
+#include "estimators/horus/horus.h"
 
 #include <limits>
 

@@ -1,4 +1,4 @@
-#include "extender/kube_nodes.h"
+#include "integrations/kubernetes/kube_nodes.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

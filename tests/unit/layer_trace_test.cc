@@ -1,9 +1,9 @@
-#include "estimators/analytic/layer_trace.h"
+#include "estimators/allocsim/layer_trace.h"
 
 #include <map>
 
 #include "estimators/allocsim/trace_replay.h"
-#include "estimators/request_validation.h"
+#include "estimators/core/request_validation.h"
 #include "gtest/gtest.h"
 
 namespace gpuest::analytic {

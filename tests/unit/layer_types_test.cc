@@ -1,10 +1,10 @@
-#include "estimators/layer_types.h"
+#include "estimators/core/layer_types.h"
 
 #include <fstream>
 #include <iterator>
 #include <string>
 
-#include "estimators/layer_types_json.h"
+#include "estimators/core/layer_types_json.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 

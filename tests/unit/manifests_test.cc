@@ -8,8 +8,8 @@
 #include "absl/strings/str_replace.h"
 #include "common/text_file.h"
 #include "estimators/allocsim/simulation_manifest.h"
-#include "estimators/gpu_profiles_manifest.h"
-#include "estimators/ml/gpumemnet_manifest.h"
+#include "estimators/core/gpu_profiles_manifest.h"
+#include "estimators/gpumemnet/gpumemnet_manifest.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {

@@ -1,5 +1,5 @@
-// The one row reader (training/data/measured_rows.h), on small files of both formats.
-#include "training/data/measured_rows.h"
+// The one row reader (lab/data/measured_rows.h), on small files of both formats.
+#include "lab/data/measured_rows.h"
 
 #include <string>
 

@@ -1,5 +1,5 @@
 // estimators/model_repository: scans of real directories made for each test.
-#include "estimators/model_repository.h"
+#include "estimators/core/model_repository.h"
 
 #include <unistd.h>
 

@@ -12,20 +12,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/units.h"
+#include "estimators/core/engine.h"
+#include "estimators/core/field_bounds.h"
+#include "estimators/core/gpu_profiles.h"
+#include "estimators/core/registry.h"
 #include "estimators/default_factories.h"
-#include "estimators/engine.h"
-#include "estimators/field_bounds.h"
-#include "estimators/gpu_profiles.h"
-#include "estimators/registry.h"
 #include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
+#include "lab/contention/contention_fit.h"
 #include "placement/contention_model.h"
 #include "placement/memory_fit.h"
 #include "placement/placement_engine.h"
 #include "placement/placement_job.h"
 #include "placement/placement_verdict.h"
 #include "tests/support/examples.h"
-#include "training/contention/contention_fit.h"
 
 namespace gpuest {
 namespace {
@@ -292,9 +292,8 @@ TEST(UtilizationFromEstimateTest, GractClassesGiveARangeAndOtherMetricsAreRefuse
 class PlacementEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    RegistryOptions options{GPUEST_MODELS_DIR, "cpu"};
-    options.factories = DefaultEstimatorFactories();
-    auto registry = EstimatorRegistry::Load(options);
+    auto registry =
+        EstimatorRegistry::Load(WithDefaultFactories({GPUEST_MODELS_DIR, "cpu"}));
     ASSERT_TRUE(registry.ok()) << registry.status();
     engine_ = new Engine(std::move(*registry), ValidationLimits{});
     auto contention = ContentionModel::Load(kContentionFile);

@@ -1,6 +1,6 @@
 // The plain CPU forward on small nets whose logits are worked out by hand. The shipped
 // members are checked against their libtorch modules at load (plain_export.h).
-#include "estimators/ml/plain_forward.h"
+#include "estimators/gpumemnet/plain_forward.h"
 
 #include <cmath>
 #include <limits>

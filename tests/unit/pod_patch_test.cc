@@ -1,4 +1,4 @@
-#include "client/cli/pod_patch.h"
+#include "integrations/kubernetes/pod_patch.h"
 
 #include "common/units.h"
 #include "gtest/gtest.h"

@@ -1,5 +1,5 @@
-// The recommendation rule (estimators/recommendation.h): trust order and the fit.
-#include "estimators/recommendation.h"
+// The recommendation rule (estimators/core/recommendation.h): trust order and the fit.
+#include "estimators/core/recommendation.h"
 
 #include "common/units.h"
 #include "gtest/gtest.h"

@@ -1,6 +1,6 @@
-// The estimator registry (estimators/registry.h): loading a model repository through
+// The estimator registry (estimators/core/registry.h): loading a model repository through
 // the factories a program passes in.
-#include "estimators/registry.h"
+#include "estimators/core/registry.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
-#include "estimators/model_repository.h"
+#include "estimators/core/model_repository.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {

@@ -1,6 +1,6 @@
 // The trace's evidence of a transient in a measured peak
-// (training/calibration/transient_evidence.h).
-#include "training/calibration/transient_evidence.h"
+// (lab/calibration/transient_evidence.h).
+#include "lab/calibration/transient_evidence.h"
 
 #include <optional>
 #include <vector>

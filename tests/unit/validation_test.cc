@@ -1,7 +1,7 @@
 #include <functional>
 
 #include "absl/strings/match.h"
-#include "estimators/request_validation.h"
+#include "estimators/core/request_validation.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {

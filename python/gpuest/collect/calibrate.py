@@ -41,7 +41,7 @@ def context_residuals(rows: List[dict]) -> Tuple[str, List[float]]:
 
 SET_CONTEXT_TOOL = "gpuest-set-gpu-context"
 # Where the project's build puts it, for a checkout that has not installed it.
-_BUILT_TOOL = os.path.join("build", "training", "calibration", SET_CONTEXT_TOOL)
+_BUILT_TOOL = os.path.join("build", "lab", "calibration", SET_CONTEXT_TOOL)
 
 
 def set_context_tool() -> str:

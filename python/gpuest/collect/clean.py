@@ -8,7 +8,7 @@
   (``../shared/data/lucid/colocation.csv``), then the jobs' ids and the card.
 - ``exported.jsonl``: the measured rows with their traced descriptions, in the shape
   of ``gpuest.synthetic.export`` (fileName, description, maxMemoryMib, status,
-  model, fakeTensorMib), which ``training/data`` reads: ``gpuest-validate-memory
+  model, fakeTensorMib), which ``lab/data`` reads: ``gpuest-validate-memory
   --timm-rows`` and ``gpuest-replay-dump --jsonl`` take it as they take the timm export.
 
 ``max_gpu_memory_mib`` is what the A100 data holds: the process's peak as nvidia-smi
@@ -42,7 +42,7 @@ PAIR_COLUMNS = LUCID_COLUMNS + ("status", "job_id1", "job_id2", "gpu_name", "dri
                                 "torch", "error")
 
 # A row's status (../shared/data/README.md, timm section) -> the exporter's status
-# (training/data/exported_rows.cc reads OOM_CRASH, and the row's own status as
+# (lab/data/exported_rows.cc reads OOM_CRASH, and the row's own status as
 # measuredStatus). SPIKE rows completed (their peak holds a benchmark-mode transient);
 # CRASHED rows say nothing about the job: the calibration decides what each is for. The
 # collector's own rows are OK, SPIKE or OOM; the timm export (describe_timm.py) has all.

@@ -7,7 +7,7 @@ PyTorch asks cuDNN's heuristics for engines and runs the first one that builds, 
 its workspace (ATen native/cudnn/Conv_v8.cpp: get_plans_from_heuristics, try_plans). What
 those engines hold was measured per call on an H100 (cuDNN 9.19, PyTorch 2.11, fp32
 NCHW tensors, nine timm models: ../shared/data/h100-op-transients/, made by
-training/gpu/measure_op_transients.py). Two mechanisms account for nearly all of it:
+lab/gpu/measure_op_transients.py). Two mechanisms account for nearly all of it:
 
 - Layout transforms. Engines that run in another layout (NHWC tensor-core kernels)
   hold a transformed copy of the call's tensors: the input, the output and the filter

@@ -2,7 +2,7 @@
 
 Canonical names, the spellings that mean them, their kinds, what each saves for
 backward, and the rule that infers a model's family from its layer types. The server
-embeds the same file at build time (estimators/layer_types.cc); both sides read it the
+embeds the same file at build time (estimators/core/layer_types.cc); both sides read it the
 same way, so they classify a layer and infer a family alike.
 """
 from __future__ import annotations

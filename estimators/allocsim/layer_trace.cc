@@ -1,0 +1,177 @@
+#include "estimators/allocsim/layer_trace.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "estimators/core/layer_types.h"
+
+namespace gpuest::analytic {
+namespace {
+
+// A fused attention kernel (flash / memory-efficient, what CUDA runs for
+// need_weights=False) saves q, k, v and its output; the output projection saves its
+// input, a contiguous copy of that output: five tensors of the layer's output size
+// beside the layer's input, and no L x L weights.
+constexpr int kFusedAttentionSaved = 5;
+
+// EvoNorm2dS0 / S0a (timm layers/evo_norm.py), x * (x * v).sigmoid() / group_std(x)
+// then the affine, keeps four tensors of the output's size for backward: the sigmoid,
+// the product, group_std's expand().reshape() copy and the quotient.
+constexpr int kEvoNormSaved = 4;
+
+using Saves = SavedForBackward;
+
+int BytesPerElement(v1::DType dtype) {
+  return dtype == v1::DTYPE_FLOAT16 || dtype == v1::DTYPE_BFLOAT16 ? 2 : 4;
+}
+
+class TraceBuilder {
+ public:
+  int Alloc(uint64_t bytes, v1::AllocationCategory category) {
+    trace_.add_size_bytes(std::max<uint64_t>(bytes, 1));
+    trace_.add_alloc_at(++clock_);
+    trace_.add_free_at(0);
+    trace_.add_category(category);
+    return trace_.size_bytes_size() - 1;
+  }
+  void Free(int index) {
+    if (index >= 0 && trace_.free_at(index) == 0) trace_.set_free_at(index, ++clock_);
+  }
+  v1::AllocationTrace Take() { return std::move(trace_); }
+
+ private:
+  v1::AllocationTrace trace_;
+  uint32_t clock_ = 0;
+};
+
+}  // namespace
+
+v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
+  const uint64_t batch = model.batch_size();
+  // Activations follow the model's dtype; with mixed precision most are half size.
+  const uint64_t act_bytes = model.mixed_precision() ? 2 : BytesPerElement(model.dtype());
+  const uint64_t param_bytes = BytesPerElement(model.dtype());
+  const int n = model.layers_size();
+  TraceBuilder b;
+
+  uint64_t total_params = 0;
+  for (const v1::Layer& layer : model.layers()) {
+    if (layer.parameters() > 0)
+      b.Alloc(layer.parameters() * param_bytes, v1::ALLOCATION_CATEGORY_PARAMETER);
+    total_params += layer.parameters();
+  }
+  uint64_t input_elements = 1;
+  for (int64_t d : model.input_shape()) input_elements *= d;
+  if (model.input_shape().empty())
+    input_elements = n > 0 ? model.layers(0).output_activations() : 1;
+  // The batch and labels are held by the data loader for the whole step.
+  const int batch_input =
+      b.Alloc(batch * input_elements * 4, v1::ALLOCATION_CATEGORY_INPUT);
+  b.Alloc(batch * 8, v1::ALLOCATION_CATEGORY_INPUT);
+
+  // Forward. A layer's output is freed after the next layer ran, unless a layer saved
+  // it for backward; saved tensors are freed by their layer's backward.
+  std::vector<std::vector<int>> saved(n);
+  std::vector<uint64_t> in_bytes(n);
+  int previous = batch_input;
+  uint64_t previous_bytes = batch * input_elements * 4;
+  uint64_t previous_elements = batch * input_elements;
+  bool previous_kept = true;
+  for (int i = 0; i < n; ++i) {
+    const v1::Layer& layer = model.layers(i);
+    const uint64_t elements = batch * static_cast<uint64_t>(layer.output_activations());
+    const uint64_t input = batch * static_cast<uint64_t>(layer.input_activations());
+    if (input > 0 && input != previous_elements) {
+      // An operation between modules made this input (a DenseNet block's torch.cat of
+      // every earlier feature map): a tensor of its own, which the layer keeps for
+      // backward where it saves its input. The tensor it was made from goes as an
+      // output does.
+      const int made = b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
+      if (!previous_kept) b.Free(previous);
+      previous = made;
+      previous_bytes = input * act_bytes;
+      previous_kept = false;
+    }
+    const int output = b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
+    in_bytes[i] = previous_bytes;
+    const Saves saves = ClassifyLayerType(layer.type()).saves;
+    switch (saves) {
+      case Saves::kInputAndStats:
+        saved[i].push_back(b.Alloc(2 * 4 * 1024, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        break;
+      case Saves::kInputAndIndices:
+        saved[i].push_back(b.Alloc(elements * 8, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        break;
+      case Saves::kMask:
+        saved[i].push_back(b.Alloc(elements, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        break;
+      case Saves::kOutput:
+        saved[i].push_back(output);
+        break;
+      case Saves::kFusedAttention:
+        for (int k = 0; k < kFusedAttentionSaved; ++k) {
+          saved[i].push_back(
+              b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        }
+        break;
+      case Saves::kInputAndEvoNorm:
+        for (int k = 0; k < kEvoNormSaved; ++k) {
+          saved[i].push_back(
+              b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        }
+        break;
+      default:
+        break;
+    }
+    const bool saves_input = saves == Saves::kInput || saves == Saves::kInputAndStats ||
+                             saves == Saves::kInputAndIndices ||
+                             saves == Saves::kFusedAttention ||
+                             saves == Saves::kInputAndEvoNorm;
+    if (saves_input && previous != batch_input) saved[i].push_back(previous);
+    if (!saves_input && !previous_kept) b.Free(previous);
+    previous = output;
+    previous_bytes = elements * act_bytes;
+    previous_elements = elements;
+    previous_kept = saves == Saves::kOutput;
+  }
+
+  // The loss keeps the logits until backward begins; then, in reverse, each layer's
+  // input gradient, its parameters' gradients (kept), and its saved tensors go.
+  int grad = b.Alloc(previous_bytes, v1::ALLOCATION_CATEGORY_TEMPORARY);
+  if (!previous_kept) b.Free(previous);
+  for (int i = n - 1; i >= 0; --i) {
+    const v1::Layer& layer = model.layers(i);
+    const int grad_input = b.Alloc(in_bytes[i], v1::ALLOCATION_CATEGORY_TEMPORARY);
+    if (layer.parameters() > 0) {
+      b.Alloc(layer.parameters() * param_bytes, v1::ALLOCATION_CATEGORY_GRADIENT);
+    }
+    b.Free(grad);
+    for (int s : saved[i]) b.Free(s);
+    grad = grad_input;
+  }
+  b.Free(grad);
+
+  // Optimizer step: state created on the first step, one multi-tensor temporary.
+  int buffers = 2;
+  switch (model.optimizer()) {
+    case v1::OPTIMIZER_SGD:
+      buffers = 0;
+      break;
+    case v1::OPTIMIZER_SGD_MOMENTUM:
+    case v1::OPTIMIZER_RMSPROP:
+    case v1::OPTIMIZER_ADAGRAD:
+      buffers = 1;
+      break;
+    default:
+      break;  // Adam, AdamW, and unspecified (treated as Adam).
+  }
+  if (total_params > 0) {
+    for (int k = 0; k < buffers; ++k) {
+      b.Alloc(total_params * 4, v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE);
+    }
+    if (buffers > 0) b.Free(b.Alloc(total_params * 4, v1::ALLOCATION_CATEGORY_TEMPORARY));
+  }
+  return b.Take();
+}
+
+}  // namespace gpuest::analytic

@@ -1,0 +1,32 @@
+// File: layer_trace.h
+//
+// An allocation trace of one fp32 training step built from a layer sequence alone, for
+// requests that carry no traced step. The rules follow what PyTorch's autograd keeps
+// for backward (tools/autograd/derivatives.yaml, torch 2.x); what each layer type
+// saves is data, the "saves" of proto/gpuest/v1/layer_types.json (via
+// ClassifyLayerType), with where each fact comes from:
+// - Linear, Conv*, Embedding, LayerNorm/GroupNorm and GELU/SiLU/Mish/Softplus save their
+//   input; ReLU, Tanh, Sigmoid, ELU/SELU, Softmax save their output; BatchNorm saves its
+//   input and per-channel statistics; Dropout saves a one-byte mask; max pooling saves
+//   its input and int64 indices; adaptive average pooling, flatten and identity keep
+//   nothing; attention runs as CUDA's fused kernels do (scaled_dot_product_attention,
+//   flash / memory-efficient) and saves its input, q, k, v, its output and the output
+//   projection's input, never the L x L weights; EvoNorm2dS0 / S0a save their input
+//   and four tensors of their output's size made inside them. A layer's output lives
+//   until the last layer that needs it is done with it.
+// - Backward, in reverse: the gradient of each layer's output, a temporary of its input
+//   size, and each parameter's gradient on first use (kept).
+// - The optimizer step creates its state (Adam/AdamW two buffers, SGD with momentum
+//   and RMSprop/Adagrad one) and, as torch 2.x's multi-tensor path does, one temporary
+//   of the parameters' size.
+// Unknown layer types are treated as saving their input (the table's unknown_saves).
+#pragma once
+
+#include "gpuest/v1/model.pb.h"
+
+namespace gpuest::analytic {
+
+// The description must be valid (estimators/core/request_validation.h) and have layers.
+v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model);
+
+}  // namespace gpuest::analytic

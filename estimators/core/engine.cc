@@ -1,0 +1,111 @@
+#include "estimators/core/engine.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/model_family.h"
+#include "common/status_macros.h"
+#include "estimators/core/features.h"
+#include "estimators/core/recommendation.h"
+
+namespace gpuest {
+
+absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
+    const v1::EstimateRequest& request, const WorkDeadline& deadline) const {
+  const EstimatorRegistry& registry = *registry_;
+  GPUEST_RETURN_IF_ERROR(ValidateRequest(request, limits_));
+
+  const GpuProfile* gpu = &registry.gpus().Default();
+  if (!request.gpu().empty()) {
+    gpu = registry.gpus().Find(request.gpu());
+    if (gpu == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gpu: unknown GPU '", request.gpu(), "'; known: ", registry.gpus().KnownIds()));
+    }
+  }
+
+  std::vector<const Estimator*> chosen;
+  for (int i = 0; i < request.estimators_size(); ++i) {
+    const Estimator* e = registry.Find(request.estimators(i));
+    if (e == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "estimators[", i, "]: unknown estimator '", request.estimators(i), "'"));
+    }
+    chosen.push_back(e);
+  }
+  const bool explicit_choice = !chosen.empty();
+  if (!explicit_choice) {
+    for (const auto& e : registry.estimators()) chosen.push_back(e.get());
+  }
+
+  const v1::FeatureVector features = FeaturesOf(request);
+  const EstimationInput input{request, features, *gpu, deadline};
+  v1::EstimateResponse response;
+  response.set_family(features.family());
+  response.set_models_version(registry.models_version());
+  std::vector<v1::Warning> warnings;
+
+  if (const auto unknown = UnknownLayerTypes(features); !unknown.empty()) {
+    warnings.push_back(MakeWarning(
+        v1::WARNING_CODE_UNKNOWN_LAYER_TYPE,
+        absl::StrCat(
+            "layer types no estimator was built for: ", absl::StrJoin(unknown, ", "),
+            "; estimates treat them by their totals only")));
+  }
+
+  for (const std::string& caveat : request.model().trace_caveats()) {
+    warnings.push_back(MakeWarning(v1::WARNING_CODE_TRACE_CAVEAT,
+                                   absl::StrCat("the description's trace: ", caveat)));
+  }
+
+  for (const Estimator* estimator : chosen) {
+    const v1::EstimatorInfo& info = estimator->Info();
+    if (!estimator->AppliesTo(input)) {
+      if (explicit_choice) {
+        warnings.push_back(MakeWarning(
+            v1::WARNING_CODE_NOT_APPLICABLE,
+            absl::StrCat("estimator does not apply to a ", FamilyName(features.family()),
+                         " model", request.has_model() ? "" : " given as features"),
+            info.id()));
+      }
+      continue;
+    }
+    GPUEST_RETURN_IF_ERROR(deadline.Check());
+    v1::EstimatorResult result;
+    const absl::Time start = absl::Now();
+    absl::Status status = estimator->Estimate(input, result, warnings);
+    if (StoppedByCaller(status)) return status;
+    if (!status.ok()) {
+      warnings.push_back(MakeWarning(v1::WARNING_CODE_ESTIMATOR_FAILED,
+                                     std::string(status.message()), info.id()));
+      continue;
+    }
+    result.set_estimator_id(info.id());
+    result.set_version(info.version());
+    result.set_kind(info.kind());
+    result.set_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
+    // An estimator that did not say stands behind nothing: the conservative reading,
+    // written out so that every result carries it.
+    if (!result.has_in_distribution()) result.set_in_distribution(false);
+    *response.add_results() = std::move(result);
+  }
+  if (response.results().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no estimator could answer: ",
+        warnings.empty() ? "none applies to this request" : warnings.back().message()));
+  }
+  if (auto rec = Recommend(response.results(), request.gpu().empty() ? nullptr : gpu)) {
+    *response.mutable_recommendation() = std::move(*rec);
+  }
+  for (auto& w : warnings) *response.add_warnings() = std::move(w);
+  return response;
+}
+
+v1::ListEstimatorsResponse Engine::ListEstimators() const {
+  v1::ListEstimatorsResponse response;
+  for (const auto& e : registry_->estimators()) *response.add_estimators() = e->Info();
+  response.set_models_version(registry_->models_version());
+  return response;
+}
+
+}  // namespace gpuest

@@ -1,0 +1,135 @@
+#include "estimators/core/model_repository.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/text_file.h"
+
+namespace gpuest {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where a repository keeps the contention model, relative to it.
+constexpr char kContentionFile[] = "contention/contention.json";
+
+// FNV-1a: a stable fingerprint for the version string, not a security measure.
+uint64_t Fnv1a(absl::string_view data, uint64_t hash) {
+  for (unsigned char c : data) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+// One field of the digest: its length first, so that no two sequences of fields run
+// together into the same bytes.
+uint64_t Field(absl::string_view data, uint64_t hash) {
+  return Fnv1a(data, Fnv1a(absl::StrCat(data.size(), ":"), hash));
+}
+
+// Every file of a model directory but its manifest, by name. A directory entry that
+// is not a regular file is skipped, unless it is a link to nothing (a file meant to be
+// there): that is an error, as is a file that cannot be read.
+absl::StatusOr<std::map<std::string, std::string>> ReadModelFiles(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "manifest.json") continue;
+    std::error_code type_ec;
+    if (!entry.is_regular_file(type_ec) &&
+        !(entry.is_symlink(type_ec) && !entry.exists(type_ec))) {
+      continue;
+    }
+    absl::StatusOr<std::string> bytes = ReadTextFile(entry.path().string());
+    if (!bytes.ok()) return bytes.status();
+    files.emplace(name, std::move(*bytes));
+  }
+  if (ec)
+    return absl::InternalError(
+        absl::StrCat("listing ", dir.string(), ": ", ec.message()));
+  return files;
+}
+
+}  // namespace
+
+std::string ContentionModelPath(const std::string& models_dir) {
+  return (fs::path(models_dir) / kContentionFile).string();
+}
+
+absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("model repository ", dir, " is not a directory"));
+  }
+  ModelRepositoryContents contents;
+  contents.gpu_profiles_path = (fs::path(dir) / "gpu_profiles.json").string();
+  uint64_t digest = 14695981039346656037ULL;
+  auto profiles = ReadTextFile(contents.gpu_profiles_path);
+  if (!profiles.ok()) return profiles.status();
+  digest = Field(*profiles, digest);
+  // The contention model is optional here (a repository of estimators only); the
+  // server requires it. A file there that cannot be read is an error.
+  contents.contention_path = ContentionModelPath(dir);
+  std::error_code absent;
+  if (fs::exists(fs::symlink_status(contents.contention_path, absent))) {
+    auto contention = ReadTextFile(contents.contention_path);
+    if (!contention.ok()) return contention.status();
+    digest = Field(kContentionFile, digest);
+    digest = Field(*contention, digest);
+    contents.contention_text = std::move(*contention);
+  }
+
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_directory()) continue;
+    const fs::path manifest = entry.path() / "manifest.json";
+    // A directory without a manifest is not a model; one whose manifest is there but
+    // cannot be read (a dangling link, a directory) is an error, not a quiet skip.
+    std::error_code missing;
+    if (!fs::exists(fs::symlink_status(manifest, missing))) continue;
+    auto text = ReadTextFile(manifest.string());
+    if (!text.ok()) return text.status();
+    auto files = ReadModelFiles(entry.path());
+    if (!files.ok()) return files.status();
+    contents.models.push_back({entry.path().filename().string(), entry.path().string(),
+                               std::move(*text), std::move(*files)});
+  }
+  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  std::sort(contents.models.begin(), contents.models.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  for (const ModelArtifact& m : contents.models) {
+    digest = Field(m.id, digest);
+    digest = Field(m.manifest_text, digest);
+    for (const auto& [name, bytes] : m.files) {
+      digest = Field(name, digest);
+      digest = Field(bytes, digest);
+    }
+  }
+  const fs::path contexts = fs::path(dir) / kContextsDirectory;
+  if (fs::is_directory(contexts, ec)) {
+    for (const fs::directory_entry& entry : fs::directory_iterator(contexts, ec)) {
+      if (entry.path().extension() != ".json") continue;
+      auto text = ReadTextFile(entry.path().string());
+      if (!text.ok()) return text.status();
+      contents.context_files.emplace_back(entry.path().string(), std::move(*text));
+    }
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("listing ", contexts.string(), ": ", ec.message()));
+    }
+    std::sort(contents.context_files.begin(), contents.context_files.end());
+    for (const auto& [path, text] : contents.context_files) {
+      digest = Field(fs::path(path).filename().string(), digest);
+      digest = Field(text, digest);
+    }
+  }
+  contents.version = absl::StrFormat("%d-%016x", contents.models.size(), digest);
+  return contents;
+}
+
+}  // namespace gpuest

@@ -1,0 +1,170 @@
+#include "estimators/core/stack_context.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "common/strict_json.h"
+#include "common/units.h"
+
+namespace gpuest {
+namespace {
+
+// "2.11.0" -> "2.11": the context follows the minor release, not the patch.
+std::string MajorMinor(const std::string& version) {
+  std::vector<std::string> parts = absl::StrSplit(version, absl::MaxSplits('.', 2));
+  if (parts.size() < 2) return version;
+  return absl::StrCat(parts[0], ".", parts[1]);
+}
+
+std::string Describe(const StackContext& c) {
+  return absl::StrFormat("%.0f MiB measured with CUDA %d%s, %s module loading (%s)",
+                         InMiB(static_cast<double>(c.context_bytes)), c.cuda_major,
+                         c.torch.empty() ? "" : absl::StrCat(", torch ", c.torch),
+                         c.module_loading == "EAGER" ? "eager" : "lazy", c.basis);
+}
+
+uint64_t Scaled(uint64_t bytes, double factor) {
+  return static_cast<uint64_t>(std::llround(static_cast<double>(bytes) * factor));
+}
+
+}  // namespace
+
+namespace {
+
+// How far a context measured on stack c is from the job's: 0 on its own stack.
+int Distance(const StackContext& c, const v1::SoftwareStack& stack,
+             const std::string& loading, const std::string& torch) {
+  int distance = c.module_loading == loading ? 0 : 1000;
+  // Without the job's CUDA (a CPU-only describe) the describing torch need not be the
+  // job's either: the GPU's nodes' stack stands for both.
+  if (stack.cuda_major() == 0) return distance;
+  distance += 10 * std::abs(static_cast<int>(c.cuda_major) -
+                            static_cast<int>(stack.cuda_major()));
+  if (!c.torch.empty() && c.torch != torch) distance += 1;
+  return distance;
+}
+
+}  // namespace
+
+ContextChoice ChooseContext(const GpuProfile& gpu, const v1::ModelDescription& model) {
+  ContextChoice choice;
+  const v1::SoftwareStack& stack = model.stack();
+  const std::string loading =
+      stack.module_loading().empty() ? "LAZY" : stack.module_loading();
+  const std::string torch = MajorMinor(model.framework_version());
+  // The contexts measured on this GPU come first; those lent by other GPUs only when
+  // it has none.
+  std::vector<const StackContext*> own, lent;
+  for (const StackContext& c : gpu.contexts)
+    (c.lent_by.empty() ? own : lent).push_back(&c);
+  const std::vector<const StackContext*>& candidates = own.empty() ? lent : own;
+  const StackContext* best = nullptr;
+  int best_distance = 0;
+  for (const StackContext* c : candidates) {
+    const int distance = Distance(*c, stack, loading, torch);
+    if (best == nullptr || distance < best_distance ||
+        (distance == best_distance && c->context_bytes > best->context_bytes)) {
+      best = c;
+      best_distance = distance;
+    }
+  }
+  if (best == nullptr) {  // Rule 4: nothing measured anywhere.
+    choice.bytes = gpu.context_bytes;
+    // The profile's basis is long; an assumed one is quoted whole in its warning.
+    choice.basis = gpu.constants_calibrated ? "calibrated" : "assumed";
+    return choice;
+  }
+  if (best_distance == 0 && best->lent_by.empty()) {  // Rules 1 and 2.
+    choice.bytes = best->context_bytes;
+    choice.measured = true;
+    choice.basis = stack.cuda_major() != 0
+                       ? absl::StrCat("the job's stack: ", Describe(*best))
+                       : absl::StrCat("the stack measured on ", gpu.id,
+                                      "'s nodes (the description does not record the "
+                                      "job's CUDA: a CPU-only describe): ",
+                                      Describe(*best));
+    return choice;
+  }
+  // Rule 3: the nearest stack measured, here or on another GPU, with the margin (and
+  // eager from lazy by the measured ratio), said in a warning.
+  double factor = 1 + kOtherStackMargin;
+  std::string how = absl::StrFormat("+%.0f %%", 100 * kOtherStackMargin);
+  if (best->module_loading != loading) {
+    factor = loading == "EAGER" ? kEagerOverLazy : 1.0;
+    how = loading == "EAGER" ? absl::StrFormat("x%.2f for eager loading", kEagerOverLazy)
+                             : "eager's figure kept for a lazy job";
+  }
+  choice.bytes = Scaled(best->context_bytes, factor);
+  const std::string where =
+      best->lent_by.empty() ? ""
+                            : absl::StrCat(" on ", best->lent_by, ", not on ", gpu.id);
+  choice.basis =
+      absl::StrCat("the nearest measured stack", where, ", ", Describe(*best), ", ", how);
+  choice.warning = absl::StrFormat(
+      "%s's context is not measured on the job's stack (CUDA %s, %s module loading, "
+      "torch "
+      "%s); it takes %.0f MiB: %s. Measure it on the job's nodes with `gpuest-collect "
+      "context` and drop the file into the models' contexts/",
+      gpu.id, stack.cuda_major() ? absl::StrCat(stack.cuda_major()) : "not recorded",
+      loading == "EAGER" ? "eager" : "lazy", torch.empty() ? "unknown" : torch,
+      InMiB(static_cast<double>(choice.bytes)), choice.basis);
+  return choice;
+}
+
+absl::StatusOr<std::pair<std::string, StackContext>> ParseCollectedContext(
+    const std::string& text, const std::string& file) {
+  using Json = nlohmann::ordered_json;
+  using Fields = strict_json::Fields<Json>;
+  GPUEST_ASSIGN_OR_RETURN(const Json doc, Fields::Parse(text, file));
+  GPUEST_ASSIGN_OR_RETURN(Fields f, Fields::Of(doc, file));
+  std::string format, gpu_name, driver, host, measured_at;
+  double context_mib = 0;
+  GPUEST_RETURN_IF_ERROR(f.Get("format", format));
+  if (format != "gpuest-context/1") {
+    return f.Error("format",
+                   absl::StrCat("is '", format.substr(0, 64), "', not gpuest-context/1"));
+  }
+  GPUEST_RETURN_IF_ERROR(f.Get("gpu_name", gpu_name));
+  GPUEST_RETURN_IF_ERROR(f.Get("driver", driver));
+  GPUEST_RETURN_IF_ERROR(f.Get("context_mib", context_mib));
+  GPUEST_RETURN_IF_ERROR(f.GetOptional("host", host));
+  GPUEST_RETURN_IF_ERROR(f.GetOptional("measured_at", measured_at));
+  GPUEST_ASSIGN_OR_RETURN(const Json* workloads, f.Value("workloads"));
+  (void)workloads;  // Kept for people: the figure is the largest of them.
+  GPUEST_ASSIGN_OR_RETURN(Fields s, f.Object("stack"));
+  GPUEST_RETURN_IF_ERROR(f.Finish());
+  StackContext c;
+  std::string torch, cuda;
+  int64_t cudnn = 0;
+  GPUEST_RETURN_IF_ERROR(s.Get("torch", torch));
+  GPUEST_RETURN_IF_ERROR(s.Get("cuda", cuda));
+  int cuda_major = 0;
+  GPUEST_RETURN_IF_ERROR(s.Get("cuda_major", cuda_major));
+  GPUEST_RETURN_IF_ERROR(s.Get("module_loading", c.module_loading));
+  GPUEST_RETURN_IF_ERROR(s.GetOptional("cudnn", cudnn));
+  GPUEST_RETURN_IF_ERROR(s.Finish());
+  if (c.module_loading != "LAZY" && c.module_loading != "EAGER") {
+    return s.Error("module_loading", "must be LAZY or EAGER");
+  }
+  if (cuda_major < 1 || cuda_major > 99) {
+    return s.Error("cuda_major", "must be a CUDA major version");
+  }
+  c.cuda_major = static_cast<uint32_t>(cuda_major);
+  if (!(context_mib >= 0 && context_mib < 1e6)) {
+    return f.Error("context_mib", "must be a context in MiB");
+  }
+  c.torch = MajorMinor(torch);
+  c.context_bytes = static_cast<uint64_t>(std::llround(context_mib)) << 20;
+  c.basis = absl::StrCat("gpuest-collect context", host.empty() ? "" : " on " + host,
+                         measured_at.empty() ? "" : " at " + measured_at, ", driver ",
+                         driver, ", torch ", torch, ", CUDA ", cuda, "; ", file);
+  return std::make_pair(gpu_name, c);
+}
+
+}  // namespace gpuest

@@ -1,0 +1,370 @@
+// The libtorch door of the served GPUMemNet estimators: c10::Error and std::exception
+// stop here and become absl::Status.
+#include "estimators/gpumemnet/gpumemnet_estimator.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/model_family.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "common/units.h"
+#include "estimators/gpumemnet/feature_encoding.h"
+#include "estimators/gpumemnet/gpumemnet_manifest.h"
+#include "estimators/gpumemnet/network_config.h"
+#include "estimators/gpumemnet/networks.h"
+#include "estimators/gpumemnet/plain_export.h"
+#include "estimators/gpumemnet/plain_forward.h"
+#include "estimators/gpumemnet/targets.h"
+
+namespace gpuest::ml {
+namespace {
+
+// The GPU the training data was measured on (models/gpu_profiles.json id).
+constexpr char kTrainedGpu[] = "a100-40gb";
+// Each kind of warning halves the confidence.
+constexpr double kWarningPenalty = 0.5;
+
+std::string GiBText(uint64_t bytes) { return absl::StrFormat("%g GiB", InGiB(bytes)); }
+
+// One member's weights from the bytes the repository read, after checking them: the
+// sha256 the manifest records (a damaged or swapped file is refused, not loaded), and
+// finite logits on the probe input (weights that are NaN or overflow would put NaN in
+// every answer and pick a wrong bin without a word). Errors name the file.
+absl::StatusOr<GpuMemNet> LoadVerifiedMember(const ModelArtifact& artifact,
+                                             const MemberRecord& member,
+                                             const std::string& manifest_path) {
+  const std::string path = absl::StrCat(artifact.directory, "/", member.file);
+  const auto bytes = artifact.files.find(member.file);
+  if (bytes == artifact.files.end()) {
+    return absl::NotFoundError(absl::StrCat(path, ": missing; ", manifest_path,
+                                            " lists it as a member's weights"));
+  }
+  const std::string digest = Sha256Hex(bytes->second);
+  if (digest != member.sha256) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": damaged or not the trained member: its sha256 is ", digest,
+                     ", ", manifest_path, " records ", member.sha256));
+  }
+  try {
+    GpuMemNet net(member.network);
+    std::istringstream in(bytes->second);
+    torch::load(net, in);
+    net->eval();
+    const std::vector<float> logits = ProbeLogits(net, MakeProbeInput(member.network));
+    for (size_t k = 0; k < logits.size(); ++k) {
+      if (!std::isfinite(logits[k])) {
+        return absl::DataLossError(absl::StrCat(
+            path, ": the weights give a non-finite output (logit ", k, " is ", logits[k],
+            ") on the probe input; refusing to serve them"));
+      }
+    }
+    return net;
+  } catch (const c10::Error& ex) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": libtorch: ", ex.what_without_backtrace()));
+  } catch (const std::exception& ex) {
+    return absl::DataLossError(absl::StrCat(path, ": ", ex.what()));
+  }
+}
+
+class GpuMemNetEstimator final : public Estimator {
+ public:
+  static absl::StatusOr<std::unique_ptr<Estimator>> Load(const ModelArtifact& artifact,
+                                                         const std::string& device);
+
+  const v1::EstimatorInfo& Info() const override { return info_; }
+
+  bool AppliesTo(const EstimationInput& input) const override {
+    if (input.features.family() != spec_.family) return false;
+    if (!transformer_) return true;
+    return input.request.has_model() && input.request.model().layers_size() > 0;
+  }
+
+  absl::Status Estimate(const EstimationInput& input, v1::EstimatorResult& result,
+                        std::vector<v1::Warning>& warnings) const override {
+    try {
+      return EstimateOrThrow(input, result, warnings);
+    } catch (const c10::Error& e) {
+      return absl::InternalError(
+          absl::StrCat(info_.id(), ": libtorch: ", e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat(info_.id(), ": ", e.what()));
+    }
+  }
+
+ private:
+  GpuMemNetEstimator() = default;
+
+  absl::Status EstimateOrThrow(const EstimationInput& input, v1::EstimatorResult& result,
+                               std::vector<v1::Warning>& warnings) const;
+
+  v1::EstimatorInfo info_;
+  EncodingSpec spec_;
+  std::vector<HeadSpec> heads_;
+  std::vector<int> head_offsets_;  // Where each head's logits start.
+  int served_head_ = -1;           // The memory head the result reports.
+  bool transformer_ = false;
+  torch::Device device_{torch::kCPU};
+  std::vector<GpuMemNet> members_;
+  // On the CPU: the members as plain arrays (empty on other devices).
+  std::vector<PlainNet> plain_;
+};
+
+absl::StatusOr<std::unique_ptr<Estimator>> GpuMemNetEstimator::Load(
+    const ModelArtifact& artifact, const std::string& device) {
+  const std::string where = absl::StrCat(artifact.directory, "/manifest.json");
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
+  };
+  GPUEST_ASSIGN_OR_RETURN(const GpuMemNetManifest m,
+                          GpuMemNetManifest::Parse(artifact.manifest_text, where));
+  std::unique_ptr<GpuMemNetEstimator> e(new GpuMemNetEstimator());
+  try {
+    e->spec_ = m.encoding;
+    e->transformer_ = m.kind == NetworkKind::kTransformer;
+
+    int offset = 0;
+    for (const HeadSpec& head : m.heads) {
+      if (head.name == m.memory.served_head) {
+        e->served_head_ = static_cast<int>(e->heads_.size());
+      }
+      e->head_offsets_.push_back(offset);
+      offset += head.classes();
+      e->heads_.push_back(head);
+    }
+
+    e->device_ = torch::Device(device);
+    for (const MemberRecord& member : m.members) {
+      const NetworkConfig* config = &member.network;
+      if (config->kind != m.kind || config->total_classes() != offset ||
+          config->global_features != static_cast<int>(e->spec_.features.size()) ||
+          (e->transformer_ &&
+           config->vocabulary != static_cast<int>(e->spec_.sequence.vocabulary.size()))) {
+        return bad("a member's network does not match the heads and the encoding");
+      }
+      GPUEST_ASSIGN_OR_RETURN(GpuMemNet net, LoadVerifiedMember(artifact, member, where));
+      net->to(e->device_);
+      e->members_.push_back(std::move(net));
+    }
+    if (e->members_.empty()) return bad("no members");
+    if (e->device_.is_cpu()) {
+      for (const GpuMemNet& net : e->members_) {
+        auto plain = ExportPlainNet(net);
+        if (!plain.ok()) return bad(plain.status().message());
+        e->plain_.push_back(std::move(*plain));
+      }
+    }
+
+    v1::EstimatorInfo& info = e->info_;
+    info.set_id(m.id);
+    info.set_kind(v1::ESTIMATOR_KIND_CLASSIFIER);
+    info.set_family(e->spec_.family);
+    info.set_version(m.version);
+    info.set_description(m.description);
+    info.set_estimates_memory(true);
+    for (const HeadSpec& h : e->heads_) {
+      if (h.target == HeadTarget::kUtilization) {
+        info.add_utilization_metrics(UtilizationMetricOf(h.metric));
+      }
+    }
+    auto& metrics = *info.mutable_training_metrics();
+    for (const auto& [head, scores] : m.training.test) {
+      metrics[absl::StrCat(head, "_accuracy")] = scores.accuracy;
+      metrics[absl::StrCat(head, "_macro_f1")] = scores.macro_f1;
+    }
+    if (auto it = m.training.test.find(m.memory.served_head);
+        it != m.training.test.end()) {
+      metrics["memory_accuracy"] = it->second.accuracy;
+    }
+  } catch (const c10::Error& ex) {
+    return bad(absl::StrCat("libtorch: ", ex.what_without_backtrace()));
+  } catch (const std::exception& ex) {
+    return bad(ex.what());
+  }
+  return std::unique_ptr<Estimator>(std::move(e));
+}
+
+absl::Status GpuMemNetEstimator::EstimateOrThrow(
+    const EstimationInput& input, v1::EstimatorResult& result,
+    std::vector<v1::Warning>& warnings) const {
+  c10::InferenceMode inference;
+  const std::string& id = info_.id();
+  double penalty = 1.0;
+  std::vector<std::string> caveats;
+
+  const std::vector<std::string> ood = OutOfDistribution(spec_, input.features);
+  for (const std::string& finding : ood) {
+    warnings.push_back(MakeWarning(v1::WARNING_CODE_OUT_OF_DISTRIBUTION, finding, id));
+  }
+
+  std::vector<float> global = EncodeGlobal(spec_, input.features);
+  std::vector<torch::Tensor> args;
+  const bool plain = !plain_.empty();
+  if (!plain) {
+    args.push_back(torch::from_blob(
+        global.data(), {1, static_cast<int64_t>(global.size())}, torch::kFloat32));
+  }
+  EncodedSequence seq;
+  if (transformer_) {
+    seq = EncodeSequence(spec_, input.request.model());
+    const int64_t n = static_cast<int64_t>(seq.types.size());
+    if (seq.truncated) {
+      warnings.push_back(MakeWarning(
+          v1::WARNING_CODE_OUT_OF_DISTRIBUTION,
+          absl::StrCat("the layer sequence has ", input.request.model().layers_size(),
+                       " layers; only the first ", n,
+                       " were read (the training maximum)"),
+          id));
+    }
+    if (!plain) {
+      args.push_back(torch::from_blob(seq.types.data(), {1, n}, torch::kInt64));
+      args.push_back(torch::from_blob(seq.numbers.data(), {1, n, 2}, torch::kFloat32));
+      args.push_back(torch::zeros({1, n}, torch::kBool));
+    }
+  }
+  result.set_in_distribution(ood.empty() && !seq.truncated);
+  if (!result.in_distribution()) {
+    penalty *= kWarningPenalty;
+    caveats.push_back("out of the training distribution");
+  }
+  if (!input.request.gpu().empty() && input.gpu.id != kTrainedGpu) {
+    warnings.push_back(
+        MakeWarning(v1::WARNING_CODE_GPU_EXTRAPOLATION,
+                    absl::StrCat("trained on A100 40GB measurements; ", input.gpu.id,
+                                 " may need a different amount of memory"),
+                    id));
+    penalty *= kWarningPenalty;
+    caveats.push_back("another GPU than the A100 40GB");
+  }
+  if (!device_.is_cpu()) {
+    for (torch::Tensor& t : args) t = t.to(device_);
+  }
+
+  // probabilities[member][class over all heads], softmax per head.
+  const size_t total =
+      static_cast<size_t>(head_offsets_.back() + heads_.back().classes());
+  std::vector<std::vector<double>> probabilities;
+  probabilities.reserve(members_.size());
+  // The members read the same tokens: made once for all of them.
+  const TokenSet tokens = plain && transformer_ ? DistinctTokens(seq) : TokenSet{};
+  for (size_t i = 0; i < members_.size(); ++i) {
+    // A Transformer-based member takes a while on a long layer sequence: stop between
+    // members once the call's deadline has passed.
+    GPUEST_RETURN_IF_ERROR(input.deadline.Check());
+    std::vector<float> dense_logits;
+    torch::Tensor logits;
+    const float* z = nullptr;
+    if (plain) {
+      dense_logits = PlainForward(plain_[i], global, tokens);
+      z = dense_logits.data();
+    } else {
+      // Forward is thread-safe in eval mode; a holder copy shares the module.
+      GpuMemNet member = members_[i];
+      logits = transformer_ ? member->forward(args[0], args[1], args[2], args[3])
+                            : member->forward(args[0]);
+      logits = logits.to(torch::kCPU, torch::kFloat32).contiguous();
+      z = logits.data_ptr<float>();
+    }
+    // The probe at load saw finite outputs; an input that still gives a non-finite
+    // logit must not become a class (NaN compares false, and argmax would pick one).
+    for (size_t k = 0; k < total; ++k) {
+      if (!std::isfinite(z[k])) {
+        return absl::InternalError(
+            absl::StrCat("member ", i, " gave a non-finite output (logit ", k, " is ",
+                         z[k], ") on this request; the ensemble does not answer"));
+      }
+    }
+    std::vector<double>& p = probabilities.emplace_back(total);
+    for (size_t h = 0; h < heads_.size(); ++h) {
+      const int begin = head_offsets_[h], end = begin + heads_[h].classes();
+      const float top = *std::max_element(z + begin, z + end);
+      double sum = 0;
+      for (int k = begin; k < end; ++k) sum += p[k] = std::exp(double{z[k]} - top);
+      for (int k = begin; k < end; ++k) p[k] /= sum;
+    }
+  }
+  // Ensemble: mean probability per class; confidence: mean over members of each
+  // member's probability for the ensemble's class.
+  auto ensemble = [&](size_t h, std::vector<double>& mean, double& confidence) {
+    const int begin = head_offsets_[h], classes = heads_[h].classes();
+    mean.assign(classes, 0.0);
+    for (const auto& p : probabilities) {
+      for (int k = 0; k < classes; ++k) mean[k] += p[begin + k] / probabilities.size();
+    }
+    const int best =
+        static_cast<int>(std::max_element(mean.begin(), mean.end()) - mean.begin());
+    confidence = mean[best] * penalty;  // The mean of the members' probabilities.
+    return best;
+  };
+
+  std::vector<double> mean;
+  double confidence = 0;
+  const HeadSpec& mh = heads_[served_head_];
+  const int bin = ensemble(served_head_, mean, confidence);
+  v1::MemoryEstimate& memory = *result.mutable_memory();
+  const int top = mh.classes() - 1;
+  for (int k = 0; k <= top; ++k) {
+    v1::MemoryBin& b = *memory.add_bins();
+    b.set_lower_bytes(static_cast<uint64_t>(mh.edges[k]));
+    b.set_upper_bytes(k < top ? static_cast<uint64_t>(mh.edges[k + 1]) : 0);
+    b.set_probability(mean[k]);
+  }
+  memory.set_predicted_bin(bin);
+  if (bin < top) {
+    memory.set_upper_bytes(static_cast<uint64_t>(mh.edges[bin + 1]));
+    memory.set_point_bytes(
+        static_cast<uint64_t>((mh.edges[bin] + mh.edges[bin + 1]) / 2));
+  } else {
+    // More than the A100 holds: a figure that does not fit it, and no upper bound.
+    memory.set_upper_bytes(0);
+    memory.set_point_bytes(static_cast<uint64_t>(mh.edges[top]) + mh.width_bytes);
+  }
+  result.set_confidence(confidence);
+
+  for (size_t h = 0; h < heads_.size(); ++h) {
+    if (heads_[h].target != HeadTarget::kUtilization) continue;
+    double c = 0;
+    const int k = ensemble(h, mean, c);
+    v1::UtilizationEstimate& u = *result.add_utilization();
+    u.set_metric(UtilizationMetricOf(heads_[h].metric));
+    for (double e : heads_[h].edges) u.add_bin_edges(e);
+    for (double p : mean) u.add_probabilities(p);
+    u.set_predicted_class(k);
+    u.set_confidence(c);
+  }
+
+  std::string basis = absl::StrCat(
+      "GPUMemNet ", FamilyName(spec_.family), " ", transformer_ ? "Transformer" : "MLP",
+      "-based ensemble of ", members_.size(),
+      " classifiers (A100 40GB measurements): ", GiBText(mh.width_bytes),
+      " bins, point = the predicted bin's midpoint, upper = its upper edge",
+      bin == top ? " (predicted > 40 GiB: did not fit the A100 40GB)" : "",
+      "; confidence = mean over members of each member's probability for the "
+      "ensemble's class");
+  if (!caveats.empty()) {
+    absl::StrAppend(&basis, ", halved for each warning (", absl::StrJoin(caveats, "; "),
+                    ")");
+  }
+  result.set_basis(std::move(basis));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Estimator>> CreateGpuMemNetEstimator(
+    const ModelArtifact& artifact, const RegistryOptions& options) {
+  if (options.device != "cpu" && options.device != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", options.device, "': want cpu|cuda"));
+  }
+  return GpuMemNetEstimator::Load(artifact, options.device);
+}
+
+}  // namespace gpuest::ml

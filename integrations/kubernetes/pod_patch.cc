@@ -1,0 +1,100 @@
+#include "integrations/kubernetes/pod_patch.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "common/units.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuest::cli {
+namespace {
+
+uint64_t CeilDiv(uint64_t bytes, uint64_t unit) {
+  return bytes / unit + (bytes % unit != 0 ? 1 : 0);
+}
+
+// A JSON Pointer reference token (RFC 6901): '~' and '/' escaped.
+std::string PointerToken(const std::string& key) {
+  return absl::StrReplaceAll(key, {{"~", "~0"}, {"/", "~1"}});
+}
+
+}  // namespace
+
+absl::StatusOr<SharingScheduler> ParseSharingScheduler(const std::string& name) {
+  if (name == "hami") return SharingScheduler::kHami;
+  if (name == "volcano") return SharingScheduler::kVolcano;
+  if (name == "kai") return SharingScheduler::kKai;
+  if (name == "alibaba") return SharingScheduler::kAlibaba;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--scheduler: '", name, "' is not one of hami, volcano, kai, alibaba"));
+}
+
+absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
+                                               uint64_t bytes) {
+  if (bytes == 0) {
+    return absl::InvalidArgumentError(
+        "the recommended memory is 0 bytes: nothing to request");
+  }
+  MemoryRequest r;
+  switch (scheduler) {
+    case SharingScheduler::kHami:
+      r.key = "nvidia.com/gpumem";
+      r.enforced = true;  // HAMi-core: a limit on the process's device memory.
+      break;
+    case SharingScheduler::kVolcano:
+      r.key = "volcano.sh/gpu-memory";
+      break;
+    case SharingScheduler::kKai:
+      r.key = "gpu-memory";
+      r.annotation = true;
+      break;
+    case SharingScheduler::kAlibaba:
+      r.key = "aliyun.com/gpu-mem";
+      r.amount = CeilDiv(bytes, kGiB);
+      r.unit = "GiB";
+      return r;
+  }
+  r.amount = CeilDiv(bytes, kMiB);
+  r.unit = "MiB";
+  return r;
+}
+
+std::string EnforcementNote(SharingScheduler scheduler, const MemoryRequest& request,
+                            bool cap_needed, double per_process_memory_fraction) {
+  if (request.enforced) return "";
+  const char* name = scheduler == SharingScheduler::kVolcano ? "Volcano"
+                     : scheduler == SharingScheduler::kKai   ? "KAI"
+                                                             : "gpushare";
+  const std::string fraction =
+      per_process_memory_fraction > 0
+          ? absl::StrFormat("torch.cuda.set_per_process_memory_fraction(%.3f)",
+                            per_process_memory_fraction)
+          : std::string(
+                "torch.cuda.set_per_process_memory_fraction (estimate with "
+                "--gpu for its value)");
+  return absl::StrCat(
+      "note: ", name, " schedules by ", request.key,
+      " but nothing enforces it on the job. ",
+      cap_needed ? "This job has a transient (cuDNN benchmark search): uncapped, its "
+                   "first step can take the GPU's free memory, other jobs' headroom "
+                   "included. Cap it in the job: "
+                 : "To hold the job to it, cap it in the job: ",
+      fraction,
+      " before the first CUDA allocation, or torch.backends.cudnn.benchmark = "
+      "False; or use HAMi (--scheduler hami), whose nvidia.com/gpumem HAMi-core "
+      "enforces.\n");
+}
+
+std::string PodPatchJson(const MemoryRequest& request, int container_index) {
+  const std::string path =
+      request.annotation
+          ? absl::StrCat("/metadata/annotations/", PointerToken(request.key))
+          : absl::StrCat("/spec/containers/", container_index, "/resources/limits/",
+                         PointerToken(request.key));
+  nlohmann::ordered_json patch = nlohmann::ordered_json::array();
+  patch.push_back(
+      {{"op", "add"}, {"path", path}, {"value", std::to_string(request.amount)}});
+  return patch.dump() + "\n";
+}
+
+}  // namespace gpuest::cli

@@ -1,0 +1,193 @@
+#include "lab/calibration/clean_runs.h"
+
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/model_family.h"
+#include "common/status_macros.h"
+#include "common/units.h"
+#include "estimators/allocsim/memory_model.h"
+#include "estimators/core/features.h"
+#include "lab/calibration/fit_choice.h"
+#include "lab/calibration/simulations.h"
+#include "lab/data/measured_rows.h"
+
+namespace gpuest::calibration {
+namespace {
+
+constexpr double kMiB = gpuest::kMiB;
+
+}  // namespace
+
+absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
+    const std::string& runs_file, const GpuProfile& gpu, int steps, FitOptions options,
+    double cnn_max_conv_factor, const CalibratedTerms& calibrated) {
+  GPUEST_ASSIGN_OR_RETURN(const data::MeasuredFile file,
+                          data::ReadExportedRows(runs_file));
+  CleanRunsCalibration out;
+  out.gpu = gpu.id;
+  out.context_mib = static_cast<double>(gpu.context_bytes) / kMiB;
+  out.file = file.name;
+  out.sha256 = file.sha256;
+  // Family -> its runs; and what each simulation makes of each run.
+  std::map<std::string, std::vector<const data::MeasuredRow*>> runs;
+  std::map<const data::MeasuredRow*, std::map<std::string, allocsim::ReplayResult>>
+      replays;
+  for (const data::MeasuredRow& m : file.rows) {
+    if (m.oom || m.status != "OK" || m.peak_mib <= 0 || !m.model.has_trace()) continue;
+    v1::EstimateRequest request;
+    *request.mutable_model() = m.model;
+    runs[FamilyName(FeaturesOf(request).family())].push_back(&m);
+    GPUEST_ASSIGN_OR_RETURN(replays[&m], ReplayEach(m.model, gpu, steps));
+  }
+  for (const auto& [family, members] : runs) {
+    FitOptions family_options = options;
+    family_options.max_conv_factor = family == "cnn" ? cnn_max_conv_factor : 0;
+    // The margin's quantile chosen on architecture families left out (calibration.h):
+    // the served terms are for families these runs never saw.
+    family_options.group_coverage = options.safe_quantile;
+    std::set<std::string> groups;
+    for (const data::MeasuredRow* m : members) {
+      groups.insert(ArchitectureFamily(m->model.name()));
+    }
+    if (groups.size() < 2) {  // Nothing to leave out: the family keeps its terms.
+      std::fprintf(stderr,
+                   "%s: the %s runs on %s are of one architecture family; it is not "
+                   "calibrated on them\n",
+                   runs_file.c_str(), family.c_str(), gpu.id.c_str());
+      continue;
+    }
+    for (const SimulationModel& s : Simulations()) {
+      std::vector<GroupedRow> rows;
+      for (const data::MeasuredRow* m : members) {
+        rows.push_back({ArchitectureFamily(m->model.name()),
+                        {replays.at(m).at(s.id), m->peak_mib,
+                         allocsim::LargestConvOutputMib(m->model)},
+                        true,
+                        out.gpu});
+      }
+      absl::StatusOr<OutOfGroupFit> fit = FitOutOfGroup(rows, gpu, family_options);
+      if (!fit.ok()) {
+        return absl::Status(fit.status().code(),
+                            absl::StrCat(runs_file, ": ", family, " runs on ", gpu.id,
+                                         ": ", fit.status().message()));
+      }
+      // The calibrated GPU's terms for the family, if it has any.
+      const allocsim::FamilyCalibration* theirs = nullptr;
+      if (auto id = calibrated.find(s.id); id != calibrated.end()) {
+        if (auto t = id->second.find(family); t != id->second.end()) theirs = &t->second;
+      }
+      std::vector<Scored> upper, point, their_upper, their_point;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const double measured = rows[i].row.measured_mib;
+        upper.push_back({fit->upper_mib[i], measured});
+        point.push_back({fit->point_mib[i], measured});
+        if (theirs == nullptr) continue;
+        const v1::MemoryEstimate e = allocsim::CalibratedEstimate(
+            rows[i].row.replay, gpu, *theirs, rows[i].row.conv_output_mib);
+        their_upper.push_back({e.upper_bytes() / kMiB, measured});
+        their_point.push_back({e.point_bytes() / kMiB, measured});
+      }
+      CleanRunsFamily& f = out.by_simulation[s.id].emplace_back();
+      f.family = family;
+      f.runs = static_cast<int>(members.size());
+      f.architecture_families = static_cast<int>(groups.size());
+      f.calibration = fit->calibration;
+      f.margin_quantile = fit->margin_quantile;
+      f.upper = Score(upper);
+      f.point = Score(point);
+      f.calibrated_upper = Score(their_upper);
+      f.calibrated_point = Score(their_point);
+      // Without terms of its own elsewhere the family would get the most conservative
+      // family's: the own fit serves if it is safe enough.
+      f.served =
+          theirs == nullptr
+              ? f.upper.safe >= options.safe_quantile
+              : CandidateServes(
+                    {f.calibrated_upper.safe, f.calibrated_upper.safe_and_tight, 0},
+                    {f.upper.safe, f.upper.safe_and_tight, 0}, options.safe_quantile);
+    }
+  }
+  if (out.by_simulation.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(runs_file,
+                     ": no completed, traced runs of two or more architecture families "
+                     "of one model family to calibrate on"));
+  }
+  return out;
+}
+
+const CleanRunsFamily* CleanFamilyOf(const CleanRunsCalibration& c, const std::string& id,
+                                     const std::string& family) {
+  const auto it = c.by_simulation.find(id);
+  if (it == c.by_simulation.end()) return nullptr;
+  for (const CleanRunsFamily& f : it->second) {
+    if (f.family == family) return &f;
+  }
+  return nullptr;
+}
+
+std::optional<allocsim::GpuTerms> GpuTermsOf(const CleanRunsCalibration& c,
+                                             const std::string& id,
+                                             const std::string& made_by) {
+  allocsim::GpuTerms g;
+  g.gpu = c.gpu;
+  g.context_mib = c.context_mib;
+  g.made_by = made_by;
+  for (const CleanRunsFamily& f : c.by_simulation.at(id)) {
+    if (!f.served) continue;
+    allocsim::FamilyTerms& t = g.families.emplace_back();
+    t.family = f.family;
+    t.calibration = AsRecorded(f.calibration);
+    t.unseen_architectures = AsRecorded(f.upper);
+    t.datasets.push_back(
+        {c.file, c.sha256, "clean runs, left out by architecture family"});
+  }
+  if (g.families.empty()) return std::nullopt;
+  return g;
+}
+
+std::string RenderCleanRunsSection(const CleanRunsCalibration& c,
+                                   const std::string& calibrated_gpu,
+                                   double safe_quantile) {
+  std::string md = absl::StrFormat(
+      "### %s: its own clean runs\n\n"
+      "`%s`: runs on the %s with cuDNN benchmark mode off and no cap "
+      "(`data/h200-benchmark-off/`), so each peak is the step's, with no search "
+      "transient: what the requirement stands for. The peak is the allocator's "
+      "reserved peak plus the %s's context (%.0f MiB). `own fit`: the out-of-family "
+      "fit (above) over these runs, its margin's quantile the smallest that keeps "
+      "%.0f %% of the runs safe over architecture families left out one at a time "
+      "(chosen again without each family scored, which never sees it: "
+      "calibration.h, group_coverage); each run scored by the fit that never saw its "
+      "architecture family; `%s's terms`: the terms above, which saw none of these "
+      "runs. The own fit is served for the %s, in place of "
+      "those, where it keeps %.0f %% of the runs safe and more of them safe and tight, "
+      "or where those keep fewer than %.0f %% safe.\n\n"
+      "| family | estimator | runs | architecture families | MAPE | safe | safe and "
+      "tight | point MAPE | margin quantile | served |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n",
+      c.gpu, c.file, c.gpu, c.gpu, c.context_mib, 100 * safe_quantile, calibrated_gpu,
+      c.gpu, 100 * safe_quantile, 100 * safe_quantile);
+  for (const auto& [id, families] : c.by_simulation) {
+    for (const CleanRunsFamily& f : families) {
+      for (const bool own : {true, false}) {
+        if (!own && f.calibrated_upper.n == 0) continue;  // No terms elsewhere.
+        const Scores& upper = own ? f.upper : f.calibrated_upper;
+        const Scores& point = own ? f.point : f.calibrated_point;
+        absl::StrAppendFormat(
+            &md,
+            "| %s | %s (%s) | %d | %d | %.1f %% | %.3f | %.3f | %.1f %% | %s | %s |\n",
+            f.family, id, own ? "own fit" : absl::StrCat(calibrated_gpu, "'s terms"),
+            f.runs, f.architecture_families, upper.mape, upper.safe, upper.safe_and_tight,
+            point.mape, own ? absl::StrFormat("%.3f", f.margin_quantile) : "-",
+            own == f.served ? "yes" : "no");
+      }
+    }
+  }
+  return md;
+}
+
+}  // namespace gpuest::calibration

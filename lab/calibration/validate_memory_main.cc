@@ -1,0 +1,137 @@
+// gpuest-validate-memory: calibrates the simulation estimators (allocsim, analytic) on
+// GPUMemNet's training split, optionally writes them into the model repository, and
+// scores them beside GPUMemNet and Horus on the held-out split (validation.h says how).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/flags.h"
+#include "lab/calibration/validation.h"
+#include "lab/trainer/report_sections.h"
+
+ABSL_FLAG(std::string, data_dir, "../shared/data/gpumemnet", "the GPUMemNet CSVs");
+ABSL_FLAG(std::string, datasets_dir, "build/datasets",
+          "exporter output: <family>_traced.jsonl (with --trace) and transformer.jsonl");
+ABSL_FLAG(std::string, models, "models",
+          "model repository: GPUMemNet estimators and gpu_profiles.json are read here");
+ABSL_FLAG(bool, write_models, false,
+          "write the calibrated allocsim/ and analytic/ estimators and the A100's "
+          "calibrated constants into --models");
+ABSL_FLAG(int, steps, 2, "training steps replayed (2: first step, then steady state)");
+ABSL_FLAG(double, safe_quantile, 0.95,
+          "share of training rows the upper bound keeps safe");
+ABSL_FLAG(uint64_t, seed, 2025, "GPUMemNet's split seed (see its manifests)");
+ABSL_FLAG(double, test_fraction, 0.3, "GPUMemNet's held-out fraction");
+ABSL_FLAG(std::string, training_rows_csv, "",
+          "for studying what the simulation misses: write the training rows' simulated "
+          "and measured peaks here (held-out rows are never written)");
+ABSL_FLAG(std::string, gpu_runs, "",
+          "GPU=FILE: clean runs measured on that GPU (cuDNN benchmark off, uncapped; "
+          "lab/data/export_clean_runs.py) calibrate its own terms, served for it "
+          "in place of the A100's, family by family, and reported out of family "
+          "(e.g. h200=build/datasets/h200_clean_runs.jsonl)");
+ABSL_FLAG(bool, clean_terms_for_every_gpu, true,
+          "with --gpu-runs: its clean runs' terms serve every GPU for the families they "
+          "calibrate (false: that GPU only, as by_gpu)");
+ABSL_FLAG(std::vector<std::string>, holdout_runs, {},
+          "GPU=FILE,...: clean runs no fit sees (exported as for --gpu-runs), scored for "
+          "the bound's goal table with the served estimators and that GPU's profile "
+          "(e.g. h100-80gb=build/datasets/h100_clean_runs.jsonl)");
+ABSL_FLAG(std::string, real_rows_csv, "",
+          "with --timm-rows, for studying what the estimators miss on real models: "
+          "write each real row's status, measured and simulated peaks and the served "
+          "upper bounds, as scored in the report, here");
+ABSL_FLAG(std::string, timm_rows, "",
+          "the timm measurements described with a trace (lab/data/describe_timm.py): "
+          "the report gains their leave-architecture-family-out table (the served "
+          "calibration and the candidate it was chosen over)");
+ABSL_FLAG(
+    std::string, fit_real_models, "where-unsafe-or-tighter",
+    "with --timm-rows, which families serve the out-of-family fit: where-unsafe "
+    "(where the fit on GPUMemNet alone keeps fewer than --safe-quantile of the real "
+    "rows safe), where-unsafe-or-tighter (also where the out-of-family fit keeps "
+    "--safe-quantile of them safe, more of them safe and tight, and as many of their "
+    "out-of-memory runs above the card), always, or never");
+ABSL_FLAG(double, max_conv_output_factor, 12,
+          "the CNN out-of-family upper bound's term for cuDNN's workspaces: factors of "
+          "the largest convolution output tried, 0 to this in steps of 0.5 (0: no term)");
+ABSL_FLAG(
+    std::string, report, "",
+    "replace the simulation section of this report (docs/accuracy.md); empty prints "
+    "the section on stdout");
+
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "gpuest-validate-memory: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gpuest::ParseFlags(
+      argc, argv,
+      {"gpuest-validate-memory [flags]",
+       "Calibrates the allocator-simulation estimators (allocsim, analytic) on "
+       "GPUMemNet's\n"
+       "training split, optionally writes them into the model repository "
+       "(--write-models),\n"
+       "and scores them, GPUMemNet's MLP-based classifiers and the Horus formula on "
+       "the\n"
+       "held-out split; with --timm-rows, real models are scored leaving whole\n"
+       "architecture families out and, where the fit on GPUMemNet alone is unsafe on\n"
+       "them, join the fit (--fit-real-models).\n"
+       "deploy/validate-memory.sh runs the whole thing, exports included.",
+       "", __FILE__});
+  gpuest::calibration::ValidationOptions options;
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.datasets_dir = absl::GetFlag(FLAGS_datasets_dir);
+  options.models_dir = absl::GetFlag(FLAGS_models);
+  options.write_models = absl::GetFlag(FLAGS_write_models);
+  options.steps = absl::GetFlag(FLAGS_steps);
+  options.safe_quantile = absl::GetFlag(FLAGS_safe_quantile);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.test_fraction = absl::GetFlag(FLAGS_test_fraction);
+  options.training_rows_csv = absl::GetFlag(FLAGS_training_rows_csv);
+  options.real_rows_csv = absl::GetFlag(FLAGS_real_rows_csv);
+  options.gpu_runs = absl::GetFlag(FLAGS_gpu_runs);
+  options.clean_terms_for_every_gpu = absl::GetFlag(FLAGS_clean_terms_for_every_gpu);
+  options.holdout_runs = absl::GetFlag(FLAGS_holdout_runs);
+  options.timm_rows = absl::GetFlag(FLAGS_timm_rows);
+  options.max_conv_output_factor = absl::GetFlag(FLAGS_max_conv_output_factor);
+  if (!(options.max_conv_output_factor >= 0)) {
+    return Fail(absl::InvalidArgumentError(
+        "--max-conv-output-factor must be at least 0 (0 leaves the conv term out)"));
+  }
+  const std::string fit = absl::GetFlag(FLAGS_fit_real_models);
+  if (fit == "where-unsafe-or-tighter") {
+    options.fit_real_models = gpuest::calibration::RealModelFit::kWhereUnsafeOrTighter;
+  } else if (fit == "where-unsafe") {
+    options.fit_real_models = gpuest::calibration::RealModelFit::kWhereUnsafe;
+  } else if (fit == "always") {
+    options.fit_real_models = gpuest::calibration::RealModelFit::kAlways;
+  } else if (fit == "never") {
+    options.fit_real_models = gpuest::calibration::RealModelFit::kNever;
+  } else {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--fit-real-models must be where-unsafe-or-tighter, where-unsafe, always or "
+        "never, not '",
+        fit, "'")));
+  }
+  const absl::StatusOr<std::string> section =
+      gpuest::calibration::ValidateMemory(options);
+  if (!section.ok()) return Fail(section.status());
+
+  const std::string report = absl::GetFlag(FLAGS_report);
+  if (report.empty()) {
+    std::fputs(section->c_str(), stdout);
+    return 0;
+  }
+  const absl::Status written = gpuest::accuracy::WriteReportFile(
+      report, gpuest::accuracy::ReportHead(report),
+      absl::StrCat(gpuest::accuracy::kSimulationMarker, "\n\n", *section));
+  return written.ok() ? 0 : Fail(written);
+}
