@@ -10,6 +10,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "requests/summary_parser.h"
+#include "requests/trace_batch.h"
 
 namespace gpuest::requests {
 namespace {
@@ -68,26 +69,6 @@ bool MeansARequest(const std::string& text) {
   return false;
 }
 
-// A trace records one step at the batch size it was described at; replaying it for
-// another batch would answer for the wrong job (the server refuses it too, naming
-// model.trace). Refused here, before any call, with what to do instead.
-absl::Status CheckTraceBatch(const std::string& name, const v1::EstimateRequest& request,
-                             int64_t batch_size) {
-  if (!request.has_model()) return absl::OkStatus();
-  const v1::ModelDescription& model = request.model();
-  if (model.trace().size_bytes_size() == 0 || model.batch_size() == batch_size) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      name, ": --batch-size ", batch_size, " differs from the batch size ",
-      model.batch_size(),
-      " the description's allocation trace (model.trace) was recorded at, and a trace "
-      "answers only for its own batch. Describe the model again at batch ",
-      batch_size, " (python3 -m gpuest.describe ... --batch-size ", batch_size,
-      "), or drop the trace (describe with --no-trace, or remove the \"trace\" key) "
-      "to estimate from the layer sequence"));
-}
-
 }  // namespace
 
 absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
@@ -131,9 +112,14 @@ absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
     }
   }
   if (options.batch_size > 0) {
-    if (absl::Status traced = CheckTraceBatch(name, request, options.batch_size);
-        !traced.ok()) {
-      return traced;
+    // A trace answers for its own batch only: another --batch-size is refused before
+    // any call, by the rule the server holds every request to.
+    if (request.has_model()) {
+      if (absl::Status traced = CheckTraceBatch(request.model(), options.batch_size);
+          !traced.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": --batch-size ", options.batch_size, ": ", traced.message()));
+      }
     }
     if (request.has_features()) {
       request.mutable_features()->set_batch_size(options.batch_size);

@@ -24,16 +24,17 @@ absl::Status Check(const FieldBound& bound, T value, double as_double,
 
 const std::vector<FieldBound>& AllFieldBounds() {
   static const std::vector<FieldBound>* const rows = new std::vector<FieldBound>{
-      kLayerOutputActivations, kLayerParameters,     kLayerInputActivations,
-      kTraceSizeBytes,         kTraceAllocAt,        kTraceFreeAt,
-      kModelBatchSize,         kModelInputShape,     kModelSequenceLength,
-      kDataParallel,           kTensorParallel,      kLargestUnitBytes,
-      kMaxSplitSizeMb,         kStackCudaMajor,      kFeaturesBatchSize,
-      kFeaturesParameters,     kFeaturesActivations, kFeaturesDepth,
-      kFeaturesSequenceLength, kFeaturesLayerCount,  kMeasuredMemory,
-      kMeasuredGpuUtil,        kMeasuredMemUtil,     kEstimatedPeak,
-      kUtilBinEdges,           kUtilProbabilities,   kUtilPredictedClass,
-      kUtilConfidence,         kNodeTotalBytes,      kNodeFreeBytes};
+      kLayerOutputActivations, kLayerParameters,        kLayerInputActivations,
+      kTraceSizeBytes,         kTraceAllocAt,           kTraceFreeAt,
+      kTraceBatchSize,         kModelBatchSize,         kModelInputShape,
+      kModelSequenceLength,    kDataParallel,           kTensorParallel,
+      kLargestUnitBytes,       kMaxSplitSizeMb,         kStackCudaMajor,
+      kFeaturesBatchSize,      kFeaturesParameters,     kFeaturesActivations,
+      kFeaturesDepth,          kFeaturesSequenceLength, kFeaturesLayerCount,
+      kMeasuredMemory,         kMeasuredGpuUtil,        kMeasuredMemUtil,
+      kEstimatedPeak,          kUtilBinEdges,           kUtilProbabilities,
+      kUtilPredictedClass,     kUtilConfidence,         kNodeTotalBytes,
+      kNodeFreeBytes};
   return *rows;
 }
 

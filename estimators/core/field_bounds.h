@@ -64,6 +64,9 @@ inline constexpr FieldBound kTraceAllocAt{"gpuest.v1.AllocationTrace.alloc_at", 
                                           BoundBy::kTraceTicks, 0};
 inline constexpr FieldBound kTraceFreeAt{"gpuest.v1.AllocationTrace.free_at", 0,
                                          BoundBy::kTraceTicks, 0};
+// 0: not recorded (a describer before the field).
+inline constexpr FieldBound kTraceBatchSize{"gpuest.v1.AllocationTrace.batch_size", 0,
+                                            BoundBy::kBatchSize, 0};
 inline constexpr FieldBound kModelBatchSize{"gpuest.v1.ModelDescription.batch_size", 1,
                                             BoundBy::kBatchSize, 0};
 inline constexpr FieldBound kModelInputShape{"gpuest.v1.ModelDescription.input_shape", 1,

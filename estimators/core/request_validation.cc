@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "requests/trace_batch.h"
 
 namespace gpuest {
 namespace {
@@ -40,6 +41,8 @@ absl::Status CheckItem(const FieldBound& bound, T value, absl::string_view list,
 
 absl::Status CheckTrace(const v1::AllocationTrace& trace,
                         const ValidationLimits& limits) {
+  GPUEST_RETURN_IF_ERROR(
+      CheckField(kTraceBatchSize, trace.batch_size(), "model.trace.batch_size", limits));
   const int n = trace.size_bytes_size();
   if (n > limits.max_trace_events) {
     return Invalid(
@@ -118,34 +121,6 @@ absl::Status CheckStepSize(absl::string_view field, int64_t batch, int64_t activ
                                        bytes, " bytes)"));
   }
   return absl::OkStatus();
-}
-
-// A trace records one step at the batch size it was made at; answering for another
-// batch from it would be silently wrong. Its inputs show that batch: one INPUT
-// allocation holds batch x the sample's elements at 1, 2, 4 or 8 bytes each.
-absl::Status CheckTraceBatch(const v1::ModelDescription& model) {
-  const v1::AllocationTrace& trace = model.trace();
-  if (model.input_shape_size() == 0) return absl::OkStatus();
-  double sample = 1;
-  for (int64_t d : model.input_shape()) sample *= static_cast<double>(d);
-  const double batch_elements = sample * static_cast<double>(model.batch_size());
-  bool has_input = false;
-  for (int i = 0; i < trace.size_bytes_size(); ++i) {
-    if (trace.category(i) != v1::ALLOCATION_CATEGORY_INPUT) continue;
-    has_input = true;
-    for (double width : {1.0, 2.0, 4.0, 8.0}) {
-      if (static_cast<double>(trace.size_bytes(i)) == batch_elements * width) {
-        return absl::OkStatus();
-      }
-    }
-  }
-  if (!has_input) return absl::OkStatus();
-  return Invalid("model.trace",
-                 absl::StrCat("no input allocation holds a batch of ", model.batch_size(),
-                              " samples of the input shape: the trace was recorded at "
-                              "another batch size than model.batch_size; describe the "
-                              "model again at this batch size (or drop the trace to use "
-                              "the layer rules)"));
 }
 
 absl::Status CheckFeatures(const v1::FeatureVector& f, const ValidationLimits& limits) {
@@ -282,7 +257,7 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
       total_acts + total_inputs + static_cast<int64_t>(sample_elements), total_params));
   if (model.has_trace()) {
     GPUEST_RETURN_IF_ERROR(CheckTrace(model.trace(), limits));
-    GPUEST_RETURN_IF_ERROR(CheckTraceBatch(model));
+    GPUEST_RETURN_IF_ERROR(requests::CheckTraceBatch(model, model.batch_size()));
   }
   const uint64_t max_split = model.allocator().max_split_size_mb();
   GPUEST_RETURN_IF_ERROR(CheckField(kMaxSplitSizeMb, max_split,

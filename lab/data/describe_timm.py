@@ -61,6 +61,7 @@ def extrapolate(small, large, batch):
     d = json.loads(json.dumps(large))
     d["batchSize"] = batch
     d["trace"]["sizeBytes"] = sizes
+    d["trace"]["batchSize"] = batch
     d["trace"]["tracer"] += f" (sizes extrapolated from batch {b1} and {b2})"
     return d
 

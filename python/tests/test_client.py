@@ -148,6 +148,20 @@ def test_invalid_argument_names_the_field(client, edit, field):
     assert e.value.method == "Estimate" and field in str(e.value)
 
 
+def test_a_described_trace_answers_for_its_own_batch_only(client):
+    """The describer records the batch it traced at; the client's request for another
+    batch meets the server's one rule and is refused naming the field."""
+    description = gpuest.describe(nn.Sequential(nn.Linear(64, 512), nn.ReLU()),
+                                  input_shape=(64,), batch_size=32)
+    assert description.trace.batch_size == 32
+    assert client.estimate(description).recommendation.memory_bytes > 0
+    description.batch_size = 64
+    with pytest.raises(gpuest.GpuestError) as e:
+        client.estimate(description)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.field == "model.trace.batch_size", e.value.details
+
+
 def test_the_field_travels_as_a_google_rpc_bad_request(server):
     """The rich error details any gRPC client can read: a google.rpc.Status in the
     grpc-status-details-bin trailer, holding one google.rpc.BadRequest."""

@@ -15,6 +15,8 @@ def test_peak_by_hand():
     d = _describe()
     trace = d["trace"]
     check_trace_shape(trace)
+    # The batch the step was traced at is the trace's own: it answers for no other.
+    assert trace["batchSize"] == B == d["batchSize"]
     params = IN * OUT * 4          # the weight, fp32
     inputs = B * IN * 4 + B * 8    # the batch and its int64 labels
     act = B * OUT * 4              # one (batch, 512) fp32 activation

@@ -136,7 +136,7 @@ TEST_F(CliTest, ATracedDescriptionAtAnotherBatchSizeIsRefused) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
   for (const char* says : {"INVALID_ARGUMENT", "--batch-size 256", "batch size 8",
-                           "model.trace", "Describe the model again at batch 256",
+                           "model.trace", "describe the model again at batch 256",
                            "python3 -m gpuest.describe", "--no-trace"}) {
     EXPECT_TRUE(absl::StrContains(r.err, says)) << says << "\n" << r.err;
   }

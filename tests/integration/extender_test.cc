@@ -294,6 +294,23 @@ TEST_F(ExtenderTest, APodWithoutADescriptionPassesThroughUntouched) {
   for (const json& host : list) EXPECT_EQ(host["Score"], 0) << host;
 }
 
+// A pod's description goes through the rule every request meets: a trace answers for the
+// batch it records only, and a pod asking for another is refused naming the field, not
+// placed by the traced batch's figure.
+TEST_F(ExtenderTest, APodsTraceOfAnotherBatchIsRefusedNamingTheField) {
+  std::ifstream file(std::string(GPUEST_TEST_DATA_DIR) + "/traces/encoder96_b8.json");
+  json description = json::parse(file);
+  description["trace"]["batchSize"] = 8;
+  description["batchSize"] = 16;
+  const json pod = Pod("traced", {{"gpuest.io/description", description.dump()}});
+  auto [status, result] = Post("filter", Args(pod).dump());
+  ASSERT_EQ(status, 200);
+  EXPECT_NE(result.dump().find("model.trace.batch_size"), std::string::npos)
+      << result.dump(2);
+  EXPECT_TRUE(result["Nodes"].is_null() || result["Nodes"]["items"].empty())
+      << result.dump(2);
+}
+
 TEST_F(ExtenderTest, AMalformedDescriptionIsAClearErrorNeverACrash) {
   const json pod = Pod("bad", {{"gpuest.io/description", "{\"batchSize\": \"many\"}"}});
   auto [status, result] = Post("filter", Args(pod).dump());

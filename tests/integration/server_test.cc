@@ -174,6 +174,38 @@ TEST_F(ServerTest, ATraceOfAnotherBatchSizeIsInvalidArgumentNamingTheTrace) {
       << response.status().message();
 }
 
+// The batch a trace answers for is in the trace (AllocationTrace.batch_size): a request
+// for another is refused naming that field, even without an input shape to read the
+// batch from. A trace of an older describer, without it, is answered with a warning
+// that says its batch was read from its inputs.
+TEST_F(ServerTest, ATraceSaysItsBatchAndAnOlderOneIsAnsweredWithAWarning) {
+  v1::EstimateRequest request = testing::RequestFromFile(
+      std::string(GPUEST_TEST_DATA_DIR) + "/traces/encoder96_b8.json");
+  auto has_warning = [](const v1::EstimateResponse& response) {
+    for (const v1::Warning& w : response.warnings()) {
+      if (w.code() == v1::WARNING_CODE_TRACE_BATCH_UNRECORDED) return true;
+    }
+    return false;
+  };
+  auto older = client_->Estimate(request);
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_TRUE(has_warning(*older));
+
+  request.mutable_model()->mutable_trace()->set_batch_size(8);
+  auto recorded = client_->Estimate(request);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_FALSE(has_warning(*recorded));
+  EXPECT_EQ(recorded->recommendation().memory_bytes(),
+            older->recommendation().memory_bytes());
+
+  request.mutable_model()->clear_input_shape();
+  request.mutable_model()->set_batch_size(16);
+  auto other = client_->Estimate(request);
+  ASSERT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument) << other.status();
+  EXPECT_TRUE(absl::StartsWith(other.status().message(), "model.trace.batch_size:"))
+      << other.status().message();
+}
+
 TEST_F(ServerTest, ExceededDeadlineIsReportedAndHarmless) {
   // Connected first: the client reports a deadline that passes before any connection
   // as UNAVAILABLE (no server reachable), and this test is about a slow answer.

@@ -116,7 +116,7 @@ TEST(CliInput, ATracedDescriptionKeepsItsBatchSize) {
   options.batch_size = 256;
   ExpectInvalid(ReadRequest(traced, options),
                 {traced, "--batch-size 256", "batch size 8", "model.trace",
-                 "Describe the model again at batch 256", "--no-trace"});
+                 "describe the model again at batch 256", "--no-trace"});
   // Inside a whole EstimateRequest too.
   v1::EstimateRequest request;
   *request.mutable_model() = ReadRequest(traced)->model();
@@ -130,10 +130,19 @@ TEST(CliInput, ATracedDescriptionKeepsItsBatchSize) {
   EXPECT_EQ(same->model().batch_size(), 8);
   EXPECT_GT(same->model().trace().size_bytes_size(), 0);
 
-  request.mutable_model()->clear_trace();
+  // A trace that records its batch (today's describer) is held to it by the same rule
+  // the server applies, naming the field.
+  request.mutable_model()->mutable_trace()->set_batch_size(8);
   json.clear();  // MessageToJsonString appends.
   ASSERT_TRUE(google::protobuf::util::MessageToJsonString(request, &json).ok());
   options.batch_size = 256;
+  ExpectInvalid(ReadStdin(json, options),
+                {"stdin", "--batch-size 256", "model.trace.batch_size",
+                 "recorded at batch 8", "describe the model again at batch 256"});
+
+  request.mutable_model()->clear_trace();
+  json.clear();
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(request, &json).ok());
   auto untraced = ReadStdin(json, options);
   ASSERT_TRUE(untraced.ok()) << untraced.status();
   EXPECT_EQ(untraced->model().batch_size(), 256);

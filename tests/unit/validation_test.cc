@@ -242,6 +242,18 @@ INSTANTIATE_TEST_SUITE_P(
                r.mutable_model()->mutable_parallelism()->set_offload_parameters(true);
              },
              "model.parallelism.offload_parameters:"},
+        // A trace answers for the batch it records, whatever else the description
+        // holds: an input shape or none.
+        Case{"trace_recorded_at_another_batch",
+             [](auto& r) { Trace(r, 2)->set_batch_size(64); }, "model.trace.batch_size:"},
+        Case{"trace_recorded_at_another_batch_without_an_input_shape",
+             [](auto& r) {
+               r.mutable_model()->clear_input_shape();
+               Trace(r, 2)->set_batch_size(64);
+             },
+             "model.trace.batch_size:"},
+        Case{"trace_batch_negative", [](auto& r) { Trace(r, 2)->set_batch_size(-32); },
+             "model.trace.batch_size:"},
         Case{"too_many_trace_caveats",
              [](auto& r) {
                for (int i = 0; i < 17; ++i) r.mutable_model()->add_trace_caveats("c");
@@ -270,6 +282,18 @@ TEST(Validation, AcceptsATraceWhoseInputsHoldTheBatch) {
     t->set_size_bytes(2, 32 * 3 * 32 * 32 * width);
     EXPECT_TRUE(ValidateRequest(r, ValidationLimits{}).ok()) << width;
   }
+}
+
+// A trace that records its batch is held to it alone: its inputs need not show it (a
+// step_function's batch may be no tensor of batch x input shape).
+TEST(Validation, AcceptsATraceRecordedAtTheRequestsBatch) {
+  v1::EstimateRequest r = ValidRequest();
+  auto* t = Trace(r, 2);
+  t->set_category(1, v1::ALLOCATION_CATEGORY_INPUT);  // Holds no batch of 32 samples.
+  EXPECT_EQ(ValidateRequest(r, ValidationLimits{}).code(),
+            absl::StatusCode::kInvalidArgument);  // Unrecorded: read from the inputs.
+  t->set_batch_size(32);
+  EXPECT_TRUE(ValidateRequest(r, ValidationLimits{}).ok());
 }
 
 TEST(Validation, AHugeEstimatorIdIsNotEchoedBack) {

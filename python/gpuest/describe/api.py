@@ -202,7 +202,7 @@ def describe_json(model: nn.Module,
                           f"the first two traced)" if gradient_accumulation > 1 else "")
                        + f"; {traced.ops} ops")
                 trace_msg = trace_json(traced.sizes, traced.alloc_at, traced.free_at,
-                                       traced.category, how)
+                                       traced.category, how, batch)
             except Exception as e:  # any failure of the fake step: say why, keep going
                 reason = _reason(e)
         if layers is None:

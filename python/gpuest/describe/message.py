@@ -46,13 +46,16 @@ def layer_json(layer: dict) -> dict:
 
 
 def trace_json(sizes: Sequence[int], alloc_at: Sequence[int], free_at: Sequence[int],
-               categories: Sequence[str], tracer: str) -> dict:
+               categories: Sequence[str], tracer: str, batch_size: int) -> dict:
+    """The AllocationTrace; batch_size is the batch the step was traced at, the one
+    batch the trace answers for (the server refuses a request for another)."""
     d: Dict[str, Any] = {}
     _put(d, "sizeBytes", [int(x) for x in sizes])
     _put(d, "allocAt", [int(x) for x in alloc_at])
     _put(d, "freeAt", [int(x) for x in free_at])
     _put(d, "category", list(categories))
     _put(d, "tracer", tracer)
+    _put(d, "batchSize", int(batch_size))
     return d
 
 
