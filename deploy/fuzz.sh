@@ -3,7 +3,8 @@
 # uses gcc) and runs each for a bounded time from its seed corpus in
 # tests/fuzz/corpus/<target>/. New inputs go to build-fuzz/corpus/<target>/, never into
 # the repository; a crash leaves its input in build-fuzz/artifacts/ and fails the run:
-# turn it into a regression test in tests/unit before fixing it.
+# copy it into tests/fuzz/regressions/<target>/ before fixing it (the normal build's
+# fuzz_corpus_test runs every file there through the target's properties).
 #
 # Usage: deploy/fuzz.sh [SECONDS_PER_TARGET]   (default $GPUEST_FUZZ_SECONDS, else 20)
 set -euo pipefail
