@@ -111,7 +111,9 @@ def test_a_dict_is_prepared_once_and_again_when_it_changes(client):
         again = client.estimate(description, estimators=["horus"])
         assert parsed == []  # prepared once
         assert again.recommendation.memory_bytes == first.recommendation.memory_bytes
+        # Another batch: without the trace, which answers for its own batch only.
         description["batchSize"] = int(description["batchSize"]) * 2
+        del description["trace"]
         doubled = client.estimate(description, estimators=["horus"])
         assert parsed == [1]  # changed: prepared again
         assert doubled.recommendation.memory_bytes > first.recommendation.memory_bytes
