@@ -6,13 +6,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/units.h"
 #include "estimators/core/field_bounds.h"
 #include "placement/memory_fit.h"
 #include "placement/placement_job.h"
+#include "placement/placement_reasons.h"
 #include "placement/placement_verdict.h"
 
 namespace gpuest {
@@ -23,8 +22,6 @@ constexpr double kEstimatedTrust = 0.75;    // gpuest's utilization class, not m
 constexpr double kUnknownTrust = 0.4;       // Nothing said how busy the job is.
 constexpr double kExtrapolatedTrust = 0.7;  // Beside more than one other job.
 
-std::string Gib(double bytes) { return absl::StrFormat("%.2f GiB", InGiB(bytes)); }
-
 double Trust(v1::UtilizationSource source) {
   switch (source) {
     case v1::UTILIZATION_SOURCE_ESTIMATE:
@@ -34,21 +31,6 @@ double Trust(v1::UtilizationSource source) {
       return kUnknownTrust;
     default:
       return 1.0;
-  }
-}
-
-std::string SourceWords(v1::UtilizationSource source) {
-  switch (source) {
-    case v1::UTILIZATION_SOURCE_NVIDIA_SMI:
-      return "measured by nvidia-smi";
-    case v1::UTILIZATION_SOURCE_DCGM_GRACT:
-      return "measured by DCGM (GRACT)";
-    case v1::UTILIZATION_SOURCE_DCGM_SMACT:
-      return "measured by DCGM (SMACT, mapped onto utilization.gpu)";
-    case v1::UTILIZATION_SOURCE_ESTIMATE:
-      return "estimated by gpuest (GRACT class), not measured";
-    default:
-      return "unknown, assumed to saturate the GPU";
   }
 }
 
@@ -116,92 +98,6 @@ void AddWarnings(const std::vector<v1::Warning>& warnings,
 }  // namespace
 
 namespace {
-
-// The verdict in a reason: the probability and the operating point where the model
-// has a verdict head.
-std::string VerdictWords(const ContentionModel& contention, const SpeedPrediction& p,
-                         bool bad) {
-  if (!contention.HasVerdictHead()) {
-    return bad ? absl::StrFormat("BAD, below %.2f", contention.bad_threshold)
-               : "acceptable";
-  }
-  return absl::StrFormat(
-      "P(below %.2f) %.2f, %s", contention.bad_threshold, p.bad_probability,
-      bad ? absl::StrFormat("BAD (at or above %.3f)", contention.verdict_probability)
-          : "acceptable");
-}
-
-// The jobs beside one, for its reason: the busiest few by name, the rest counted, so
-// that a response grows with the jobs, not with their square.
-std::string NeighbourWords(const std::vector<ResolvedJob>& jobs,
-                           std::vector<size_t> others) {
-  constexpr size_t kNamed = 3;
-  std::stable_sort(others.begin(), others.end(), [&jobs](size_t a, size_t b) {
-    return jobs[a].util.value > jobs[b].util.value;
-  });
-  std::string words;
-  for (size_t k = 0; k < others.size() && k < kNamed; ++k) {
-    absl::StrAppend(&words, k ? ", " : "", "'", jobs[others[k]].name, "'");
-  }
-  if (others.size() > kNamed) {
-    double load = 0;
-    for (size_t k = kNamed; k < others.size(); ++k) load += jobs[others[k]].util.value;
-    absl::StrAppendFormat(&words, " and %d more jobs (utilization.gpu %.0f %% together)",
-                          others.size() - kNamed, 100 * load);
-  }
-  return words;
-}
-
-// The jobs whose contention the reasons word one by one: the candidate and the slowest
-// others, this many in all. The rest are counted in one reason (each one's figures are
-// in the response's jobs), so that the answer grows with the jobs, not their square,
-// and a long name is said at most twice (its outcome and its reason).
-constexpr size_t kJobsWordedEach = 8;
-
-// A reason for each worded job, in the request's order, then one that counts the rest.
-void AddContentionReasons(const std::vector<ResolvedJob>& jobs,
-                          const std::vector<SpeedPrediction>& predictions,
-                          const ContentionModel& contention,
-                          v1::CheckPlacementResponse& response) {
-  const size_t candidate = jobs.size() - 1;
-  std::vector<size_t> order(candidate);
-  for (size_t i = 0; i < candidate; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return predictions[a].speed < predictions[b].speed;
-  });
-  const size_t worded = std::min(order.size(), kJobsWordedEach - 1);
-  std::vector<size_t> chosen(order.begin(), order.begin() + worded);
-  std::sort(chosen.begin(), chosen.end());  // In the request's order.
-  chosen.push_back(candidate);
-  for (size_t i : chosen) {
-    const ResolvedJob& job = jobs[i];
-    const SpeedPrediction& p = predictions[i];
-    std::vector<size_t> others;
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      if (j != i) others.push_back(j);
-    }
-    response.add_reasons(absl::StrFormat(
-        "'%s' (utilization.gpu %.0f %%, %s) predicted at %.2f of its speed alone "
-        "(%.2f..%.2f) beside %s: %s",
-        job.name, job.util.value * 100, SourceWords(job.source), p.speed, p.low, p.high,
-        NeighbourWords(jobs, others),
-        VerdictWords(contention, p, contention.CalledBad(p))));
-  }
-  if (order.size() > worded) {
-    int bad = 0;
-    double slowest = 1, fastest = 0;
-    for (size_t k = worded; k < order.size(); ++k) {
-      const SpeedPrediction& p = predictions[order[k]];
-      bad += contention.CalledBad(p) ? 1 : 0;
-      slowest = std::min(slowest, p.speed);
-      fastest = std::max(fastest, p.speed);
-    }
-    response.add_reasons(absl::StrFormat(
-        "%d other jobs predicted at %.2f..%.2f of their speed alone, %d of them called "
-        "BAD (each one's figures are in jobs)",
-        order.size() - worded, slowest, fastest, bad));
-  }
-}
 
 // Reasons and outcomes name jobs: two jobs of one name would read as one, and a long
 // name would be quoted in every reason.
@@ -276,32 +172,17 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
       contention.HasVerdictHead() ? contention.verdict_probability : 0.5);
   response.set_models_version(engine_.registry()->models_version());
 
-  const std::string gpu_words =
-      target.node_reported
-          ? absl::StrCat("the node-reported GPU (", Gib(fit.capacity_bytes), ", a ",
-                         target.profile->id, "'s context size)")
-          : absl::StrCat(target.id, " (", Gib(fit.capacity_bytes), ")");
   if (target.node_reported) {
-    response.add_reasons(absl::StrCat(
-        "the node reports ", Gib(target.reported_used_bytes), " in use; the ",
-        existing_bytes.size(), " existing jobs listed hold ",
-        Gib(static_cast<double>(existing_sum)),
-        "; the larger counts as used (a job not yet started is not in the node's "
-        "figure)"));
+    response.add_reasons(NodeReportedUseReason(target.reported_used_bytes,
+                                               existing_bytes.size(), existing_sum));
   }
   const ResolvedJob& candidate_job = jobs.back();
   response.set_candidate_gpus(candidate_job.gpus);
-  if (candidate_job.gpus > 1) {
-    response.add_reasons(absl::StrCat(
-        "candidate '", candidate_job.name, "' runs on ", candidate_job.gpus,
-        " GPUs (its parallelism): this answers for one of them, holding one rank; the "
-        "job fits only where each of its ",
-        candidate_job.gpus, " GPUs answers fits, and runs at the pace of its slowest"));
-  }
-  response.add_reasons(absl::StrCat(fit.fits ? "fits: " : "does not fit: ", "candidate '",
-                                    jobs.back().name, "' (", jobs.back().memory_basis,
-                                    ") on ", gpu_words, ": ", MemoryFitWords(fit),
-                                    "; each process pays its own CUDA context"));
+  if (candidate_job.gpus > 1) response.add_reasons(SeveralGpusReason(candidate_job));
+  response.add_reasons(
+      MemoryFitReason(fit, candidate_job,
+                      TargetGpuWords(target.node_reported, target.id, target.profile->id,
+                                     fit.capacity_bytes)));
 
   // Packed by the requirement: beside others, that holds only with each transient
   // capped.
@@ -309,14 +190,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     for (const ResolvedJob& job : jobs) {
       if (!job.cap.needed()) continue;
       response.add_needs_cap(job.name);
-      response.add_reasons(absl::StrFormat(
-          "safe only with a cap: '%s' has a cuDNN benchmark transient; uncapped, its "
-          "first step can take the GPU's free memory, the others' headroom included. "
-          "Cap it at its %s: HAMi nvidia.com/gpumem: %d, or "
-          "torch.cuda.set_per_process_memory_fraction(%.3f), or "
-          "torch.backends.cudnn.benchmark = False",
-          job.name, Gib(static_cast<double>(job.memory_bytes)), job.cap.hami_gpumem_mib(),
-          job.cap.per_process_memory_fraction()));
+      response.add_reasons(NeedsCapReason(job));
     }
   }
 
@@ -365,19 +239,9 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     // MIG partitions the SMs and memory: other slices' jobs do not slow these. The
     // contention model (fitted on whole GPUs) applies only among the jobs listed, which
     // share this slice.
-    response.add_reasons(absl::StrCat(
-        target.id,
-        " is a MIG slice: jobs on the GPU's other slices do not contend with these (MIG "
-        "isolates compute and memory), so none is predicted; the speeds above are for "
-        "the jobs listed, sharing this slice"));
+    response.add_reasons(MigSliceReason(target.id));
   }
-  if (jobs.size() > 2) {
-    response.add_reasons(absl::StrCat(
-        jobs.size(),
-        " jobs on one GPU: each job's others count as one load (their "
-        "utilization summed, capped at 100 %); the model was fitted on pairs "
-        "only, so this is an extrapolation and the confidence is lowered"));
-  }
+  if (jobs.size() > 2) response.add_reasons(ManyJobsReason(jobs.size()));
   response.set_verdict(tally.verdict);
   response.set_worst_predicted_speed(tally.worst_speed);
   return response;

@@ -2,9 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_format.h"
-#include "common/units.h"
-
 namespace gpuest {
 
 void ContentionTally::Add(const ContentionModel& contention, const SpeedPrediction& p) {
@@ -31,15 +28,6 @@ GpuJudgement JudgeReportedGpu(const ContentionModel& contention, uint64_t candid
                      contention.PredictPoint(candidate_util, CombinedLoad({running})));
   }
   return j;
-}
-
-std::string MemoryFitWords(const MemoryFit& fit) {
-  const std::string head = absl::StrFormat(
-      "needs %.2f GiB beside %.2f GiB used of %.2f GiB", InGiB(fit.candidate_bytes),
-      InGiB(fit.used_bytes), InGiB(fit.capacity_bytes));
-  return fit.fits ? absl::StrFormat("%s, %.2f GiB left", head, InGiB(fit.headroom_bytes))
-                  : absl::StrFormat("%s, short by %.2f GiB", head,
-                                    InGiB(-static_cast<double>(fit.headroom_bytes)));
 }
 
 }  // namespace gpuest

@@ -2,9 +2,9 @@
 //
 // The arithmetic of a placement, apart from the prose that explains it: the memory fit
 // and the contention verdict over the jobs sharing a GPU. PlacementEngine::CheckPlacement
-// writes its response and reasons from these; the scheduler extender judges every GPU
-// of a node with them alone (no message, no text, nothing allocated per GPU) and words
-// only a GPU that fails, as CheckPlacement words it (MemoryFitWords).
+// writes its response from these and its reasons with placement_reasons.h; the scheduler
+// extender judges every GPU of a node with them alone (no message, no text, nothing
+// allocated per GPU) and words only a GPU that fails, with placement_reasons.h too.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +39,5 @@ GpuJudgement JudgeReportedGpu(const ContentionModel& contention, uint64_t candid
                               const UtilizationRange& candidate_util,
                               uint64_t total_bytes, uint64_t free_bytes,
                               const UtilizationRange& running);
-
-// The fit in words: "needs 3.10 GiB beside 30.00 GiB used of 32.00 GiB, short by 1.10
-// GiB" (or ", 2.00 GiB left"). CheckPlacement's reason and the extender's say it so.
-std::string MemoryFitWords(const MemoryFit& fit);
 
 }  // namespace gpuest

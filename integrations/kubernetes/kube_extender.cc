@@ -17,6 +17,7 @@
 #include "common/units.h"
 #include "integrations/kubernetes/extender_args.h"
 #include "placement/placement_job.h"
+#include "placement/placement_reasons.h"
 #include "placement/placement_verdict.h"
 #include "requests/request_files.h"
 #include "spdlog/spdlog.h"
@@ -304,9 +305,8 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
       ++fitting;
       verdict.score = std::max(verdict.score, ScoreOf(judged));
     } else {
-      misses.push_back(absl::StrCat("GPU ", gpu.index, " (", profile->id,
-                                    gpu.free_reported ? "" : ", free not reported",
-                                    "): ", MemoryFitWords(judged.fit)));
+      misses.push_back(
+          GpuShortWords(gpu.index, profile->id, gpu.free_reported, judged.fit));
     }
   }
   if (fitting >= needed) return verdict;
