@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Calibrates the allocator-simulation estimators (models/allocsim, models/analytic) and
 # the A100's context (models/gpu_profiles.json) on GPUMemNet's training split and the
-# timm measurements of real models (left out a whole architecture family at a time), then
+# timm measurements of real models (left out a whole architecture group at a time), then
 # rewrites the simulation section of docs/accuracy.md with every estimator scored on the
 # held-out split. The traced export (each dataset row rebuilt and described with a
 # FakeTensor trace) is made once into build/datasets/, about 15 minutes on 2 cores;
 # later runs reuse it and take well under a minute.
-# Usage: deploy/validate-memory.sh [extra gpuest-validate-memory flags]
+# Usage: deploy/calibrate-memory.sh [extra gpuest-calibrate-memory flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${GPUEST_DATA_DIR:-../shared/data/gpumemnet}"
@@ -80,7 +80,7 @@ holdout=(h100-80gb=build/datasets/h100_clean_runs.jsonl)
   --runs data/h200-llm-finetune/llm_finetune.jsonl \
   --llm-descriptions data/h200-llm-finetune/llm_descriptions --out build/datasets/h200_llm_runs.jsonl
 holdout+=(h100-80gb=build/datasets/h100_llm_runs.jsonl h200=build/datasets/h200_llm_runs.jsonl)
-build/lab/calibration/gpuest-validate-memory --data-dir "$DATA" --models models \
+build/lab/calibration/gpuest-calibrate-memory --data-dir "$DATA" --models models \
   --timm-rows "$timm_rows" --gpu-runs h200=build/datasets/h200_clean_runs.jsonl \
   --holdout-runs "$(IFS=,; echo "${holdout[*]}")" \
   --write-models --report docs/accuracy.md "$@"

@@ -1,4 +1,4 @@
-// File: input.h
+// File: request_files.h
 //
 // Reads what `gpuest estimate` is given, from a file or stdin: a ModelDescription in its
 // JSON form, a whole EstimateRequest, or a model summary printed by torchsummary or

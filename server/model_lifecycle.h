@@ -5,9 +5,10 @@
 // Admin RPC) by swapping one pointer. Finding and reading the files is the
 // model repository's job (estimators/core/model_repository.h), verifying each model its
 // loader's (sha256 against the manifest, finite outputs on a probe input; the
-// contention model's keys and values); this file loads the whole set, swaps it into
-// the engine and the placement, and reports each reload in the log and the metrics. A
-// set that fails to load in any part is never served.
+// contention model's keys and values); this file loads the whole set, makes it the one
+// every new call takes (one shared_ptr swapped; a call in flight keeps the set it took),
+// and reports each reload in the log and the metrics. A set that fails to load in any
+// part is never served.
 #pragma once
 
 #include <memory>

@@ -183,7 +183,8 @@ int Estimate(const gpuest::Client& client, const std::string& path) {
 }
 
 int PodPatch(const gpuest::Client& client, const std::string& path) {
-  auto scheduler = gpuest::cli::ParseSharingScheduler(absl::GetFlag(FLAGS_scheduler));
+  auto scheduler =
+      gpuest::kubernetes::ParseSharingScheduler(absl::GetFlag(FLAGS_scheduler));
   if (!scheduler.ok()) return Fail(scheduler.status());
   if (absl::GetFlag(FLAGS_container) < 0) {
     return Fail(absl::InvalidArgumentError("--container must be 0 or more"));
@@ -194,13 +195,13 @@ int PodPatch(const gpuest::Client& client, const std::string& path) {
   if (!left.ok()) return Fail(left.status());
   auto response = client.Estimate(*request, *left);
   if (!response.ok()) return Fail(response.status());
-  auto memory = gpuest::cli::MemoryRequestFor(*scheduler,
-                                              response->recommendation().memory_bytes());
+  auto memory = gpuest::kubernetes::MemoryRequestFor(
+      *scheduler, response->recommendation().memory_bytes());
   if (!memory.ok()) return Fail(memory.status());
-  std::cout << gpuest::cli::PodPatchJson(*memory, absl::GetFlag(FLAGS_container));
+  std::cout << gpuest::kubernetes::PodPatchJson(*memory, absl::GetFlag(FLAGS_container));
   const gpuest::v1::MemoryCap& cap = response->recommendation().cap();
-  std::cerr << gpuest::cli::EnforcementNote(*scheduler, *memory, cap.needed(),
-                                            cap.per_process_memory_fraction());
+  std::cerr << gpuest::kubernetes::EnforcementNote(*scheduler, *memory, cap.needed(),
+                                                   cap.per_process_memory_fraction());
   return kOk;
 }
 

@@ -2,7 +2,7 @@
 //
 // The one memory model: a training step's allocations, replayed through the
 // caching-allocator simulation on a GPU profile, turned into the peak nvidia-smi would
-// show. Served by the simulation estimators and calibrated by gpuest-validate-memory,
+// show. Served by the simulation estimators and calibrated by gpuest-calibrate-memory,
 // so both use exactly the same arithmetic:
 //
 //   point = context + point_intercept + point_factor x simulated peak reserved
@@ -37,7 +37,7 @@ struct FamilyCalibration {
   // traces (python/gpuest/describe/conv_workspace.py: a transform of each call's
   // tensors; cuDNN's engines also take larger ones, as for a depthwise 7x7 filter's
   // gradient), and, for a layer-built step, the workspaces themselves. Fitted on real
-  // models' errors out of their architecture family (lab/calibration); 0 for a
+  // models' errors out of their architecture group (lab/calibration); 0 for a
   // family without convolutions measured.
   double conv_output_factor = 0;
 };

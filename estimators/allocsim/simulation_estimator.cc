@@ -94,17 +94,16 @@ std::vector<v1::BoundValidation> BoundValidations(const FamilyTerms& terms,
       terms.unseen_architectures,
       clean_runs.empty()
           ? absl::StrCat("real timm ", TermsName(terms), "-family runs on ", m.gpu,
-                         ", each scored by a fit that never saw its architecture family")
-          : absl::StrCat(
-                "clean runs (cuDNN benchmark off, uncapped) of real timm ",
-                TermsName(terms), "-family models (", clean_runs,
-                "), each scored by a fit that never saw its architecture family"),
+                         ", each scored by a fit that never saw its architecture group")
+          : absl::StrCat("clean runs (cuDNN benchmark off, uncapped) of real timm ",
+                         TermsName(terms), "-family models (", clean_runs,
+                         "), each scored by a fit that never saw its architecture group"),
       m.safe_quantile, out);
   return out;
 }
 
 // A GPU's own terms, scored on its clean runs, each by a fit that never saw the run's
-// architecture family.
+// architecture group.
 std::vector<v1::BoundValidation> GpuBoundValidations(const FamilyTerms& terms,
                                                      const GpuTerms& gpu,
                                                      const SimulationManifest& m) {
@@ -113,7 +112,7 @@ std::vector<v1::BoundValidation> GpuBoundValidations(const FamilyTerms& terms,
       terms.unseen_architectures,
       absl::StrCat("clean runs (cuDNN benchmark off, uncapped) of real timm ",
                    TermsName(terms), "-family models on ", gpu.gpu,
-                   ", each scored by a fit that never saw its architecture family"),
+                   ", each scored by a fit that never saw its architecture group"),
       m.safe_quantile, out);
   return out;
 }
@@ -134,10 +133,10 @@ void WarnWhereBelowTarget(const v1::MemoryEstimate& memory, const std::string& i
   }
 }
 
-// Without the layers' inputs the layer rule cannot see a tensor that no module made. On
-// GPUMemNet's DenseNet-like CNNs (265 runs, A100) the served bound held on 26 % of
-// them from layer lists without inputs and on 96 % with them (the closing note of
-// issue 22 has the command). An MLP's dense layers feed one another: nothing to miss.
+// Without the layers' inputs the layer rule cannot see a tensor that no module made (a
+// DenseNet block's torch.cat): on GPUMemNet's DenseNet-like CNNs the served bound then
+// falls short on most runs (README, the analytic estimator's row). An MLP's dense
+// layers feed one another: nothing to miss.
 void WarnWhereLayerInputsUnknown(const v1::ModelDescription& model, const std::string& id,
                                  std::vector<v1::Warning>& warnings) {
   if (model.family() == v1::MODEL_FAMILY_MLP) return;
@@ -399,7 +398,7 @@ class SimulationEstimator final : public Estimator {
     f.name = std::move(name);
     f.calibration = terms.calibration;
     // How often the upper bound was both safe and close: on GPUMemNet's held-out runs,
-    // else on runs of architecture families its fit never saw.
+    // else on runs of architecture groups its fit never saw.
     f.confidence = terms.held_out ? terms.held_out->safe_and_tight
                    : terms.unseen_architectures
                        ? terms.unseen_architectures->safe_and_tight

@@ -7,7 +7,7 @@
 //   rules (layer_trace.h) and replays that (analytic); for a request that carries a
 //   trace, only when asked for by name, since the trace says better what the rules
 //   approximate (and is tighter on the held-out rows of docs/accuracy.md).
-// The manifest holds the per-family calibration gpuest-validate-memory fitted
+// The manifest holds the per-family calibration gpuest-calibrate-memory fitted
 // (memory_model.h) and the held-out metrics it measured.
 #pragma once
 

@@ -1,12 +1,12 @@
 // File: simulation_manifest.h
 //
 // The manifest of a simulation estimator (models/allocsim/, models/analytic/) as one
-// type: gpuest-validate-memory writes it, the server's CreateSimulationEstimator reads
+// type: gpuest-calibrate-memory writes it, the server's CreateSimulationEstimator reads
 // it. Every key of the file is read and written here, nowhere else.
 //
-// Required: every key gpuest-validate-memory writes, except a family's scores on runs
+// Required: every key gpuest-calibrate-memory writes, except a family's scores on runs
 // it was not fitted on: GPUMemNet's held-out split ("held_out_rows", "held_out_mape",
-// "held_out_safe", "held_out_safe_and_tight") and real models of architecture families
+// "held_out_safe", "held_out_safe_and_tight") and real models of architecture groups
 // left out of the fit ("unseen_architecture_rows", ... the same four), each all there
 // or all absent (a calibration not yet scored). Values are checked too: trace_source,
 // steps >= 1, intercepts >= 0, safe_factor >= 1, point_factor > 0, at least one family.
@@ -58,7 +58,7 @@ struct FamilyTerms {
   FamilyCalibration calibration;
   std::optional<HeldOutScores> held_out;  // GPUMemNet's held-out split.
   // Real models (timm on the A100), each scored by a fit that never saw its
-  // architecture family.
+  // architecture group.
   std::optional<HeldOutScores> unseen_architectures;
   std::vector<manifest::DatasetDigest> datasets;  // What it was calibrated on.
 };

@@ -1,7 +1,7 @@
 // File: gpu_profiles_manifest.h
 //
 // models/gpu_profiles.json as one type: what the server loads (GpuProfiles::LoadFile)
-// and what gpuest-validate-memory rewrites when it calibrates a GPU's context. Every
+// and what gpuest-calibrate-memory rewrites when it calibrates a GPU's context. Every
 // key of the file is read and written here, nowhere else.
 //
 // Required: "default" and "gpus", and for each GPU every key but "aliases" (absent
@@ -41,7 +41,7 @@ struct GpuProfilesManifest {
   // workspace part is kept). measured_on, when not empty, must be the GPU's name: rows
   // of another GPU are refused. With assumed_too, every GPU whose constants are assumed
   // takes the same figure (same driver and CUDA stack, unmeasured). The one way both
-  // calibrations (gpuest-validate-memory, gpuest-collect calibrate through
+  // calibrations (gpuest-calibrate-memory, gpuest-collect calibrate through
   // gpuest-set-gpu-context) change the file.
   absl::Status SetMeasuredContext(const std::string& gpu_id,
                                   const std::string& measured_on, double context_mib,

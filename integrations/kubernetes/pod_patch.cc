@@ -6,7 +6,7 @@
 #include "common/units.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest::cli {
+namespace gpuest::kubernetes {
 namespace {
 
 uint64_t CeilDiv(uint64_t bytes, uint64_t unit) {
@@ -97,4 +97,4 @@ std::string PodPatchJson(const MemoryRequest& request, int container_index) {
   return patch.dump() + "\n";
 }
 
-}  // namespace gpuest::cli
+}  // namespace gpuest::kubernetes

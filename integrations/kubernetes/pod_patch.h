@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace gpuest::cli {
+namespace gpuest::kubernetes {
 
 enum class SharingScheduler { kHami, kVolcano, kKai, kAlibaba };
 
@@ -48,4 +48,4 @@ absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
 // asking for a shared GPU has them.
 std::string PodPatchJson(const MemoryRequest& request, int container_index);
 
-}  // namespace gpuest::cli
+}  // namespace gpuest::kubernetes

@@ -1,6 +1,7 @@
-// gpuest-validate-memory: calibrates the simulation estimators (allocsim, analytic) on
+// gpuest-calibrate-memory: calibrates the simulation estimators (allocsim, analytic) on
 // GPUMemNet's training split, optionally writes them into the model repository, and
-// scores them beside GPUMemNet and Horus on the held-out split (validation.h says how).
+// scores them beside GPUMemNet and Horus on the held-out split (memory_calibration.h says
+// how).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -8,7 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
-#include "lab/calibration/validation.h"
+#include "lab/calibration/memory_calibration.h"
 #include "lab/trainer/report_sections.h"
 
 ABSL_FLAG(std::string, data_dir, "../shared/data/gpumemnet", "the GPUMemNet CSVs");
@@ -30,7 +31,7 @@ ABSL_FLAG(std::string, training_rows_csv, "",
 ABSL_FLAG(std::string, gpu_runs, "",
           "GPU=FILE: clean runs measured on that GPU (cuDNN benchmark off, uncapped; "
           "lab/data/export_clean_runs.py) calibrate its own terms, served for it "
-          "in place of the A100's, family by family, and reported out of family "
+          "in place of the A100's, family by family, and reported out of group "
           "(e.g. h200=build/datasets/h200_clean_runs.jsonl)");
 ABSL_FLAG(bool, clean_terms_for_every_gpu, true,
           "with --gpu-runs: its clean runs' terms serve every GPU for the families they "
@@ -45,17 +46,17 @@ ABSL_FLAG(std::string, real_rows_csv, "",
           "upper bounds, as scored in the report, here");
 ABSL_FLAG(std::string, timm_rows, "",
           "the timm measurements described with a trace (lab/data/describe_timm.py): "
-          "the report gains their leave-architecture-family-out table (the served "
+          "the report gains their leave-architecture-group-out table (the served "
           "calibration and the candidate it was chosen over)");
 ABSL_FLAG(
     std::string, fit_real_models, "where-unsafe-or-tighter",
-    "with --timm-rows, which families serve the out-of-family fit: where-unsafe "
+    "with --timm-rows, which families serve the out-of-group fit: where-unsafe "
     "(where the fit on GPUMemNet alone keeps fewer than --safe-quantile of the real "
-    "rows safe), where-unsafe-or-tighter (also where the out-of-family fit keeps "
+    "rows safe), where-unsafe-or-tighter (also where the out-of-group fit keeps "
     "--safe-quantile of them safe, more of them safe and tight, and as many of their "
     "out-of-memory runs above the card), always, or never");
 ABSL_FLAG(double, max_conv_output_factor, 12,
-          "the CNN out-of-family upper bound's term for cuDNN's workspaces: factors of "
+          "the CNN out-of-group upper bound's term for cuDNN's workspaces: factors of "
           "the largest convolution output tried, 0 to this in steps of 0.5 (0: no term)");
 ABSL_FLAG(
     std::string, report, "",
@@ -65,7 +66,7 @@ ABSL_FLAG(
 namespace {
 
 int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "gpuest-validate-memory: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "gpuest-calibrate-memory: %s\n", s.ToString().c_str());
   return 1;
 }
 
@@ -74,7 +75,7 @@ int Fail(const absl::Status& s) {
 int main(int argc, char** argv) {
   gpuest::ParseFlags(
       argc, argv,
-      {"gpuest-validate-memory [flags]",
+      {"gpuest-calibrate-memory [flags]",
        "Calibrates the allocator-simulation estimators (allocsim, analytic) on "
        "GPUMemNet's\n"
        "training split, optionally writes them into the model repository "
@@ -82,11 +83,11 @@ int main(int argc, char** argv) {
        "and scores them, GPUMemNet's MLP-based classifiers and the Horus formula on "
        "the\n"
        "held-out split; with --timm-rows, real models are scored leaving whole\n"
-       "architecture families out and, where the fit on GPUMemNet alone is unsafe on\n"
+       "architecture groups out and, where the fit on GPUMemNet alone is unsafe on\n"
        "them, join the fit (--fit-real-models).\n"
-       "deploy/validate-memory.sh runs the whole thing, exports included.",
+       "deploy/calibrate-memory.sh runs the whole thing, exports included.",
        "", __FILE__});
-  gpuest::calibration::ValidationOptions options;
+  gpuest::calibration::MemoryCalibrationOptions options;
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.datasets_dir = absl::GetFlag(FLAGS_datasets_dir);
   options.models_dir = absl::GetFlag(FLAGS_models);
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
         fit, "'")));
   }
   const absl::StatusOr<std::string> section =
-      gpuest::calibration::ValidateMemory(options);
+      gpuest::calibration::CalibrateMemory(options);
   if (!section.ok()) return Fail(section.status());
 
   const std::string report = absl::GetFlag(FLAGS_report);

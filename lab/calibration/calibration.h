@@ -1,7 +1,7 @@
 // File: calibration.h
 //
 // The simulation estimators' calibration (allocsim, analytic) and the scoring of any
-// memory estimate against measured peaks: the library behind gpuest-validate-memory.
+// memory estimate against measured peaks: the library behind gpuest-calibrate-memory.
 // The fit uses allocsim::CalibratedEstimate, the arithmetic the server answers with,
 // so a calibration is judged by exactly the figures it will serve.
 #pragma once
@@ -72,7 +72,7 @@ struct FitOptions {
   // leave-one-group-out over the other groups alone: the smallest of
   // kCoverageQuantiles whose out-of-group safe share reaches this target. A margin fitted
   // to keep 95 % of the rows safe in sample keeps fewer safe on groups it never saw
-  // (errors cluster by architecture family); this chooses it on groups it did not see,
+  // (errors cluster by architecture group); this chooses it on groups it did not see,
   // and never on the group scored.
   double group_coverage = 0;
 };
@@ -142,7 +142,7 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
                                             const GpuProfile& gpu,
                                             const FitOptions& options);
 
-// The leading letters of a timm model name, its architecture family: "resnet50d" ->
+// The leading letters of a timm model name, its architecture group: "resnet50d" ->
 // "resnet", "vit_base_patch16_224" -> "vit".
 std::string ArchitectureFamily(const std::string& model_name);
 

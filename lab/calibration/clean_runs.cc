@@ -45,7 +45,7 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
   for (const auto& [family, members] : runs) {
     FitOptions family_options = options;
     family_options.max_conv_factor = family == "cnn" ? cnn_max_conv_factor : 0;
-    // The margin's quantile chosen on architecture families left out (calibration.h):
+    // The margin's quantile chosen on architecture groups left out (calibration.h):
     // the served terms are for families these runs never saw.
     family_options.group_coverage = options.safe_quantile;
     std::set<std::string> groups;
@@ -54,7 +54,7 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
     }
     if (groups.size() < 2) {  // Nothing to leave out: the family keeps its terms.
       std::fprintf(stderr,
-                   "%s: the %s runs on %s are of one architecture family; it is not "
+                   "%s: the %s runs on %s are of one architecture group; it is not "
                    "calibrated on them\n",
                    runs_file.c_str(), family.c_str(), gpu.id.c_str());
       continue;
@@ -113,7 +113,7 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
   if (out.by_simulation.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(runs_file,
-                     ": no completed, traced runs of two or more architecture families "
+                     ": no completed, traced runs of two or more architecture groups "
                      "of one model family to calibrate on"));
   }
   return out;
@@ -143,7 +143,7 @@ std::optional<allocsim::GpuTerms> GpuTermsOf(const CleanRunsCalibration& c,
     t.calibration = AsRecorded(f.calibration);
     t.unseen_architectures = AsRecorded(f.upper);
     t.datasets.push_back(
-        {c.file, c.sha256, "clean runs, left out by architecture family"});
+        {c.file, c.sha256, "clean runs, left out by architecture group"});
   }
   if (g.families.empty()) return std::nullopt;
   return g;
@@ -157,16 +157,16 @@ std::string RenderCleanRunsSection(const CleanRunsCalibration& c,
       "`%s`: runs on the %s with cuDNN benchmark mode off and no cap "
       "(`data/h200-benchmark-off/`), so each peak is the step's, with no search "
       "transient: what the requirement stands for. The peak is the allocator's "
-      "reserved peak plus the %s's context (%.0f MiB). `own fit`: the out-of-family "
+      "reserved peak plus the %s's context (%.0f MiB). `own fit`: the out-of-group "
       "fit (above) over these runs, its margin's quantile the smallest that keeps "
-      "%.0f %% of the runs safe over architecture families left out one at a time "
-      "(chosen again without each family scored, which never sees it: "
+      "%.0f %% of the runs safe over architecture groups left out one at a time "
+      "(chosen again without each group scored, which never sees it: "
       "calibration.h, group_coverage); each run scored by the fit that never saw its "
-      "architecture family; `%s's terms`: the terms above, which saw none of these "
+      "architecture group; `%s's terms`: the terms above, which saw none of these "
       "runs. The own fit is served for the %s, in place of "
       "those, where it keeps %.0f %% of the runs safe and more of them safe and tight, "
       "or where those keep fewer than %.0f %% safe.\n\n"
-      "| family | estimator | runs | architecture families | MAPE | safe | safe and "
+      "| family | estimator | runs | architecture groups | MAPE | safe | safe and "
       "tight | point MAPE | margin quantile | served |\n"
       "|---|---|---|---|---|---|---|---|---|---|\n",
       c.gpu, c.file, c.gpu, c.gpu, c.context_mib, 100 * safe_quantile, calibrated_gpu,

@@ -4,9 +4,9 @@
 // no cap, so the allocator's reserved peak is the training step's, with no search
 // transient in it: the requirement (data/h200-benchmark-off/). The runs come as the
 // exporter's JSON lines (lab/data/export_clean_runs.py: peak = reserved peak + the
-// GPU's context). Per model family, calibration.h's out-of-family fit over the runs
-// grouped by architecture family, its margin's quantile chosen for coverage of
-// families left out (FitOptions::group_coverage), gives the terms served for that GPU,
+// GPU's context). Per model family, calibration.h's out-of-group fit over the runs
+// grouped by architecture group, its margin's quantile chosen for coverage of
+// groups left out (FitOptions::group_coverage), gives the terms served for that GPU,
 // and each run's bound from fits that never saw its family, which the report scores.
 #pragma once
 
@@ -32,9 +32,10 @@ struct CleanRunsFamily {
   Scores point;
   // The calibrated GPU's terms (fitted on none of these runs) on the same runs.
   Scores calibrated_upper, calibrated_point;
-  // Served for this GPU: the own fit keeps safe_quantile of the runs safe out of family
+  // Served for this GPU: the own fit keeps safe_quantile of the runs safe out of group
   // and more of them safe and tight than the calibrated GPU's terms, or those keep
-  // fewer than safe_quantile safe (the rule of the real models' fits, validation.h).
+  // fewer than safe_quantile safe (the rule of the real models' fits,
+  // memory_calibration.h).
   bool served = false;
 };
 
@@ -50,7 +51,7 @@ struct CleanRunsCalibration {
 using CalibratedTerms =
     std::map<std::string, std::map<std::string, allocsim::FamilyCalibration>>;
 
-// A model family whose runs are all of one architecture family is left out (said on
+// A model family whose runs are all of one architecture group is left out (said on
 // stderr); InvalidArgument when no model family is left to calibrate.
 // cnn_max_conv_factor: the CNN bound's cuDNN workspace term, as for the real models.
 absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
@@ -67,7 +68,7 @@ std::optional<allocsim::GpuTerms> GpuTermsOf(const CleanRunsCalibration& c,
                                              const std::string& id,
                                              const std::string& made_by);
 
-// Markdown: the out-of-family scores per simulation and family.
+// Markdown: the out-of-group scores per simulation and family.
 // calibrated_gpu: the GPU whose terms are served elsewhere ("a100-40gb").
 std::string RenderCleanRunsSection(const CleanRunsCalibration& c,
                                    const std::string& calibrated_gpu,

@@ -2,10 +2,10 @@
 
 namespace gpuest::calibration {
 
-std::vector<GroupedRow> OutOfFamilyFitRows(const std::string& family,
-                                           const std::vector<CalibrationRow>& synthetic,
-                                           bool synthetic_joins,
-                                           const std::vector<RealRun>& real) {
+std::vector<GroupedRow> OutOfGroupFitRows(const std::string& family,
+                                          const std::vector<CalibrationRow>& synthetic,
+                                          bool synthetic_joins,
+                                          const std::vector<RealRun>& real) {
   std::vector<GroupedRow> rows;
   if (synthetic_joins) {
     for (const CalibrationRow& r : synthetic) {

@@ -1,8 +1,8 @@
 // File: fit_choice.h
 //
-// Which runs a family's out-of-family fit is made from, which runs the choice between
-// two fits is judged on, and the choice itself. gpuest-validate-memory chooses between
-// GPUMemNet's fit and the real models' out-of-family fit with it; a GPU's own clean-run
+// Which runs a family's out-of-group fit is made from, which runs the choice between
+// two fits is judged on, and the choice itself. gpuest-calibrate-memory chooses between
+// GPUMemNet's fit and the real models' out-of-group fit with it; a GPU's own clean-run
 // terms (clean_runs.h) replace the calibrated GPU's by the same rule.
 #pragma once
 
@@ -15,7 +15,7 @@ namespace gpuest::calibration {
 
 // A real model's run (a timm row) as the fits see it.
 struct RealRun {
-  std::string group;  // Its architecture family, left out together.
+  std::string group;  // Its architecture group, left out together.
   CalibrationRow row;
   bool oom = false;  // Crashed out of memory: its bound must exceed the card.
   // Completed, but its peak holds a transient by the trace's evidence
@@ -23,15 +23,15 @@ struct RealRun {
   bool transient = false;
 };
 
-// The rows of a family's out-of-family fit: GPUMemNet's training rows of the family as
+// The rows of a family's out-of-group fit: GPUMemNet's training rows of the family as
 // one group ("gpumemnet-<family>") where that population joins (for the transformer
 // family it does not: GPUMemNet's are text classifiers, the real ones image models),
-// then the real runs in order, each left out with its architecture family. Runs that
+// then the real runs in order, each left out with its architecture group. Runs that
 // ran out of memory or hold a transient are predicted, never fitted on.
-std::vector<GroupedRow> OutOfFamilyFitRows(const std::string& family,
-                                           const std::vector<CalibrationRow>& synthetic,
-                                           bool synthetic_joins,
-                                           const std::vector<RealRun>& real);
+std::vector<GroupedRow> OutOfGroupFitRows(const std::string& family,
+                                          const std::vector<CalibrationRow>& synthetic,
+                                          bool synthetic_joins,
+                                          const std::vector<RealRun>& real);
 
 // What the choice between two fits weighs on one population of runs: the shares of its
 // completed runs an upper bound keeps safe, and safe and tight; and how many of its

@@ -7,13 +7,13 @@ with the traced step (allocsim), row by row, against a running gpuest-server.
     /usr/bin/python3 lab/calibration/layer_rule_study.py safety \
         --target 127.0.0.1:50991 --rows build/datasets/cnn_traced.jsonl --without-inputs
 
-``peaks``: per architecture family (the model name's leading letters, or GPUMemNet's
+``peaks``: per architecture group (the model name's leading letters, or GPUMemNet's
 ``arch:`` field), the layer rule's simulated reserved peak over the trace's, on the
 completed rows (OK, or SPIKE for the timm rows). ``safety``: per family, the share of
 completed runs whose served layer-rule upper bound on the A100 40GB is at or above the
 measured peak. The layers' inputs are as described, or removed (``--without-inputs``),
 as a layer list from elsewhere would come. For studying what the layer rule misses;
-the reported accuracy is docs/accuracy.md's, from gpuest-validate-memory.
+the reported accuracy is docs/accuracy.md's, from gpuest-calibrate-memory.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-#include "lab/calibration/validation.h"
+#include "lab/calibration/memory_calibration.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -46,7 +46,7 @@ using data::MeasuredRow;
 constexpr double kMiB = gpuest::kMiB;  // Fractional MiB in the reports.
 constexpr char kCalibratedGpu[] = "a100-40gb";
 
-struct Family {
+struct Population {
   std::string name;
   v1::ModelFamily family;
   std::string csv, traced, exported;  // exported: the layer-only export (Transformer).
@@ -56,16 +56,16 @@ struct Family {
   // real models' peaks hold (the timm runs set cudnn.benchmark). GPUMemNet's
   // Transformers are text classifiers over token sequences; the real transformer-family
   // rows are image models (ViTs and hybrids, a convolution at least in the patch
-  // embedding). Their rows do not join the real models' out-of-family fit (with them
-  // it kept 0.861 safe and tight out of family, without 0.894), and GPUMemNet's fit
-  // alone serves the family's models without a convolution
-  // (FamilyTerms::without_convolutions): on GPUMemNet's held-out transformers the real
-  // models' terms were safe and tight on 0.240, GPUMemNet's on 0.898 (issue 22's sixth
-  // session). GPUMemNet's CNNs are image models like the real ones.
+  // embedding). Their rows do not join the real models' out-of-group fit (they made it
+  // less safe and tight out of group), and GPUMemNet's fit alone serves the family's
+  // models without a convolution (FamilyTerms::without_convolutions): on GPUMemNet's
+  // held-out transformers the real models' terms are rarely safe and tight (the
+  // report's "(without convolutions)" rows). GPUMemNet's CNNs are image models like the
+  // real ones.
   bool synthetic_without_convolutions = false;
 };
 
-std::vector<Family> Families(const ValidationOptions& o) {
+std::vector<Population> Populations(const MemoryCalibrationOptions& o) {
   const std::string& data = o.data_dir;
   const std::string& sets = o.datasets_dir;
   return {
@@ -84,14 +84,14 @@ struct Row {
 };
 
 // A family's traced rows in GPUMemNet's split, each replayed once per simulation.
-struct TracedFamily {
+struct TracedPopulation {
   std::vector<train::DatasetFile> files;  // What GPUMemNet's split was made from.
   data::MeasuredFile traced;              // The rows point into it.
   std::vector<Row> rows;
 };
 
-absl::Status LoadTracedFamily(const Family& f, const ValidationOptions& o,
-                              const GpuProfile& gpu, TracedFamily& out) {
+absl::Status LoadTracedPopulation(const Population& f, const MemoryCalibrationOptions& o,
+                                  const GpuProfile& gpu, TracedPopulation& out) {
   GPUEST_ASSIGN_OR_RETURN(const train::Dataset dataset,
                           f.exported.empty()
                               ? train::LoadCsvDataset(f.csv, f.family)
@@ -122,7 +122,7 @@ absl::Status LoadTracedFamily(const Family& f, const ValidationOptions& o,
 // A timm row (real architecture) with what each simulation makes of it.
 struct RealRow {
   const MeasuredRow* measured;
-  std::string group;   // Its architecture family, left out together.
+  std::string group;   // Its architecture group, left out together.
   std::string family;  // gpuest's family of its layers ("cnn", "transformer", ...).
   std::map<std::string, allocsim::ReplayResult> replay;  // By estimator id.
   // A completed run whose peak holds a transient by the trace's evidence: predicted
@@ -130,7 +130,7 @@ struct RealRow {
   std::optional<TransientCase> transient;
 };
 
-// An estimate of one real row by a fit that never saw its architecture family.
+// An estimate of one real row by a fit that never saw its architecture group.
 struct OutOfGroupEstimate {
   double point_mib = 0, upper_mib = 0;
 };
@@ -141,7 +141,7 @@ struct RealRows {
   // Estimator id -> row index -> its out-of-group estimate, for the rows of the
   // families fitted out of group.
   std::map<std::string, std::map<size_t, OutOfGroupEstimate>> out_of_group;
-  // Estimator id -> the families whose served calibration is the out-of-family fit.
+  // Estimator id -> the families whose served calibration is the out-of-group fit.
   std::map<std::string, std::set<std::string>> serves_fit;
   // Estimator id -> family -> the fit on GPUMemNet's training rows alone.
   std::map<std::string, std::map<std::string, FamilyCalibration>> gpumemnet_fit;
@@ -169,11 +169,11 @@ std::vector<RealRun> RealRunsOf(const RealRows& real, const std::vector<size_t>&
 // The calibration a model's family serves it from (TermsKey): its family's, or the
 // terms of its family's models without a convolution where families has them apart.
 std::string TermsKeyOf(const v1::ModelDescription& model,
-                       const std::vector<Family>& families) {
+                       const std::vector<Population>& families) {
   v1::EstimateRequest request;
   *request.mutable_model() = model;
   const std::string family = FamilyName(FeaturesOf(request).family());
-  for (const Family& f : families) {
+  for (const Population& f : families) {
     if (f.name == family && f.synthetic_without_convolutions &&
         allocsim::WithoutConvolutions(model)) {
       return allocsim::TermsKey(family, true);
@@ -182,8 +182,9 @@ std::string TermsKeyOf(const v1::ModelDescription& model,
   return family;
 }
 
-absl::Status LoadRealRows(const ValidationOptions& o, const std::vector<Family>& families,
-                          const GpuProfile& gpu, RealRows& out) {
+absl::Status LoadRealRows(const MemoryCalibrationOptions& o,
+                          const std::vector<Population>& families, const GpuProfile& gpu,
+                          RealRows& out) {
   GPUEST_ASSIGN_OR_RETURN(out.file, data::ReadExportedRows(o.timm_rows));
   std::set<std::string> models, groups;
   for (const MeasuredRow& m : out.file.rows) {
@@ -224,7 +225,7 @@ absl::Status LoadRealRows(const ValidationOptions& o, const std::vector<Family>&
     transients += cases[k].has_value();
   }
   std::fprintf(stderr,
-               "%s: %zu traced rows of %zu models, %zu architecture families; %zu SPIKE "
+               "%s: %zu traced rows of %zu models, %zu architecture groups; %zu SPIKE "
                "rows apart, %d CRASHED rows ignored; %zu OK rows hold a transient by "
                "the trace's evidence (kept out of the fits)\n",
                out.file.name.c_str(), out.rows.size(), models.size(), groups.size(),
@@ -233,12 +234,12 @@ absl::Status LoadRealRows(const ValidationOptions& o, const std::vector<Family>&
 }
 
 absl::Status WriteTrainingRowsCsv(const std::string& path,
-                                  const std::vector<Family>& families,
-                                  std::map<std::string, TracedFamily>& traced) {
+                                  const std::vector<Population>& families,
+                                  std::map<std::string, TracedPopulation>& traced) {
   std::string csv =
       "family,file,batch,measured_mib,allocsim_reserved_mib,analytic_reserved_mib,"
       "allocsim_allocated_mib,largest_conv_mib\n";
-  for (const Family& f : families) {
+  for (const Population& f : families) {
     for (const Row& r : traced[f.name].rows) {
       if (r.held_out || r.measured->oom) continue;
       absl::StrAppendFormat(&csv, "%s,%s,%d,%.0f,%.1f,%.1f,%.1f,%.1f\n", f.name,
@@ -270,15 +271,15 @@ std::vector<CalibrationRow> TrainingRows(const std::vector<Row>& rows,
 using Calibrations = std::map<std::string, std::map<std::string, FamilyCalibration>>;
 
 // A family's GPUMemNet training rows (one group; none for a family whose synthetic
-// rows are another population, Family::synthetic_without_convolutions) and its real rows
-// (one group per architecture family: runs, RealRunsOf members), fitted out of group;
+// rows are another population, Population::synthetic_without_convolutions) and its real
+// rows (one group per architecture group: runs, RealRunsOf members), fitted out of group;
 // the real rows' out-of-group estimates go into real.
 absl::StatusOr<FamilyCalibration> FitWithRealRows(
-    const std::string& id, const Family& family,
+    const std::string& id, const Population& family,
     const std::vector<CalibrationRow>& synthetic, const std::vector<RealRun>& runs,
     RealRows& real, const std::vector<size_t>& members, const GpuProfile& gpu,
     const FitOptions& options) {
-  const std::vector<GroupedRow> rows = OutOfFamilyFitRows(
+  const std::vector<GroupedRow> rows = OutOfGroupFitRows(
       family.name, synthetic, !family.synthetic_without_convolutions, runs);
   GPUEST_ASSIGN_OR_RETURN(const OutOfGroupFit fit, FitOutOfGroup(rows, gpu, options));
   for (size_t k = 0; k < members.size(); ++k) {
@@ -293,20 +294,21 @@ absl::StatusOr<FamilyCalibration> FitWithRealRows(
   return fit.calibration;
 }
 
-absl::StatusOr<Calibrations> CalibrateFamilies(
-    const std::vector<Family>& families, std::map<std::string, TracedFamily>& traced,
-    RealRows* real, const GpuProfile& gpu, const ValidationOptions& o) {
+absl::StatusOr<Calibrations> CalibratePopulations(
+    const std::vector<Population>& families,
+    std::map<std::string, TracedPopulation>& traced, RealRows* real,
+    const GpuProfile& gpu, const MemoryCalibrationOptions& o) {
   FitOptions fit_options;
   fit_options.safe_quantile = o.safe_quantile;
   Calibrations calibration;
   for (const SimulationModel& s : Simulations()) {
-    for (const Family& f : families) {
+    for (const Population& f : families) {
       const std::vector<CalibrationRow> fit = TrainingRows(traced[f.name].rows, s.id);
       std::vector<size_t> members;
       for (size_t i = 0; real != nullptr && i < real->rows.size(); ++i) {
         if (real->rows[i].family == f.name) members.push_back(i);
       }
-      // The out-of-family fit is always made for the report; it is served where the
+      // The out-of-group fit is always made for the report; it is served where the
       // fit on GPUMemNet alone is not safe enough on the real rows (or as asked).
       const absl::StatusOr<FamilyCalibration> alone_fit =
           FitFamilyCalibration(fit, gpu, fit_options);
@@ -314,9 +316,9 @@ absl::StatusOr<Calibrations> CalibrateFamilies(
       if (fitted.ok() && !members.empty()) {
         // The conv term stands for cuDNN's convolution workspaces: fitted for the
         // convolution family. On the transformer family (hybrids included) it left
-        // fewer real rows safe and tight out of family (0.163 -> 0.097; again in issue
-        // 22's fifth session, 0.836 -> 0.623). The margin's quantile is chosen for
-        // coverage of architecture families left out (calibration.h group_coverage).
+        // fewer real rows safe and tight out of group, so it is fitted there as 0. The
+        // margin's quantile is chosen for coverage of architecture groups left out
+        // (calibration.h group_coverage).
         FitOptions real_options = fit_options;
         real_options.group_coverage = o.safe_quantile;
         if (f.family == v1::MODEL_FAMILY_CNN) {
@@ -330,8 +332,8 @@ absl::StatusOr<Calibrations> CalibrateFamilies(
             FitWithRealRows(s.id, f, fit, runs, *real, members, gpu, real_options));
         real->gpumemnet_fit[s.id][f.name] = *fitted;
         // Both fits judged on the same runs, as the fits are made (without the runs
-        // holding a transient); neither saw them (the out-of-family fit scored by fits
-        // that never saw each run's architecture family).
+        // holding a transient); neither saw them (the out-of-group fit scored by fits
+        // that never saw each run's architecture group).
         std::vector<double> alone_upper, out_of_family_upper;
         for (size_t k = 0; k < runs.size(); ++k) {
           alone_upper.push_back(allocsim::CalibratedEstimate(runs[k].row.replay, gpu,
@@ -352,11 +354,11 @@ absl::StatusOr<Calibrations> CalibrateFamilies(
                             CandidateServes(alone, out_of_family, o.safe_quantile));
         std::fprintf(stderr,
                      "%s %s: on the real rows GPUMemNet's fit keeps %.3f safe, %.3f "
-                     "safe and tight; the out-of-family fit %.3f, %.3f; serving the %s "
+                     "safe and tight; the out-of-group fit %.3f, %.3f; serving the %s "
                      "fit\n",
                      s.id.c_str(), f.name.c_str(), alone.safe, alone.safe_and_tight,
                      out_of_family.safe, out_of_family.safe_and_tight,
-                     serve ? "out-of-family" : "GPUMemNet");
+                     serve ? "out-of-group" : "GPUMemNet");
         if (serve) {
           fitted = with_real;
           real->serves_fit[s.id].insert(f.name);
@@ -387,16 +389,16 @@ absl::StatusOr<Calibrations> CalibrateFamilies(
 struct ManifestContext {
   std::string split;
   double context_mib = 0;
-  const ValidationOptions* options = nullptr;
-  const std::vector<Family>* families = nullptr;
-  std::map<std::string, TracedFamily>* traced = nullptr;
+  const MemoryCalibrationOptions* options = nullptr;
+  const std::vector<Population>* families = nullptr;
+  std::map<std::string, TracedPopulation>* traced = nullptr;
   const RealRows* real = nullptr;  // The real models, when they joined the fit.
   const CleanRunsCalibration* clean = nullptr;  // A GPU's own clean runs, if given.
 };
 
 // As served: factors to 4 decimals, held-out scores to the report's precision.
 // held_out: GPUMemNet's held-out split by family; unseen_architectures: the real
-// models by family, each scored by fits that never saw its architecture family.
+// models by family, each scored by fits that never saw its architecture group.
 SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& context,
                               const std::map<std::string, FamilyCalibration>& calibration,
                               const std::map<std::string, Scores>& held_out,
@@ -407,8 +409,8 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
   m.trace_source = s.trace_source;
   m.description = s.description;
   m.made_by = absl::StrCat(
-      "build/lab/calibration/gpuest-validate-memory --write-models (deploy/"
-      "validate-memory.sh); calibrated on the training rows of ",
+      "build/lab/calibration/gpuest-calibrate-memory --write-models (deploy/"
+      "calibrate-memory.sh); calibrated on the training rows of ",
       context.split);
   m.gpu = kCalibratedGpu;
   m.context_mib = context.context_mib;
@@ -422,7 +424,7 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
   };
   const bool clean_everywhere =
       context.clean != nullptr && context.options->clean_terms_for_every_gpu;
-  for (const Family& f : *context.families) {
+  for (const Population& f : *context.families) {
     const std::vector<train::DatasetFile>& synthetic = (*context.traced)[f.name].files;
     // One set of terms for every GPU: the clean runs' where they calibrate the family.
     if (const CleanRunsFamily* clean =
@@ -432,7 +434,7 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
       t.calibration = AsRecorded(clean->calibration);
       t.unseen_architectures = AsRecorded(clean->upper);
       t.datasets.push_back({context.clean->file, context.clean->sha256,
-                            "clean runs, left out by architecture family"});
+                            "clean runs, left out by architecture group"});
       if (f.synthetic_without_convolutions) {
         // GPUMemNet's text classifiers are scored with the clean terms they are served.
         t.held_out = scores_of(held_out, f.name);
@@ -468,7 +470,7 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
     }
     if (serves_real_fit) {
       t.datasets.push_back({context.real->file.name, context.real->file.sha256,
-                            "real models, left out by architecture family"});
+                            "real models, left out by architecture group"});
     }
     if (!f.synthetic_without_convolutions) continue;
     const std::string key = allocsim::TermsKey(f.name, true);
@@ -485,17 +487,17 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
   if (context.clean != nullptr && !clean_everywhere) {
     std::optional<allocsim::GpuTerms> own = GpuTermsOf(
         *context.clean, s.id,
-        absl::StrCat("build/lab/calibration/gpuest-validate-memory --gpu-runs ",
+        absl::StrCat("build/lab/calibration/gpuest-calibrate-memory --gpu-runs ",
                      context.clean->gpu, "=", context.clean->file,
-                     " (deploy/validate-memory.sh); out-of-family fit over the clean "
-                     "runs' architecture families"));
+                     " (deploy/calibrate-memory.sh); out-of-group fit over the clean "
+                     "runs' architecture groups"));
     if (own) m.by_gpu.push_back(*std::move(own));
   }
   if (context.real != nullptr && context.real->serves_fit.count(s.id)) {
     absl::StrAppend(&m.made_by, "; with the real models of ", context.real->file.name,
                     " (families they cover: the upper bound from the point's errors on "
-                    "architecture families left out of the fit, its margin's quantile "
-                    "chosen for coverage of families left out; fitted on the OK rows "
+                    "architecture groups left out of the fit, its margin's quantile "
+                    "chosen for coverage of groups left out; fitted on the OK rows "
                     "but those whose peak holds a transient by the trace's evidence, "
                     "lab/calibration/transient_evidence.h; for Transformers on "
                     "the real models alone, whose population GPUMemNet's text "
@@ -508,7 +510,7 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
 // The held-out rows of a family: the served simulators' upper bounds and points, the
 // served MLP-based GPUMemNet's upper bin edge and Horus, against what was measured.
 absl::StatusOr<FamilyReport> ScoreHeldOut(
-    const Family& f, const TracedFamily& traced, const GpuProfile& gpu,
+    const Population& f, const TracedPopulation& traced, const GpuProfile& gpu,
     const Engine& engine,
     const std::map<std::string, std::unique_ptr<Estimator>>& served) {
   const std::string gpumemnet = absl::StrCat("gpumemnet-", f.name, "-mlp");
@@ -564,13 +566,13 @@ absl::StatusOr<FamilyReport> ScoreHeldOut(
   return family;
 }
 
-// The real rows by family: each simulation as served (the out-of-family fit scored out
+// The real rows by family: each simulation as served (the out-of-group fit scored out
 // of family, or GPUMemNet's fit, which never saw them), the candidate not served, the
 // dataset's FakeTensor column and Horus.
 absl::StatusOr<RealModelsReport> ScoreRealRows(
     const RealRows& real, const GpuProfile& gpu,
     const std::map<std::string, std::unique_ptr<Estimator>>& served,
-    const ValidationOptions& o) {
+    const MemoryCalibrationOptions& o) {
   RealModelsReport report;
   report.source = absl::StrCat("`", real.file.name,
                                "` (timm models on the A100 40GB, "
@@ -619,7 +621,7 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
       const bool has_fit = fitted != real.out_of_group.at(s.id).end();
       if (has_fit && real.serves_fit.count(s.id) &&
           real.serves_fit.at(s.id).count(r.family)) {
-        // Served: scored by the fits that never saw the row's architecture family.
+        // Served: scored by the fits that never saw the row's architecture group.
         add(r.family, s.id, fitted->second.upper_mib, fitted->second.point_mib, m);
         const v1::MemoryEstimate alone = allocsim::CalibratedEstimate(
             r.replay.at(s.id), gpu, real.gpumemnet_fit.at(s.id).at(r.family),
@@ -634,7 +636,7 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
         add(r.family, s.id, result.memory().upper_bytes() / kMiB,
             result.memory().point_bytes() / kMiB, m);
         if (has_fit) {
-          add(r.family, s.id + " (out-of-family fit, not served)",
+          add(r.family, s.id + " (out-of-group fit, not served)",
               fitted->second.upper_mib, fitted->second.point_mib, m);
         }
       }
@@ -740,8 +742,8 @@ absl::Status WriteContext(const std::string& path, double context_mib,
 
 }  // namespace
 
-absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
-  const std::vector<Family> families = Families(o);
+absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
+  const std::vector<Population> families = Populations(o);
 
   // GPUMemNet to compare with; the simulation manifests are what this run rewrites.
   RegistryOptions registry_options = WithDefaultFactories({o.models_dir, "cpu"});
@@ -759,9 +761,9 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
   }
   GpuProfile gpu = *calibrated_gpu;
 
-  std::map<std::string, TracedFamily> traced;
-  for (const Family& f : families) {
-    GPUEST_RETURN_IF_ERROR(LoadTracedFamily(f, o, gpu, traced[f.name]));
+  std::map<std::string, TracedPopulation> traced;
+  for (const Population& f : families) {
+    GPUEST_RETURN_IF_ERROR(LoadTracedPopulation(f, o, gpu, traced[f.name]));
   }
   std::unique_ptr<RealRows> real;
   if (!o.timm_rows.empty()) {
@@ -778,7 +780,7 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
                           FitContextMib(TrainingRows(traced["mlp"].rows, "allocsim")));
   gpu.context_bytes = static_cast<uint64_t>(context_mib) << 20;
   GPUEST_ASSIGN_OR_RETURN(const Calibrations calibration,
-                          CalibrateFamilies(families, traced, real.get(), gpu, o));
+                          CalibratePopulations(families, traced, real.get(), gpu, o));
 
   std::optional<CleanRunsCalibration> clean;
   if (!o.gpu_runs.empty()) {
@@ -844,7 +846,7 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
   SimulationReport section{context.split,           context_mib, o.steps, o.safe_quantile,
                            gpu.memory_bytes / kMiB, {}};
   std::map<std::string, std::map<std::string, Scores>> held_out;  // Id -> family.
-  for (const Family& f : families) {
+  for (const Population& f : families) {
     GPUEST_ASSIGN_OR_RETURN(FamilyReport family,
                             ScoreHeldOut(f, traced[f.name], gpu, engine, served));
     for (const EstimatorScores& e : family.estimators) {
@@ -864,7 +866,7 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
   if (o.write_models) {
     const std::string basis = absl::StrFormat(
         "median of measured - simulated peak over the MLP training rows of GPUMemNet's "
-        "A100 40GB measurements (%s; gpuest-validate-memory)",
+        "A100 40GB measurements (%s; gpuest-calibrate-memory)",
         context.split);
     GPUEST_RETURN_IF_ERROR(
         WriteContext(o.models_dir + "/gpu_profiles.json", context_mib, basis));
@@ -893,7 +895,7 @@ absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& o) {
         GoalRow row;
         row.population = absl::StrFormat(
             "%s's terms on %s's clean runs (`%s`), %s, each run by the fit without its "
-            "architecture family",
+            "architecture group",
             id, clean->gpu, clean->file, f.family);
         row.runs = f.runs;
         row.safe = f.upper.safe;

@@ -1,6 +1,6 @@
-// File: validation.h
+// File: memory_calibration.h
 //
-// What gpuest-validate-memory does, as one call: calibrates the two simulation
+// What gpuest-calibrate-memory does, as one call: calibrates the two simulation
 // estimators (allocsim: the request's trace; analytic: a step built from the layers) on
 // GPUMemNet's training split, optionally writes them into the model repository, and
 // scores the served estimators, beside GPUMemNet's MLP-based classifiers and the Horus
@@ -13,7 +13,7 @@
 //   smallest factor keeping safe_quantile of the rows at or above their measured peak,
 //   point_factor the median one. The intercept with the most safe-and-tight training
 //   rows wins;
-// - with real models (timm_rows), for the families they cover, an out-of-family fit:
+// - with real models (timm_rows), for the families they cover, an out-of-group fit:
 //   the point fitted on both datasets, the upper bound from its errors on families
 //   left out. It is served where the fit on GPUMemNet alone keeps fewer than
 //   safe_quantile of the real rows safe, or where it is safe enough and tighter on them
@@ -32,14 +32,14 @@ enum class RealModelFit {
   kNever,        // GPUMemNet's training rows alone, everywhere.
   kWhereUnsafe,  // Where GPUMemNet's fit leaves more than 1 - safe_quantile of the
                  // real rows unsafe.
-  // Also where the out-of-family fit keeps safe_quantile of the real rows safe (each
-  // scored by fits that never saw its architecture family), more of them safe and
+  // Also where the out-of-group fit keeps safe_quantile of the real rows safe (each
+  // scored by fits that never saw its architecture group), more of them safe and
   // tight than GPUMemNet's fit, and as many of their out-of-memory runs above the card.
   kWhereUnsafeOrTighter,
   kAlways,  // Every family the real rows cover.
 };
 
-struct ValidationOptions {
+struct MemoryCalibrationOptions {
   std::string data_dir;      // GPUMemNet's CSVs.
   std::string datasets_dir;  // The exporter's <family>_traced.jsonl, transformer.jsonl.
   std::string models_dir;    // The model repository read (and written).
@@ -66,19 +66,19 @@ struct ValidationOptions {
   std::vector<std::string> holdout_runs;
   // Non-empty: the timm measurements described with a trace
   // (lab/data/describe_timm.py). The report gains their leave-family-out table:
-  // the served calibration and the candidate it was chosen over: the out-of-family fit
+  // the served calibration and the candidate it was chosen over: the out-of-group fit
   // (calibration.h FitOutOfGroup: GPUMemNet's training rows and the real rows of the
-  // family, the upper bound from the point's errors on architecture families left out of
+  // family, the upper bound from the point's errors on architecture groups left out of
   // the fit).
   std::string timm_rows;
-  // Which families serve (and write) the out-of-family fit.
+  // Which families serve (and write) the out-of-group fit.
   RealModelFit fit_real_models = RealModelFit::kWhereUnsafeOrTighter;
-  // The CNN out-of-family fit's conv term: factors of the largest convolution output
+  // The CNN out-of-group fit's conv term: factors of the largest convolution output
   // tried up to this (calibration.h FitOptions::max_conv_factor); 0 leaves it out.
   double max_conv_output_factor = 12;
 };
 
 // The report's section (simulation_report.h). Progress goes to stderr.
-absl::StatusOr<std::string> ValidateMemory(const ValidationOptions& options);
+absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& options);
 
 }  // namespace gpuest::calibration

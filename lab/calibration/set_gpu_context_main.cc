@@ -1,6 +1,6 @@
 // gpuest-set-gpu-context: sets one GPU's CUDA context in models/gpu_profiles.json from
 // measurements made on it, through GpuProfilesManifest::SetMeasuredContext, the one
-// writer of that file (gpuest-validate-memory uses it in process). gpuest-collect
+// writer of that file (gpuest-calibrate-memory uses it in process). gpuest-collect
 // calibrate computes the figure from its rows and runs this to write it.
 #include <cstdio>
 #include <string>

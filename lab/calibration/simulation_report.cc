@@ -11,9 +11,9 @@ namespace gpuest::calibration {
 
 std::string RenderSimulationSection(const SimulationReport& report) {
   std::string md = absl::StrFormat(
-      "## Memory from first principles: allocator simulation (validation)\n\n"
-      "Written by `deploy/validate-memory.sh` (the traced export, then "
-      "`build/lab/calibration/gpuest-validate-memory --write-models --report "
+      "## Memory from first principles: allocator simulation (accuracy)\n\n"
+      "Written by `deploy/calibrate-memory.sh` (the traced export, then "
+      "`build/lab/calibration/gpuest-calibrate-memory --write-models --report "
       "docs/accuracy.md`). Held-out rows: %s, so every estimator below is scored on "
       "rows none of them saw. The simulation estimators are calibrated on the training "
       "rows only: A100 context %.0f MiB (median of measured - simulated over the MLP "
@@ -127,24 +127,24 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
   const std::string served =
       "`allocsim`, `analytic`: the calibration served. For a family where the fit on "
       "GPUMemNet's training rows alone keeps fewer than the quantile below of these "
-      "(unseen) rows safe, or where the out-of-family fit keeps that many safe, more of "
+      "(unseen) rows safe, or where the out-of-group fit keeps that many safe, more of "
       "them safe and tight and as many of their out-of-memory runs above the card, "
-      "that is the out-of-family fit, each row scored by "
-      "the fit that never saw its architecture family, and `(GPUMemNet fit, not served)` "
+      "that is the out-of-group fit, each row scored by "
+      "the fit that never saw its architecture group, and `(GPUMemNet fit, not served)` "
       "shows "
       "the fit it replaces; elsewhere it is GPUMemNet's fit, which never saw any row "
-      "here, and `(out-of-family fit, not served)` shows the candidate";
+      "here, and `(out-of-group fit, not served)` shows the candidate";
   std::string md = absl::StrFormat(
-      "### Real models: leave-architecture-family-out\n\n"
-      "%s: %d models of %d architecture families (the leading letters of the model "
-      "name: resnet, convnext, vit, ...). %s. The out-of-family fit: the point (context "
-      "+ b + k x simulated peak, the least MAPE) fitted without the row's family; the "
+      "### Real models: leave-architecture-group-out\n\n"
+      "%s: %d models of %d architecture groups (the leading letters of the model "
+      "name: resnet, convnext, vit, ...). %s. The out-of-group fit: the point (context "
+      "+ b + k x simulated peak, the least MAPE) fitted without the row's group; the "
       "upper bound context + s + m x (point - context) + c x the largest convolution "
       "output at the batch (fp32; c for cuDNN's convolution workspaces, CNNs only), m "
       "keeping %.0f %% of each "
-      "dataset's rows safe (GPUMemNet's training rows, and the *other* families' "
-      "out-of-family errors), or more where that keeps fewer of the families left out "
-      "one at a time safe (the quantile chosen again without the family scored: "
+      "dataset's rows safe (GPUMemNet's training rows, and the *other* groups' "
+      "out-of-group errors), or more where that keeps fewer of the groups left out "
+      "one at a time safe (the quantile chosen again without the group scored: "
       "calibration.h group_coverage), the (s, c) with the most safe-and-tight rows. "
       "GPUMemNet's Transformers (text classifiers) do not join the transformer "
       "family's fit: the real ones are image models. Which fit is served is judged on "

@@ -1,6 +1,6 @@
 // File: simulation_report.h
 //
-// The allocator simulation's section of docs/accuracy.md, which gpuest-validate-memory
+// The allocator simulation's section of docs/accuracy.md, which gpuest-calibrate-memory
 // writes: the held-out scores of the simulation estimators beside GPUMemNet and Horus,
 // the held-out rows that crashed out of memory, and the calibration itself.
 #pragma once
@@ -42,7 +42,7 @@ struct SimulationReport {
 };
 
 // The real models' rows of one family, each scored by estimators that never saw its
-// architecture family (or, for GPUMemNet's fit and the baselines, never fitted on any
+// architecture group (or, for GPUMemNet's fit and the baselines, never fitted on any
 // real row).
 struct RealModelsFamily {
   std::string family;  // "cnn"
@@ -79,7 +79,7 @@ struct RealModelsReport {
   std::string source;                               // The dataset, in words.
   std::map<std::string, SpikeRows> spikes;          // By family.
   std::map<std::string, TransientRows> transients;  // By family.
-  // Each scored row: family, architecture family, run, status, measured and simulated
+  // Each scored row: family, architecture group, run, status, measured and simulated
   // peaks, the served upper bounds, the trace's evidence of a transient (CSV, for study).
   std::string rows_csv;
   int crashed_rows = 0;  // Ignored: say nothing about the job.
@@ -92,7 +92,7 @@ struct RealModelsReport {
 // Markdown, from the section's heading to its calibration table.
 std::string RenderSimulationSection(const SimulationReport& report);
 
-// Markdown: the leave-architecture-family-out table of the real models.
+// Markdown: the leave-architecture-group-out table of the real models.
 std::string RenderRealModelsSection(const RealModelsReport& report);
 
 }  // namespace gpuest::calibration

@@ -1,6 +1,6 @@
 // File: simulations.h
 //
-// The simulation estimators gpuest-validate-memory calibrates (models/allocsim,
+// The simulation estimators gpuest-calibrate-memory calibrates (models/allocsim,
 // models/analytic), and the replay of one described run through each.
 #pragma once
 

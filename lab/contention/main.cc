@@ -1,5 +1,5 @@
 // gpuest-fit-contention: fits the contention model on Lucid's colocation measurements
-// and writes models/contention/contention.json (coefficients, interval, validation and
+// and writes models/contention/contention.json (coefficients, interval, accuracy and
 // how it was made) and a Markdown report of the leave-model-out table.
 #include <cstdio>
 #include <filesystem>
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   model_out << result->model.ToJson().dump(2) << "\n";
   const std::string table = gpuest::contention::RenderTable(*result);
   std::ofstream report_out(dir + "/report.md");
-  report_out << "# Contention model: leave-model-out validation\n\n"
+  report_out << "# Contention model: leave-model-out accuracy\n\n"
              << "Written by `" << options.command << "`.\n\n"
              << table;
   model_out.close();

@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     if args.models:
         wanted = set(args.models.split(","))
         by_model = OrderedDict((m, r) for m, r in by_model.items() if m in wanted)
-    # One model of each architecture family (the name's leading letters) in turn, so
+    # One model of each architecture group (the name's leading letters) in turn, so
     # that a partial export already covers every family.
     families = OrderedDict()
     for m in by_model:

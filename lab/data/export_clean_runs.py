@@ -1,5 +1,5 @@
 """The project's clean GPU runs as the exporter's JSON lines, for
-gpuest-validate-memory --gpu-runs GPU=FILE (lab/calibration/clean_runs.h).
+gpuest-calibrate-memory --gpu-runs GPU=FILE (lab/calibration/clean_runs.h).
 
     /usr/bin/python3 lab/data/export_clean_runs.py --gpu h200 \
         --runs data/h200-benchmark-off/cudnn_benchmark_off.jsonl \

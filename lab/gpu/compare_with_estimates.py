@@ -14,7 +14,7 @@ the first and the steady reserved peak plus the GPU's context (what nvidia-smi s
 for the job); the allocated peak compares with the trace's simulated one.
 
 ``--family-out-bound``: what a bound fitted on these rows themselves would do, each
-architecture family (the model name's leading letters) scored by a fit that never saw
+architecture group (the model name's leading letters) scored by a fit that never saw
 it: context + k x the simulated reserved peak (cuBLAS workspaces included), k the 95th
 percentile of measured / simulated over the other families, per model family (CNN,
 transformer). An analysis of the rows, not what the server serves.
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
                         "each, against whether the measured reserved peak plus "
                         "--context-mib is within the card (a proxy: not a run there)")
     p.add_argument("--family-out-bound", action="store_true",
-                   help="also score a bound fitted on the rows, architecture family out")
+                   help="also score a bound fitted on the rows, architecture group out")
     args = p.parse_args(argv)
     descriptions = load_descriptions(args.descriptions)
     print("| job | allocated: sim / measured MiB | reserved: sim / measured MiB | "
@@ -195,7 +195,7 @@ def against(scored, path, context_mib):
 
 def family_out_bound(scored, context_mib, quantile=0.95, caps_path=""):
     """Prints the table; with caps_path, writes {job: k x simulated reserved MiB} for
-    every row, k fitted without the row's architecture family: the allocator's share of
+    every row, k fitted without the row's architecture group: the allocator's share of
     the bound, a cap for measure_cudnn_benchmark.py --cap-file."""
     caps = {}
     def k_for(rows):
@@ -204,7 +204,7 @@ def family_out_bound(scored, context_mib, quantile=0.95, caps_path=""):
     def architecture(job):
         return re.match(r"[a-z]+", job).group(0)
 
-    print("\n| model family | rows | architecture families | safe | safe and within 1.2x "
+    print("\n| model family | rows | architecture groups | safe | safe and within 1.2x "
           "| k fitted on all of them |")
     print("|---|---|---|---|---|---|")
     for family in sorted({f for _, f, _, _ in scored}):

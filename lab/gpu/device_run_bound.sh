@@ -3,7 +3,7 @@
 #  1. the context of this node's stack, as `gpuest-collect context` measures it for the
 #     server, with lazy module loading (PyTorch's default) and with eager loading;
 #  2. clean runs (cuDNN benchmark off, uncapped, fp32 SGD with momentum as timm's
-#     train.py) of one model of each timm architecture family that neither the shared
+#     train.py) of one model of each timm architecture group that neither the shared
 #     A100 rows nor the H200 rows hold, six processes at a time, each with its own
 #     context read from NVML's per-process figure;
 #  3. decoder fine-tunes (described already in data/h200-llm-finetune/) on this GPU;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One lease (issues "requirement" and "llm"), everything in one call:
-#  1. GPU: one timm model of each architecture family at batch 32 with cuDNN benchmark
+#  1. GPU: one timm model of each architecture group at batch 32 with cuDNN benchmark
 #     off (no search transient: the step's own requirement), six processes at a time
 #     (measure_cudnn_benchmark.py --modes off);
 #  2. GPU, first: what is live at the peak of the Llama LoRA step, on the GPU and in the

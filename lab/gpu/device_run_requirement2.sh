@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The second lease of the session (issues "requirement" and "llm"), in one call:
 #  1. GPU: more timm jobs with cuDNN benchmark off (lab/gpu/timm_clean_jobs.txt:
-#     a second model of each architecture family, then the first lease's models at
+#     a second model of each architecture group, then the first lease's models at
 #     batches 8, 64 and 128), twelve processes at a time;
 #  2. GPU, beside it: lora_gap.py again, after describe kept PEFT's float32 adapters;
 #  3. CPUs: the LoRA jobs of data/h200-llm-finetune described again, for the same reason.

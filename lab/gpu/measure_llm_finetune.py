@@ -35,7 +35,7 @@ MODELS = {
     "llama-7b": ("llama", dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
                                num_hidden_layers=32, num_attention_heads=32,
                                num_key_value_heads=32, max_position_embeddings=4096)),
-    # Llama-2-70B's shape (describe only: the 70B timing)
+    # Llama-2-70B's shape (describe only: how long a 70B describe takes)
     "llama-70b": ("llama", dict(vocab_size=32000, hidden_size=8192, intermediate_size=28672,
                                 num_hidden_layers=80, num_attention_heads=64,
                                 num_key_value_heads=8, max_position_embeddings=4096)),

@@ -3,7 +3,7 @@ first training step to the next ones on GPUMemNet's CNNs, as their generator tra
 them (Adam, lr 1e-3, cross-entropy, zero_grad(), cuDNN benchmark off: PyTorch's
 default, which the generator's cnn.py keeps).
 
-The lead it checks (issue "requirement", sixth session): replayed through the
+The lead it checks: replayed through the
 simulation, 585 of 1,623 of these CNNs reserve over 5 % more in the second step than in
 the first, up to 11 GB. Adam's state, created in the first step's optimizer step, lands
 in the smallest free blocks, the activations' freed blocks; the second forward then

@@ -226,7 +226,7 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
        << F3(ci.second) << ".\n";
   }
 
-  // The allocator simulation's section, written by gpuest-validate-memory, stays.
+  // The allocator simulation's section, written by gpuest-calibrate-memory, stays.
   return accuracy::WriteReportFile(path, md.str(), accuracy::ReportTail(path));
 }
 

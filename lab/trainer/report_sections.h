@@ -1,8 +1,8 @@
 // File: report_sections.h
 //
 // docs/accuracy.md has two writers: gpuest-train (the classifiers) and
-// gpuest-validate-memory (the allocator simulation). Each rewrites only its own part:
-// the trainer everything before kSimulationMarker, the validator everything after it.
+// gpuest-calibrate-memory (the allocator simulation). Each rewrites only its own part:
+// the trainer everything before kSimulationMarker, the calibration everything after it.
 #pragma once
 
 #include <string>
@@ -12,7 +12,7 @@
 namespace gpuest::accuracy {
 
 inline constexpr char kSimulationMarker[] =
-    "<!-- gpuest-validate-memory writes below this line -->";
+    "<!-- gpuest-calibrate-memory writes below this line -->";
 
 // The report's text before the marker (or all of it), and from the marker on (or "").
 std::string ReportHead(const std::string& path);

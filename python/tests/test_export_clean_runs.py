@@ -1,4 +1,4 @@
-"""lab/data/export_clean_runs.py, run as deploy/validate-memory.sh runs it: only
+"""lab/data/export_clean_runs.py, run as deploy/calibrate-memory.sh runs it: only
 clean runs (benchmark off, uncapped, OK) with a traced description are written, each at
 its reserved peak plus the GPU's measured context; an assumed context is refused."""
 import json

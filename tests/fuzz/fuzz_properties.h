@@ -17,8 +17,8 @@ namespace gpuest::fuzz {
 // A refusal must name the input.
 absl::Status DescriptionTextProperties(absl::string_view data);
 
-// summary_parser: the torchsummary / torchinfo parsers (client/parsers), detected and
-// forced. A refusal names the source; every parsed layer has a type.
+// summary_parser: the torchsummary / torchinfo parsers (requests/summary_parser.h),
+// detected and forced. A refusal names the source; every parsed layer has a type.
 absl::Status SummaryParserProperties(absl::string_view data);
 
 // request_validation: a binary EstimateRequest (what the server receives) through

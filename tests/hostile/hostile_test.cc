@@ -1,4 +1,4 @@
-// The "hardening" issue's table, row by row, against one real gpuest-server on
+// docs/THREATS.md's table, row by row, against one real gpuest-server on
 // loopback (gRPC and the extender's HTTP): each hostile input is refused or answered
 // as docs/THREATS.md says, within its deadline, and after each the server is still
 // SERVING and its resident memory under the deployment's 2 GiB limit.

@@ -144,7 +144,7 @@ TEST(SimulationReport, RendersTheTablesAndTheOutOfMemoryLine) {
 
   const std::string md = RenderSimulationSection(report);
   EXPECT_TRUE(absl::StartsWith(
-      md, "## Memory from first principles: allocator simulation (validation)\n\n"))
+      md, "## Memory from first principles: allocator simulation (accuracy)\n\n"))
       << md;
   EXPECT_TRUE(absl::StrContains(md, "Held-out rows: a test split, so every"));
   EXPECT_TRUE(absl::StrContains(md, "A100 context 1431 MiB"));
@@ -278,7 +278,7 @@ TEST(OutOfGroup, ConvTermCoversWhatGrowsWithTheLargestConvolution) {
 // Errors that cluster by family: twenty families, eighteen needing 1.00 to 1.17 of the
 // exact point and two 1.30 and 1.31. A margin keeping 95 % of the other families' rows
 // safe in sample leaves both of the two unsafe when each is the one left out; the
-// margin's quantile chosen for coverage of families left out keeps 95 % of them safe.
+// margin's quantile chosen for coverage of groups left out keeps 95 % of them safe.
 TEST(OutOfGroup, GroupCoverageChoosesTheMarginOnFamiliesLeftOut) {
   std::vector<GroupedRow> rows = ExactGroups(20, "real");
   for (GroupedRow& r : rows) {
@@ -364,7 +364,7 @@ std::string JsonOf(const v1::ModelDescription& m) {
   return json;
 }
 
-// Six architecture families, four runs each; each peak is the context plus 1.1 x the
+// Six architecture groups, four runs each; each peak is the context plus 1.1 x the
 // simulated reserved peak: the clean relation an own fit should find.
 std::string RunsFile(const std::vector<std::string>& families = {"aa", "bb", "cc", "dd",
                                                                  "ee", "ff"}) {
@@ -435,7 +435,7 @@ TEST(CleanRuns, RefusesAFileWithoutRuns) {
   ASSERT_FALSE(c.ok());
   EXPECT_TRUE(absl::StrContains(c.status().message(), "no completed, traced runs"))
       << c.status();
-  // Runs of one architecture family leave nothing out: refused the same way.
+  // Runs of one architecture group leave nothing out: refused the same way.
   auto one =
       CalibrateOnCleanRuns(RunsFile({"aa"}), Card(), 2, FitOptions{}, 0, Elsewhere(4.0));
   ASSERT_FALSE(one.ok());

@@ -22,12 +22,12 @@ RealRun RealRunOf(const std::string& group, double simulated_mib, double measure
   return {group, Row(simulated_mib, measured_mib), oom, transient};
 }
 
-TEST(OutOfFamilyFitRows, GpuMemNetsRowsJoinAsOneGroupOnlyWhereTheirPopulationDoes) {
+TEST(OutOfGroupFitRows, GpuMemNetsRowsJoinAsOneGroupOnlyWhereTheirPopulationDoes) {
   const std::vector<CalibrationRow> synthetic = {Row(100, 1200), Row(200, 1300)};
   const std::vector<RealRun> real = {RealRunOf("resnet", 500, 1600),
                                      RealRunOf("vit", 700, 1800)};
 
-  const std::vector<GroupedRow> joined = OutOfFamilyFitRows("cnn", synthetic, true, real);
+  const std::vector<GroupedRow> joined = OutOfGroupFitRows("cnn", synthetic, true, real);
   ASSERT_EQ(joined.size(), 4u);
   EXPECT_EQ(joined[0].group, "gpumemnet-cnn");
   EXPECT_EQ(joined[1].group, "gpumemnet-cnn");
@@ -38,24 +38,24 @@ TEST(OutOfFamilyFitRows, GpuMemNetsRowsJoinAsOneGroupOnlyWhereTheirPopulationDoe
 
   // GPUMemNet's transformers are text classifiers; the real ones image models.
   const std::vector<GroupedRow> apart =
-      OutOfFamilyFitRows("transformer", synthetic, false, real);
+      OutOfGroupFitRows("transformer", synthetic, false, real);
   ASSERT_EQ(apart.size(), 2u);
   EXPECT_EQ(apart[0].group, "resnet");
   EXPECT_DOUBLE_EQ(apart[1].row.measured_mib, 1800);
 }
 
-TEST(OutOfFamilyFitRows, RunsOutOfMemoryOrHoldingATransientArePredictedNotFitted) {
+TEST(OutOfGroupFitRows, RunsOutOfMemoryOrHoldingATransientArePredictedNotFitted) {
   const std::vector<RealRun> real = {RealRunOf("a", 500, 1600),
                                      RealRunOf("a", 500, 0, true),
                                      RealRunOf("b", 500, 9000, false, true)};
-  const std::vector<GroupedRow> rows = OutOfFamilyFitRows("cnn", {}, true, real);
+  const std::vector<GroupedRow> rows = OutOfGroupFitRows("cnn", {}, true, real);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_TRUE(rows[0].measured);
   EXPECT_FALSE(rows[1].measured);
   EXPECT_FALSE(rows[2].measured);
 }
 
-TEST(OutOfFamilyFitRows, ATransientDoesNotWidenEveryFamilysBound) {
+TEST(OutOfGroupFitRows, ATransientDoesNotWidenEveryFamilysBound) {
   // Five families whose peaks are context + 1.1 x the step, and one run in five that
   // also holds a search transient of 4,000 MiB. Fitted on, the transients would set
   // the margin; with their evidence they are predicted like any run, never fitted on.
@@ -73,9 +73,9 @@ TEST(OutOfFamilyFitRows, ATransientDoesNotWidenEveryFamilysBound) {
   for (RealRun& r : unmarked) r.transient = false;
   FitOptions options;
   absl::StatusOr<OutOfGroupFit> marked_fit =
-      FitOutOfGroup(OutOfFamilyFitRows("cnn", {}, true, real), Card(), options);
+      FitOutOfGroup(OutOfGroupFitRows("cnn", {}, true, real), Card(), options);
   absl::StatusOr<OutOfGroupFit> unmarked_fit =
-      FitOutOfGroup(OutOfFamilyFitRows("cnn", {}, true, unmarked), Card(), options);
+      FitOutOfGroup(OutOfGroupFitRows("cnn", {}, true, unmarked), Card(), options);
   ASSERT_TRUE(marked_fit.ok()) << marked_fit.status();
   ASSERT_TRUE(unmarked_fit.ok()) << unmarked_fit.status();
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "common/units.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {
@@ -74,6 +75,32 @@ TEST(GpuProfiles, ContextsPerStackAndLentToGpusWithoutAny) {
   auto bad = GpuProfiles::Parse(absl::StrReplaceAll(kTwo, {{"\"LAZY\"", "\"LATER\""}}));
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "module_loading"))
       << bad.status();
+}
+
+TEST(GpuCatalogTest, NvidiaSmiNamesAndMigProfilesResolve) {
+  auto gpus =
+      GpuProfiles::LoadFile(std::string(GPUEST_MODELS_DIR) + "/gpu_profiles.json");
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  ASSERT_NE(gpus->Find("NVIDIA A100-SXM4-80GB"), nullptr);
+  EXPECT_EQ(gpus->Find("NVIDIA A100-SXM4-80GB")->id, "a100-80gb");
+  EXPECT_EQ(gpus->Find("nvidia h100 80gb hbm3")->id, "h100-80gb");
+  const GpuProfile* slice = gpus->Find("NVIDIA A100-SXM4-40GB MIG 1g.5gb");
+  ASSERT_NE(slice, nullptr);
+  EXPECT_EQ(slice->id, "a100-40gb-mig-1g.5gb");
+  EXPECT_EQ(slice->memory_bytes, 4864 * kMiB);  // 4.75 GiB.
+  EXPECT_TRUE(IsMigProfile(*slice));
+  EXPECT_FALSE(IsMigProfile(gpus->Default()));
+  int mig = 0;
+  for (const GpuProfile& p : gpus->All()) {
+    if (!IsMigProfile(p)) continue;
+    ++mig;
+    // A profile is a slice of its parent: the id's prefix, less memory.
+    const GpuProfile* parent = gpus->Find(p.id.substr(0, p.id.find("-mig-")));
+    ASSERT_NE(parent, nullptr) << p.id;
+    EXPECT_LT(p.memory_bytes, parent->memory_bytes) << p.id;
+    EXPECT_EQ(p.architecture, parent->architecture) << p.id;
+  }
+  EXPECT_EQ(mig, 17);  // A100 40GB: 5, A100 80GB: 6, H100 80GB: 6.
 }
 
 }  // namespace

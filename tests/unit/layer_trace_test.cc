@@ -75,7 +75,7 @@ TEST(LayerTrace, EvoNormKeepsWhatItMakesInside) {
   // EvoNorm2dS0a (regnetz_*_evos) also keeps the sigmoid, the product, group_std's
   // full-size copy and the quotient for backward: four tensors more. Without them the
   // layer rule put regnetz_d8_evos at batch 64 at a third of its traced step (12,862
-  // against 38,832 MiB simulated, issue 22).
+  // against 38,832 MiB simulated from its traced step).
   auto activations = [](const char* norm) {
     v1::ModelDescription m;
     m.set_batch_size(2);

@@ -4,7 +4,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest::cli {
+namespace gpuest::kubernetes {
 namespace {
 
 MemoryRequest RequestOrDie(SharingScheduler scheduler, uint64_t bytes) {
@@ -71,4 +71,4 @@ TEST(PodPatch, RefusesAnUnknownSchedulerAndAZeroFigure) {
 }
 
 }  // namespace
-}  // namespace gpuest::cli
+}  // namespace gpuest::kubernetes

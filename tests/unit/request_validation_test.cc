@@ -1,7 +1,8 @@
+#include "estimators/core/request_validation.h"
+
 #include <functional>
 
 #include "absl/strings/match.h"
-#include "estimators/core/request_validation.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {

@@ -31,7 +31,7 @@ GpuProfile Card(uint64_t memory_mib, bool calibrated = true) {
   return gpu;
 }
 
-// A manifest like the ones gpuest-validate-memory writes (every key it must have).
+// A manifest like the ones gpuest-calibrate-memory writes (every key it must have).
 std::string Manifest(const std::string& source, const std::string& mlp_terms =
                                                     R"("intercept_mib": 100,
   "safe_factor": 1.5, "point_intercept_mib": 100, "point_factor": 1.1,
@@ -434,7 +434,7 @@ TEST(SimulationEstimator, SaysHowOftenItsBoundHeldOnUnseenRuns) {
   EXPECT_DOUBLE_EQ(validations[1].safe_share(), 0.9);
   EXPECT_DOUBLE_EQ(validations[1].safe_and_tight_share(), 0.2);
   EXPECT_DOUBLE_EQ(validations[1].target_safe_share(), 0.95);
-  EXPECT_TRUE(absl::StrContains(validations[1].population(), "architecture family"));
+  EXPECT_TRUE(absl::StrContains(validations[1].population(), "architecture group"));
   int below_target = 0;
   for (const v1::Warning& w : run.warnings) {
     if (w.code() != v1::WARNING_CODE_BOUND_BELOW_TARGET) continue;

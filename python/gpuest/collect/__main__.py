@@ -34,7 +34,7 @@ DIR gets rows.jsonl (every finished job, appended and fsync'd as it finishes: ki
 collector at any time and run the same command again to go on), measurements.csv (the
 timm dataset's columns first, then the collector's), colocation.csv (pairs, Lucid's
 columns first) and exported.jsonl (measured rows with their traced descriptions, for
-gpuest-validate-memory and gpuest-replay-dump). --dry-run runs everything on the CPU
+gpuest-calibrate-memory and gpuest-replay-dump). --dry-run runs everything on the CPU
 (one step per job, no GPU measurement: status DRY_RUN). See docs/collector.md.
 
 exit status: 0 done (failed jobs are rows with their status), 1 interrupted or a

@@ -2,7 +2,7 @@
 
 ``context_mib`` is the memory a training process holds outside PyTorch's caching
 allocator (CUDA context, cuDNN/cuBLAS handles, loaded kernels). The A100's figure is
-fitted by gpuest-validate-memory as measured minus simulated peak, because GPUMemNet
+fitted by gpuest-calibrate-memory as measured minus simulated peak, because GPUMemNet
 recorded only nvidia-smi. The collector records both sides of it on every row: the
 process's peak as nvidia-smi shows it and ``torch.cuda.max_memory_reserved``. Their
 difference is the context, measured; its median over the successful rows becomes

@@ -8,7 +8,7 @@
   (``../shared/data/lucid/colocation.csv``), then the jobs' ids and the card.
 - ``exported.jsonl``: the measured rows with their traced descriptions, in the shape
   of ``gpuest.synthetic.export`` (fileName, description, maxMemoryMib, status,
-  model, fakeTensorMib), which ``lab/data`` reads: ``gpuest-validate-memory
+  model, fakeTensorMib), which ``lab/data`` reads: ``gpuest-calibrate-memory
   --timm-rows`` and ``gpuest-replay-dump --jsonl`` take it as they take the timm export.
 
 ``max_gpu_memory_mib`` is what the A100 data holds: the process's peak as nvidia-smi
