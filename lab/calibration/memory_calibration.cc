@@ -167,13 +167,13 @@ std::vector<RealRun> RealRunsOf(const RealRows& real, const std::vector<size_t>&
 }
 
 // The calibration a model's family serves it from (TermsKey): its family's, or the
-// terms of its family's models without a convolution where families has them apart.
+// terms of its family's models without a convolution where populations has them apart.
 std::string TermsKeyOf(const v1::ModelDescription& model,
-                       const std::vector<Population>& families) {
+                       const std::vector<Population>& populations) {
   v1::EstimateRequest request;
   *request.mutable_model() = model;
   const std::string family = FamilyName(FeaturesOf(request).family());
-  for (const Population& f : families) {
+  for (const Population& f : populations) {
     if (f.name == family && f.synthetic_without_convolutions &&
         allocsim::WithoutConvolutions(model)) {
       return allocsim::TermsKey(family, true);
@@ -183,8 +183,8 @@ std::string TermsKeyOf(const v1::ModelDescription& model,
 }
 
 absl::Status LoadRealRows(const MemoryCalibrationOptions& o,
-                          const std::vector<Population>& families, const GpuProfile& gpu,
-                          RealRows& out) {
+                          const std::vector<Population>& populations,
+                          const GpuProfile& gpu, RealRows& out) {
   GPUEST_ASSIGN_OR_RETURN(out.file, data::ReadExportedRows(o.timm_rows));
   std::set<std::string> models, groups;
   for (const MeasuredRow& m : out.file.rows) {
@@ -195,7 +195,7 @@ absl::Status LoadRealRows(const MemoryCalibrationOptions& o,
     if (!m.model.has_trace() || (!m.oom && m.peak_mib <= 0)) continue;
     RealRow row{&m,
                 ArchitectureFamily(m.model.name()),
-                TermsKeyOf(m.model, families),
+                TermsKeyOf(m.model, populations),
                 {},
                 std::nullopt};
     GPUEST_ASSIGN_OR_RETURN(row.replay, ReplayEach(m.model, gpu, o.steps));
@@ -234,12 +234,12 @@ absl::Status LoadRealRows(const MemoryCalibrationOptions& o,
 }
 
 absl::Status WriteTrainingRowsCsv(const std::string& path,
-                                  const std::vector<Population>& families,
+                                  const std::vector<Population>& populations,
                                   std::map<std::string, TracedPopulation>& traced) {
   std::string csv =
       "family,file,batch,measured_mib,allocsim_reserved_mib,analytic_reserved_mib,"
       "allocsim_allocated_mib,largest_conv_mib\n";
-  for (const Population& f : families) {
+  for (const Population& f : populations) {
     for (const Row& r : traced[f.name].rows) {
       if (r.held_out || r.measured->oom) continue;
       absl::StrAppendFormat(&csv, "%s,%s,%d,%.0f,%.1f,%.1f,%.1f,%.1f\n", f.name,
@@ -295,14 +295,14 @@ absl::StatusOr<FamilyCalibration> FitWithRealRows(
 }
 
 absl::StatusOr<Calibrations> CalibratePopulations(
-    const std::vector<Population>& families,
+    const std::vector<Population>& populations,
     std::map<std::string, TracedPopulation>& traced, RealRows* real,
     const GpuProfile& gpu, const MemoryCalibrationOptions& o) {
   FitOptions fit_options;
   fit_options.safe_quantile = o.safe_quantile;
   Calibrations calibration;
   for (const SimulationModel& s : Simulations()) {
-    for (const Population& f : families) {
+    for (const Population& f : populations) {
       const std::vector<CalibrationRow> fit = TrainingRows(traced[f.name].rows, s.id);
       std::vector<size_t> members;
       for (size_t i = 0; real != nullptr && i < real->rows.size(); ++i) {
@@ -390,7 +390,7 @@ struct ManifestContext {
   std::string split;
   double context_mib = 0;
   const MemoryCalibrationOptions* options = nullptr;
-  const std::vector<Population>* families = nullptr;
+  const std::vector<Population>* populations = nullptr;
   std::map<std::string, TracedPopulation>* traced = nullptr;
   const RealRows* real = nullptr;  // The real models, when they joined the fit.
   const CleanRunsCalibration* clean = nullptr;  // A GPU's own clean runs, if given.
@@ -424,7 +424,7 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
   };
   const bool clean_everywhere =
       context.clean != nullptr && context.options->clean_terms_for_every_gpu;
-  for (const Population& f : *context.families) {
+  for (const Population& f : *context.populations) {
     const std::vector<train::DatasetFile>& synthetic = (*context.traced)[f.name].files;
     // One set of terms for every GPU: the clean runs' where they calibrate the family.
     if (const CleanRunsFamily* clean =
@@ -743,7 +743,7 @@ absl::Status WriteContext(const std::string& path, double context_mib,
 }  // namespace
 
 absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
-  const std::vector<Population> families = Populations(o);
+  const std::vector<Population> populations = Populations(o);
 
   // GPUMemNet to compare with; the simulation manifests are what this run rewrites.
   RegistryOptions registry_options = WithDefaultFactories({o.models_dir, "cpu"});
@@ -762,16 +762,17 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
   GpuProfile gpu = *calibrated_gpu;
 
   std::map<std::string, TracedPopulation> traced;
-  for (const Population& f : families) {
+  for (const Population& f : populations) {
     GPUEST_RETURN_IF_ERROR(LoadTracedPopulation(f, o, gpu, traced[f.name]));
   }
   std::unique_ptr<RealRows> real;
   if (!o.timm_rows.empty()) {
     real = std::make_unique<RealRows>();
-    GPUEST_RETURN_IF_ERROR(LoadRealRows(o, families, gpu, *real));
+    GPUEST_RETURN_IF_ERROR(LoadRealRows(o, populations, gpu, *real));
   }
   if (!o.training_rows_csv.empty()) {
-    GPUEST_RETURN_IF_ERROR(WriteTrainingRowsCsv(o.training_rows_csv, families, traced));
+    GPUEST_RETURN_IF_ERROR(
+        WriteTrainingRowsCsv(o.training_rows_csv, populations, traced));
   }
 
   // Calibration, on training rows only: the context first (the MLP rows' allocations
@@ -780,7 +781,7 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
                           FitContextMib(TrainingRows(traced["mlp"].rows, "allocsim")));
   gpu.context_bytes = static_cast<uint64_t>(context_mib) << 20;
   GPUEST_ASSIGN_OR_RETURN(const Calibrations calibration,
-                          CalibratePopulations(families, traced, real.get(), gpu, o));
+                          CalibratePopulations(populations, traced, real.get(), gpu, o));
 
   std::optional<CleanRunsCalibration> clean;
   if (!o.gpu_runs.empty()) {
@@ -811,7 +812,7 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
                       o.test_fraction, static_cast<int>(o.seed)),
       context_mib,
       &o,
-      &families,
+      &populations,
       &traced,
       real.get(),
       clean ? &*clean : nullptr};
@@ -846,7 +847,7 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
   SimulationReport section{context.split,           context_mib, o.steps, o.safe_quantile,
                            gpu.memory_bytes / kMiB, {}};
   std::map<std::string, std::map<std::string, Scores>> held_out;  // Id -> family.
-  for (const Population& f : families) {
+  for (const Population& f : populations) {
     GPUEST_ASSIGN_OR_RETURN(FamilyReport family,
                             ScoreHeldOut(f, traced[f.name], gpu, engine, served));
     for (const EstimatorScores& e : family.estimators) {
