@@ -28,7 +28,7 @@ PACKAGES=(
   # tests/fuzz: libFuzzer targets (deploy/fuzz.sh), built with clang in build-fuzz/.
   clang-14 libclang-rt-14-dev
   # the Kubernetes scheduler extender: its HTTP (server/extender_http) and the on-demand
-  # JSON parser that reads kube-scheduler's bodies (extender/extender_args)
+  # JSON parser that reads kube-scheduler's bodies (integrations/kubernetes/extender_args)
   libcpp-httplib-dev libsimdjson-dev
   # integrations/slurm/tests: the job_submit plugin (integrations/slurm) on a real Slurm 22.05: the
   # controller, a node daemon, sbatch/scontrol, munge for their authentication
