@@ -24,6 +24,14 @@
 
 namespace gpuest {
 
+// The pod on one GPU model: whether the description may be placed on it (it names no
+// other GPU), and the candidate's figures there. Each GPU of that model is then judged
+// with arithmetic on these and its state (placement_verdict.h).
+struct KubeExtender::OnGpuModel {
+  absl::Status named;
+  absl::StatusOr<ResolvedJob> candidate;
+};
+
 struct KubeExtender::Request {
   std::string body;  // As it arrived (padded for the parser); args.nodes point into it.
   ExtenderArgs args;
@@ -35,14 +43,7 @@ struct KubeExtender::Request {
   std::vector<std::shared_ptr<const NodeCache::Node>> cached_nodes;
   std::vector<const NodeKeys*> nodes;
   std::vector<absl::Status> node_errors;  // Per node: why its object is unknown.
-  // Per catalog GPU id, once per request: whether the description may be placed on it
-  // (it names no other GPU), and the candidate's figures there.
-  // The candidate is estimated once per GPU model; each GPU is then judged with
-  // arithmetic on that and its state (placement_verdict.h).
-  struct OnGpuModel {
-    absl::Status named;
-    absl::StatusOr<ResolvedJob> candidate;
-  };
+  // Per catalog GPU id, once per request (PodOnGpuModel).
   std::map<std::string, OnGpuModel> estimates;
   // The set every node of the request is judged with, taken when the call starts: a
   // reload may replace the current one meanwhile.
@@ -204,6 +205,34 @@ absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
   return figures;
 }
 
+const KubeExtender::OnGpuModel& KubeExtender::PodOnGpuModel(
+    Request& request, const GpuProfile& profile, const WorkDeadline& deadline) {
+  if (auto cached = request.estimates.find(profile.id);
+      cached != request.estimates.end()) {
+    return cached->second;
+  }
+  // A description naming another GPU is refused for this one (the same rule as
+  // gpuest.v1.Placement's), never silently replaced.
+  OnGpuModel on{CheckDescriptionGpu(*request.job,
+                                    absl::StrCat("annotation ", kDescriptionAnnotation),
+                                    profile, request.models->registry().gpus()),
+                absl::UnknownError("not estimated")};
+  if (on.named.ok()) {
+    absl::StatusOr<v1::EstimatedJob> figures = CandidateFigures(
+        request.models, *request.job, request.job_key, profile.id, deadline);
+    if (figures.ok()) {
+      v1::PlacementJob job;
+      job.set_name(request.args.pod);
+      *job.mutable_estimate() = *std::move(figures);
+      on.candidate = ResolveJob(job, "candidate", profile, request.models->engine(),
+                                request.models->contention(), deadline);
+    } else {
+      on.candidate = figures.status();
+    }
+  }
+  return request.estimates.emplace(profile.id, std::move(on)).first->second;
+}
+
 KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
                                                   const WorkDeadline& deadline) {
   NodeVerdict verdict;
@@ -254,32 +283,7 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
                                     "' (known: ", catalog.KnownIds(), ")"));
       continue;
     }
-    // The pod is estimated for this GPU: a description naming another is refused for
-    // it (the same rule as gpuest.v1.Placement's), never silently replaced. Checked,
-    // and the pod's figures estimated and resolved, once per GPU model in a request.
-    auto cached = request.estimates.find(profile->id);
-    if (cached == request.estimates.end()) {
-      Request::OnGpuModel on{
-          CheckDescriptionGpu(*request.job,
-                              absl::StrCat("annotation ", kDescriptionAnnotation),
-                              *profile, catalog),
-          absl::UnknownError("not estimated")};
-      if (on.named.ok()) {
-        absl::StatusOr<v1::EstimatedJob> figures = CandidateFigures(
-            request.models, *request.job, request.job_key, profile->id, deadline);
-        if (figures.ok()) {
-          v1::PlacementJob job;
-          job.set_name(request.args.pod);
-          *job.mutable_estimate() = *std::move(figures);
-          on.candidate = ResolveJob(job, "candidate", *profile, request.models->engine(),
-                                    contention, deadline);
-        } else {
-          on.candidate = figures.status();
-        }
-      }
-      cached = request.estimates.emplace(profile->id, std::move(on)).first;
-    }
-    const Request::OnGpuModel& on = cached->second;
+    const OnGpuModel& on = PodOnGpuModel(request, *profile, deadline);
     if (!on.named.ok()) {
       misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", on.named.message()));
       continue;

@@ -80,12 +80,18 @@ class KubeExtender {
 
  private:
   struct Request;
+  struct OnGpuModel;
   struct NodeVerdict;
 
   absl::StatusOr<Request> ParseArgs(std::string body);
   // Node i of the request; request's estimate cache fills as GPU models are met. Once
   // deadline has passed, a fatal verdict that says so.
   NodeVerdict JudgeNode(Request& request, size_t i, const WorkDeadline& deadline);
+  // The pod on one GPU model: whether its description may be placed there and its
+  // figures estimated for it; worked out once per GPU model in a request (kept in
+  // request), so that each GPU is then judged by arithmetic alone.
+  const OnGpuModel& PodOnGpuModel(Request& request, const GpuProfile& profile,
+                                  const WorkDeadline& deadline);
   // The job's memory figure and utilization class on a catalog GPU, estimated with
   // models. kube-scheduler asks filter and then prioritize for the same pod: the
   // estimate is made once and kept, keyed by GPU and the description text's SHA-256,
