@@ -102,8 +102,30 @@ class GpuMemNetEstimator final : public Estimator {
  private:
   GpuMemNetEstimator() = default;
 
+  // probabilities[member][class over all heads], softmax per head.
+  using Probabilities = std::vector<std::vector<double>>;
+
+  // Encodes the request, runs every member on it and writes the result: the steps
+  // below.
   absl::Status EstimateOrThrow(const EstimationInput& input, v1::EstimatorResult& result,
                                std::vector<v1::Warning>& warnings) const;
+  // Each member's class probabilities, the members' inputs being global (and tokens)
+  // for the plain forward, args for libtorch's. Between members the deadline is
+  // checked; a non-finite logit is an error, never a class.
+  absl::StatusOr<Probabilities> MemberProbabilities(
+      const std::vector<float>& global, const TokenSet& tokens,
+      const std::vector<torch::Tensor>& args, const WorkDeadline& deadline) const;
+  // Head h's ensemble class: the mean probability per class over the members (into
+  // mean) and its best class; confidence, the mean of the members' probabilities for
+  // that class times penalty.
+  int EnsembleClass(const Probabilities& probabilities, size_t h, double penalty,
+                    std::vector<double>& mean, double& confidence) const;
+  // The served memory head's bins, point and upper bound; returns the predicted bin.
+  int WriteMemory(const Probabilities& probabilities, double penalty,
+                  v1::EstimatorResult& result) const;
+  void WriteUtilization(const Probabilities& probabilities, double penalty,
+                        v1::EstimatorResult& result) const;
+  std::string Basis(bool above_the_card, const std::vector<std::string>& caveats) const;
 
   v1::EstimatorInfo info_;
   EncodingSpec spec_;
@@ -246,18 +268,28 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
   if (!device_.is_cpu()) {
     for (torch::Tensor& t : args) t = t.to(device_);
   }
-
-  // probabilities[member][class over all heads], softmax per head.
-  const size_t total =
-      static_cast<size_t>(head_offsets_.back() + heads_.back().classes());
-  std::vector<std::vector<double>> probabilities;
-  probabilities.reserve(members_.size());
   // The members read the same tokens: made once for all of them.
   const TokenSet tokens = plain && transformer_ ? DistinctTokens(seq) : TokenSet{};
+  GPUEST_ASSIGN_OR_RETURN(const Probabilities probabilities,
+                          MemberProbabilities(global, tokens, args, input.deadline));
+  const int bin = WriteMemory(probabilities, penalty, result);
+  WriteUtilization(probabilities, penalty, result);
+  result.set_basis(Basis(bin == heads_[served_head_].classes() - 1, caveats));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GpuMemNetEstimator::Probabilities> GpuMemNetEstimator::MemberProbabilities(
+    const std::vector<float>& global, const TokenSet& tokens,
+    const std::vector<torch::Tensor>& args, const WorkDeadline& deadline) const {
+  const bool plain = !plain_.empty();
+  const size_t total =
+      static_cast<size_t>(head_offsets_.back() + heads_.back().classes());
+  Probabilities probabilities;
+  probabilities.reserve(members_.size());
   for (size_t i = 0; i < members_.size(); ++i) {
     // A Transformer-based member takes a while on a long layer sequence: stop between
     // members once the call's deadline has passed.
-    GPUEST_RETURN_IF_ERROR(input.deadline.Check());
+    GPUEST_RETURN_IF_ERROR(deadline.Check());
     std::vector<float> dense_logits;
     torch::Tensor logits;
     const float* z = nullptr;
@@ -290,24 +322,29 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
       for (int k = begin; k < end; ++k) p[k] /= sum;
     }
   }
-  // Ensemble: mean probability per class; confidence: mean over members of each
-  // member's probability for the ensemble's class.
-  auto ensemble = [&](size_t h, std::vector<double>& mean, double& confidence) {
-    const int begin = head_offsets_[h], classes = heads_[h].classes();
-    mean.assign(classes, 0.0);
-    for (const auto& p : probabilities) {
-      for (int k = 0; k < classes; ++k) mean[k] += p[begin + k] / probabilities.size();
-    }
-    const int best =
-        static_cast<int>(std::max_element(mean.begin(), mean.end()) - mean.begin());
-    confidence = mean[best] * penalty;  // The mean of the members' probabilities.
-    return best;
-  };
+  return probabilities;
+}
 
+int GpuMemNetEstimator::EnsembleClass(const Probabilities& probabilities, size_t h,
+                                      double penalty, std::vector<double>& mean,
+                                      double& confidence) const {
+  const int begin = head_offsets_[h], classes = heads_[h].classes();
+  mean.assign(classes, 0.0);
+  for (const auto& p : probabilities) {
+    for (int k = 0; k < classes; ++k) mean[k] += p[begin + k] / probabilities.size();
+  }
+  const int best =
+      static_cast<int>(std::max_element(mean.begin(), mean.end()) - mean.begin());
+  confidence = mean[best] * penalty;  // The mean of the members' probabilities.
+  return best;
+}
+
+int GpuMemNetEstimator::WriteMemory(const Probabilities& probabilities, double penalty,
+                                    v1::EstimatorResult& result) const {
   std::vector<double> mean;
   double confidence = 0;
   const HeadSpec& mh = heads_[served_head_];
-  const int bin = ensemble(served_head_, mean, confidence);
+  const int bin = EnsembleClass(probabilities, served_head_, penalty, mean, confidence);
   v1::MemoryEstimate& memory = *result.mutable_memory();
   const int top = mh.classes() - 1;
   for (int k = 0; k <= top; ++k) {
@@ -327,11 +364,17 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
     memory.set_point_bytes(static_cast<uint64_t>(mh.edges[top]) + mh.width_bytes);
   }
   result.set_confidence(confidence);
+  return bin;
+}
 
+void GpuMemNetEstimator::WriteUtilization(const Probabilities& probabilities,
+                                          double penalty,
+                                          v1::EstimatorResult& result) const {
+  std::vector<double> mean;
   for (size_t h = 0; h < heads_.size(); ++h) {
     if (heads_[h].target != HeadTarget::kUtilization) continue;
     double c = 0;
-    const int k = ensemble(h, mean, c);
+    const int k = EnsembleClass(probabilities, h, penalty, mean, c);
     v1::UtilizationEstimate& u = *result.add_utilization();
     u.set_metric(UtilizationMetricOf(heads_[h].metric));
     for (double e : heads_[h].edges) u.add_bin_edges(e);
@@ -339,21 +382,23 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
     u.set_predicted_class(k);
     u.set_confidence(c);
   }
+}
 
+std::string GpuMemNetEstimator::Basis(bool above_the_card,
+                                      const std::vector<std::string>& caveats) const {
   std::string basis = absl::StrCat(
       "GPUMemNet ", FamilyName(spec_.family), " ", transformer_ ? "Transformer" : "MLP",
-      "-based ensemble of ", members_.size(),
-      " classifiers (A100 40GB measurements): ", GiBText(mh.width_bytes),
+      "-based ensemble of ", members_.size(), " classifiers (A100 40GB measurements): ",
+      GiBText(heads_[served_head_].width_bytes),
       " bins, point = the predicted bin's midpoint, upper = its upper edge",
-      bin == top ? " (predicted > 40 GiB: did not fit the A100 40GB)" : "",
+      above_the_card ? " (predicted > 40 GiB: did not fit the A100 40GB)" : "",
       "; confidence = mean over members of each member's probability for the "
       "ensemble's class");
   if (!caveats.empty()) {
     absl::StrAppend(&basis, ", halved for each warning (", absl::StrJoin(caveats, "; "),
                     ")");
   }
-  result.set_basis(std::move(basis));
-  return absl::OkStatus();
+  return basis;
 }
 
 }  // namespace
