@@ -330,18 +330,62 @@ absl::StatusOr<LucidData> ReadLucid(const std::string& dir) {
   return data;
 }
 
-absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
-  GPUEST_ASSIGN_OR_RETURN(const LucidData data, ReadLucid(options.lucid_dir));
-  const double t = options.bad_threshold;
-  const size_t n = data.samples.size();
-  FitResult result;
+namespace {
 
-  // Leave-model-out: a sample is predicted by the fold of its own job's model, fitted
-  // without any pair that involves that model.
-  Verdicts model_v{std::vector<double>(n), std::vector<bool>(n)};
-  Verdicts sum_v = model_v, stump_v = model_v, mean_v = model_v;
-  std::vector<double> residual(n);
-  std::map<std::string, std::vector<size_t>> fold_rows;
+// The point model and its baselines leaving models out: each sample predicted by the
+// fold of its own job's model, fitted without any pair that involves that model.
+struct LeaveModelOut {
+  Verdicts model, utilization_sum, stump, mean;
+  std::vector<double> residual;  // Measured - the model's point, per sample.
+  std::map<std::string, std::vector<size_t>> fold_rows;  // Model -> its jobs' samples.
+};
+
+// Lucid's labels as a rule: a threshold on the sum of utilization fitted to them on
+// train (pair bad when a job runs below threshold), and each side's mean speed.
+struct UtilizationSumStump {
+  double cut = 1.0;
+  double above = 0, below = 0;
+};
+
+UtilizationSumStump FitStump(const LucidData& data, const std::vector<size_t>& train,
+                             double mean, double threshold) {
+  UtilizationSumStump stump;
+  double best_acc = -1;
+  for (double cut = 0.2; cut <= 2.0001; cut += 0.01) {
+    int right = 0;
+    for (size_t i : train) {
+      const PairSample& s = data.samples[i];
+      right += ((s.self_util + s.other_util) >= cut) == (s.speed < threshold);
+    }
+    if (right > best_acc) {
+      best_acc = right;
+      stump.cut = cut;
+    }
+  }
+  double above = 0, below = 0;
+  int n_above = 0, n_below = 0;
+  for (size_t i : train) {
+    const PairSample& s = data.samples[i];
+    if (s.self_util + s.other_util >= stump.cut) {
+      above += s.speed;
+      ++n_above;
+    } else {
+      below += s.speed;
+      ++n_below;
+    }
+  }
+  stump.above = n_above ? above / n_above : mean;
+  stump.below = n_below ? below / n_below : mean;
+  return stump;
+}
+
+absl::StatusOr<LeaveModelOut> PredictLeavingModelsOut(const LucidData& data, double ridge,
+                                                      double t) {
+  const size_t n = data.samples.size();
+  LeaveModelOut out;
+  out.model = Verdicts{std::vector<double>(n), std::vector<bool>(n)};
+  out.utilization_sum = out.stump = out.mean = out.model;
+  out.residual.assign(n, 0.0);
   for (const std::string& held : data.models) {
     std::vector<size_t> train, test;
     for (size_t i = 0; i < n; ++i) {
@@ -352,72 +396,45 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
         train.push_back(i);
       }
     }
-    fold_rows[held] = test;
-    GPUEST_ASSIGN_OR_RETURN(const std::vector<double> w,
-                            FitOn(data, train, options.ridge));
+    out.fold_rows[held] = test;
+    GPUEST_ASSIGN_OR_RETURN(const std::vector<double> w, FitOn(data, train, ridge));
     ContentionModel fold;
     fold.coefficients = w;
-    // Baselines on the same training rows: the mean speed, and a threshold on the sum
-    // of utilization fitted to Lucid's labels (pair bad when a job runs below 0.85).
+    // Baselines on the same training rows: the mean speed, and the stump.
     double mean = 0;
     for (size_t i : train) mean += data.samples[i].speed;
     mean /= static_cast<double>(train.size());
-    double best_cut = 1.0, best_acc = -1;
-    for (double cut = 0.2; cut <= 2.0001; cut += 0.01) {
-      int right = 0;
-      for (size_t i : train) {
-        const PairSample& s = data.samples[i];
-        right += ((s.self_util + s.other_util) >= cut) == (s.speed < t);
-      }
-      if (right > best_acc) {
-        best_acc = right;
-        best_cut = cut;
-      }
-    }
-    double above = 0, below = 0;
-    int n_above = 0, n_below = 0;
-    for (size_t i : train) {
-      const PairSample& s = data.samples[i];
-      if (s.self_util + s.other_util >= best_cut) {
-        above += s.speed;
-        ++n_above;
-      } else {
-        below += s.speed;
-        ++n_below;
-      }
-    }
-    above = n_above ? above / n_above : mean;
-    below = n_below ? below / n_below : mean;
+    const UtilizationSumStump stump = FitStump(data, train, mean, t);
     for (size_t i : test) {
       const PairSample& s = data.samples[i];
       const double sum = s.self_util + s.other_util;
-      model_v.speed[i] = fold.PointSpeed(s.self_util, s.other_util);
-      model_v.bad[i] = model_v.speed[i] < t;
-      residual[i] = s.speed - model_v.speed[i];
-      sum_v.speed[i] = sum > 1.0 ? 1.0 / sum : 1.0;
-      sum_v.bad[i] = sum >= 1.0;
-      stump_v.bad[i] = sum >= best_cut;
-      stump_v.speed[i] = stump_v.bad[i] ? above : below;
-      mean_v.speed[i] = mean;
-      mean_v.bad[i] = mean < t;
+      out.model.speed[i] = fold.PointSpeed(s.self_util, s.other_util);
+      out.model.bad[i] = out.model.speed[i] < t;
+      out.residual[i] = s.speed - out.model.speed[i];
+      out.utilization_sum.speed[i] = sum > 1.0 ? 1.0 / sum : 1.0;
+      out.utilization_sum.bad[i] = sum >= 1.0;
+      out.stump.bad[i] = sum >= stump.cut;
+      out.stump.speed[i] = out.stump.bad[i] ? stump.above : stump.below;
+      out.mean.speed[i] = mean;
+      out.mean.bad[i] = mean < t;
     }
   }
-  result.table.push_back(
-      Score("gpuest contention model (least squares, 5 features)", data, model_v, t));
-  result.table.push_back(
-      Score("sum of utilization below 100 % (speed 1 / sum above it)", data, sum_v, t));
-  result.table.push_back(Score(
-      "Lucid's labels: utilization-sum threshold fitted to them (speed: side's mean)",
-      data, stump_v, t));
-  result.table.push_back(Score("mean speed of the training pairs", data, mean_v, t));
+  return out;
+}
 
-  // The verdict head, leaving models out: in each fold, least squares and the logistic
-  // on the training rows; the operating probability from inner folds over the training
-  // models only (each inner model's jobs predicted by a fit without its pairs); the
-  // held-out jobs called bad at it.
+// The verdict head, leaving models out: in each fold, least squares and the logistic
+// on the training rows; the operating probability from inner folds over the training
+// models only (each inner model's jobs predicted by a fit without its pairs); the
+// held-out jobs called bad at it. Every sample's held-out probability into
+// outer_prob.
+absl::StatusOr<Verdicts> HeadLeavingModelsOut(const LucidData& data,
+                                              const LeaveModelOut& point,
+                                              const FitOptions& options,
+                                              std::vector<double>& outer_prob) {
+  const double t = options.bad_threshold;
   const std::vector<size_t> all = AllRows(data);
-  Verdicts head_v = model_v;
-  std::vector<double> outer_prob(n);
+  Verdicts head = point.model;
+  outer_prob.assign(data.samples.size(), 0.0);
   for (const std::string& held : data.models) {
     const std::vector<size_t> train = Without(data, all, held);
     GPUEST_ASSIGN_OR_RETURN(const auto fitted, FitHead(data, train, options.ridge, t));
@@ -437,25 +454,29 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
     }
     const double cut = ChooseOperatingProbability(data, inner_rows, inner_prob, t,
                                                   options.min_pair_precision);
-    const std::vector<size_t>& test = fold_rows[held];
+    const std::vector<size_t>& test = point.fold_rows.at(held);
     const std::vector<double> prob = HeadProbabilities(data, test, fitted);
     for (size_t k = 0; k < test.size(); ++k) {
       outer_prob[test[k]] = prob[k];
-      head_v.bad[test[k]] = prob[k] >= cut;
+      head.bad[test[k]] = prob[k] >= cut;
     }
   }
-  result.table.push_back(Score(
-      "gpuest contention model, verdict head (P(below 0.85): logistic of the linear "
-      "prediction; operating point from inner folds)",
-      data, head_v, t));
+  return head;
+}
 
-  // The interval: residual quantiles over every held-out job. A fold's jobs are not
-  // like the others' (models unlike the rest are harder), so quantiles at the nominal
-  // level cover fewer held-out jobs than nominal: the level is raised until each
-  // fold's jobs, against the quantiles of the other folds' residuals, are covered at
-  // the nominal rate (split conformal with the level adjusted by a leave-one-fold-out
-  // cross-fit).
+// The interval: residual quantiles over every held-out job. A fold's jobs are not like
+// the others' (models unlike the rest are harder), so quantiles at the nominal level
+// cover fewer held-out jobs than nominal: the level is raised until each fold's jobs,
+// against the quantiles of the other folds' residuals, are covered at the nominal rate
+// (split conformal with the level adjusted by a leave-one-fold-out cross-fit). Into
+// result: the interval, its level and coverages; returns the cautious verdict (bad
+// where the interval's lower end is below the threshold).
+Verdicts FitInterval(const LucidData& data, const LeaveModelOut& point,
+                     const FitOptions& options, FitResult& result) {
   const double nominal = options.interval_coverage;
+  const double t = options.bad_threshold;
+  const std::vector<double>& residual = point.residual;
+  const auto& fold_rows = point.fold_rows;
   // The residual quantiles at level of every fold of folds but held, pooled.
   auto quantiles_without = [&](const std::vector<std::string>& folds,
                                const std::string& held, double level) {
@@ -463,12 +484,12 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
     std::vector<double> pooled;
     for (const std::string& g : folds)
       if (g != held)
-        for (size_t i : fold_rows[g]) pooled.push_back(residual[i]);
+        for (size_t i : fold_rows.at(g)) pooled.push_back(residual[i]);
     return std::make_pair(Quantile(pooled, tail), Quantile(pooled, 1.0 - tail));
   };
   auto covered_by = [&](const std::string& fold, std::pair<double, double> interval) {
     int covered = 0;
-    for (size_t i : fold_rows[fold])
+    for (size_t i : fold_rows.at(fold))
       covered += residual[i] >= interval.first && residual[i] <= interval.second;
     return covered;
   };
@@ -477,7 +498,7 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
     int covered = 0, total = 0;
     for (const std::string& f : folds) {
       covered += covered_by(f, quantiles_without(folds, f, level));
-      total += static_cast<int>(fold_rows[f].size());
+      total += static_cast<int>(fold_rows.at(f).size());
     }
     return total ? static_cast<double>(covered) / total : 0.0;
   };
@@ -501,20 +522,101 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
     nested_covered +=
         covered_by(held, quantiles_without(others, "", adjusted_level(others)));
   }
-  result.interval_coverage_level_adjusted = nested_covered / static_cast<double>(n);
+  result.interval_coverage_level_adjusted =
+      nested_covered / static_cast<double>(data.samples.size());
   // At the nominal level, cross-fitted: what the interval covered before the level was
   // adjusted. The same quantiles give the cautious verdict: bad when the interval's
   // lower end (speed_low at serving) is below the threshold.
   result.interval_coverage_cross_fitted = cross_fit(data.models, nominal);
-  Verdicts cautious_v = model_v;
+  Verdicts cautious = point.model;
   for (const std::string& held : data.models) {
     const double lo = quantiles_without(data.models, held, nominal).first;
-    for (size_t i : fold_rows[held]) cautious_v.bad[i] = model_v.speed[i] + lo < t;
+    for (size_t i : fold_rows.at(held)) cautious.bad[i] = point.model.speed[i] + lo < t;
   }
+  return cautious;
+}
+
+// What the model file says of how it was made and how it scored (its "validation" key,
+// kept for the loaded artifacts' schema, holds the accuracy).
+void WriteProvenance(const LucidData& data, const FitOptions& options,
+                     const nlohmann::ordered_json& datasets, FitResult& result) {
+  nlohmann::ordered_json accuracy;
+  accuracy["method"] =
+      "leave-model-out: for each of the models, every pair involving it is held out; "
+      "each job is predicted by the fit of the fold of its own model";
+  accuracy["models"] = data.models;
+  accuracy["interval_coverage_cross_fitted"] = result.interval_coverage_cross_fitted;
+  accuracy["interval_level"] = result.interval_level;
+  accuracy["interval_coverage_level_adjusted"] = result.interval_coverage_level_adjusted;
+  nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+  for (const OperatingPoint& p : result.pr_curve) {
+    curve.push_back({{"operating_probability", p.probability},
+                     {"bad_pair_precision", p.precision},
+                     {"bad_pair_recall", p.recall}});
+  }
+  accuracy["verdict_precision_recall"] = curve;
+  accuracy["operating_point"] = absl::StrCat(
+      "the most bad pairs found at a pair precision of ", options.min_pair_precision,
+      " or more, on every job's leave-model-out probability");
+  nlohmann::ordered_json rules = nlohmann::ordered_json::array();
+  for (const RuleScores& s : result.table) {
+    rules.push_back({{"rule", s.rule},
+                     {"speed_mae", s.speed_mae},
+                     {"job_verdict_accuracy", s.job_accuracy},
+                     {"pair_verdict_accuracy", s.pair_accuracy},
+                     {"bad_pair_recall", s.bad_recall},
+                     {"bad_pair_precision", s.bad_precision}});
+  }
+  accuracy["rules"] = rules;
+  accuracy["smact_map_mae"] = result.smact_mae;
+  accuracy["smact_map_rows"] = result.smact_rows;
+  result.model.extra["validation"] = accuracy;
+  result.model.extra["manifest"] = {
+      {"made_by", "gpuest-fit-contention"},
+      {"command", options.command},
+      {"seed", nullptr},
+      {"seed_note",
+       "none needed: least squares, the logistic (Newton) and the leave-model-out "
+       "folds are deterministic (no random split)"},
+      {"ridge", options.ridge},
+      {"datasets", datasets},
+      {"mem_util",
+       "not a feature: adding utilization.memory made the leave-model-out "
+       "error worse; it is accepted and echoed, not used"}};
+}
+
+}  // namespace
+
+absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
+  GPUEST_ASSIGN_OR_RETURN(const LucidData data, ReadLucid(options.lucid_dir));
+  const double t = options.bad_threshold;
+  FitResult result;
+
+  GPUEST_ASSIGN_OR_RETURN(const LeaveModelOut point,
+                          PredictLeavingModelsOut(data, options.ridge, t));
+  result.table.push_back(
+      Score("gpuest contention model (least squares, 5 features)", data, point.model, t));
+  result.table.push_back(Score("sum of utilization below 100 % (speed 1 / sum above it)",
+                               data, point.utilization_sum, t));
+  result.table.push_back(Score(
+      "Lucid's labels: utilization-sum threshold fitted to them (speed: side's mean)",
+      data, point.stump, t));
+  result.table.push_back(Score("mean speed of the training pairs", data, point.mean, t));
+
+  std::vector<double> outer_prob;
+  GPUEST_ASSIGN_OR_RETURN(const Verdicts head,
+                          HeadLeavingModelsOut(data, point, options, outer_prob));
+  result.table.push_back(Score(
+      "gpuest contention model, verdict head (P(below 0.85): logistic of the linear "
+      "prediction; operating point from inner folds)",
+      data, head, t));
+
+  const Verdicts cautious = FitInterval(data, point, options, result);
   result.table.push_back(
       Score("gpuest contention model, cautious verdict (interval's lower end below 0.85)",
-            data, cautious_v, t));
+            data, cautious, t));
 
+  const std::vector<size_t> all = AllRows(data);
   GPUEST_ASSIGN_OR_RETURN(const auto served, FitHead(data, all, options.ridge, t));
   result.model.coefficients = served.first;
   result.model.bad_threshold = t;
@@ -544,51 +646,7 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
                       {"rows_joined", data.joined}});
   GPUEST_RETURN_IF_ERROR(FitSmactMap(options.gpumemnet_dir, result, datasets));
   result.model.version = "lucid-lsq-" + data.colocation_sha256.substr(0, 12);
-
-  nlohmann::ordered_json validation;
-  validation["method"] =
-      "leave-model-out: for each of the models, every pair involving it is held out; "
-      "each job is predicted by the fit of the fold of its own model";
-  validation["models"] = data.models;
-  validation["interval_coverage_cross_fitted"] = result.interval_coverage_cross_fitted;
-  validation["interval_level"] = result.interval_level;
-  validation["interval_coverage_level_adjusted"] =
-      result.interval_coverage_level_adjusted;
-  nlohmann::ordered_json curve = nlohmann::ordered_json::array();
-  for (const OperatingPoint& p : result.pr_curve) {
-    curve.push_back({{"operating_probability", p.probability},
-                     {"bad_pair_precision", p.precision},
-                     {"bad_pair_recall", p.recall}});
-  }
-  validation["verdict_precision_recall"] = curve;
-  validation["operating_point"] = absl::StrCat(
-      "the most bad pairs found at a pair precision of ", options.min_pair_precision,
-      " or more, on every job's leave-model-out probability");
-  nlohmann::ordered_json rules = nlohmann::ordered_json::array();
-  for (const RuleScores& s : result.table) {
-    rules.push_back({{"rule", s.rule},
-                     {"speed_mae", s.speed_mae},
-                     {"job_verdict_accuracy", s.job_accuracy},
-                     {"pair_verdict_accuracy", s.pair_accuracy},
-                     {"bad_pair_recall", s.bad_recall},
-                     {"bad_pair_precision", s.bad_precision}});
-  }
-  validation["rules"] = rules;
-  validation["smact_map_mae"] = result.smact_mae;
-  validation["smact_map_rows"] = result.smact_rows;
-  result.model.extra["validation"] = validation;
-  result.model.extra["manifest"] = {
-      {"made_by", "gpuest-fit-contention"},
-      {"command", options.command},
-      {"seed", nullptr},
-      {"seed_note",
-       "none needed: least squares, the logistic (Newton) and the leave-model-out "
-       "folds are deterministic (no random split)"},
-      {"ridge", options.ridge},
-      {"datasets", datasets},
-      {"mem_util",
-       "not a feature: adding utilization.memory made the leave-model-out "
-       "error worse; it is accepted and echoed, not used"}};
+  WriteProvenance(data, options, datasets, result);
   return result;
 }
 
