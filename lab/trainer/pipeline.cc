@@ -231,19 +231,12 @@ std::vector<int> MemoryStrata(const Dataset& data) {
   return strata;
 }
 
-}  // namespace
-
-Split HeldOutSplit(const Dataset& data, double test_fraction, uint64_t seed) {
-  std::vector<int> all(data.examples.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-  return StratifiedSplit(all, MemoryStrata(data), test_fraction, seed);
-}
-
-absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options) {
-  const absl::Time family_start = absl::Now();
-  const std::string family = std::string(FamilyName(data_in.family));
+// A smoke run trains on smoke_rows examples drawn with the seed; dropped counts the
+// rest.
+Dataset SmokeSample(const Dataset& data_in, const PipelineOptions& options,
+                    int64_t& dropped) {
   Dataset data = data_in;
-  int64_t smoke_dropped = 0;
+  dropped = 0;
   if (options.smoke && static_cast<int>(data.examples.size()) > options.smoke_rows) {
     std::vector<int> order(data.examples.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
@@ -252,19 +245,16 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
     std::sort(order.begin(), order.end());
     std::vector<Example> kept;
     for (int i : order) kept.push_back(data.examples[i]);
-    smoke_dropped = static_cast<int64_t>(data.examples.size() - kept.size());
+    dropped = static_cast<int64_t>(data.examples.size() - kept.size());
     data.examples = std::move(kept);
   }
-  const int n = static_cast<int>(data.examples.size());
+  return data;
+}
 
-  // Memory heads, then the split on the coarsest memory class (incl. the top class).
-  std::vector<HeadSpec> heads;
-  for (int w : MemoryWidths(data.family)) heads.push_back(ml::MemoryHead(w));
-  const std::vector<int> strata = MemoryStrata(data);
-  const Split split = HeldOutSplit(data, options.test_fraction, options.seed);
-
-  // Utilization heads: the paper's edges where known, else the training split's
-  // tertiles.
+// Utilization heads: the paper's edges where known, else the training split's
+// tertiles; a metric with fewer than 3 training values gets none.
+void AddUtilizationHeads(const Dataset& data, const Split& split,
+                         std::vector<HeadSpec>& heads) {
   for (const std::string& metric : data.utilization_metrics) {
     std::vector<double> edges = PaperEdges(data.family, metric);
     std::string source = "paper appendix table (GPUUtilNet bins)";
@@ -284,8 +274,13 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
     }
     heads.push_back(ml::UtilizationHead(metric, std::move(edges), std::move(source)));
   }
-  std::vector<std::vector<int64_t>> labels(n);
-  for (int i = 0; i < n; ++i) {
+}
+
+// Each example's class per head; -100 (ignored by the loss) where it has no figure.
+std::vector<std::vector<int64_t>> LabelsOf(const Dataset& data,
+                                           const std::vector<HeadSpec>& heads) {
+  std::vector<std::vector<int64_t>> labels(data.examples.size());
+  for (size_t i = 0; i < data.examples.size(); ++i) {
     const Example& e = data.examples[i];
     for (const HeadSpec& h : heads) {
       int c = -1;
@@ -298,6 +293,111 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
       labels[i].push_back(c < 0 ? -100 : c);
     }
   }
+  return labels;
+}
+
+// The served memory head, chosen by cross-validation only: the finest width whose
+// cross-validation accuracy is at least kServedAccuracy, else the most accurate.
+int ServedMemoryHead(const std::vector<HeadSpec>& heads,
+                     const std::vector<std::vector<double>>& cv_acc) {
+  int served = -1, best = -1;
+  for (size_t h = 0; h < heads.size(); ++h) {
+    if (!heads[h].memory()) continue;
+    const double acc = Mean(cv_acc[h]);
+    if (best < 0 || acc > Mean(cv_acc[best])) best = static_cast<int>(h);
+    if (acc >= kServedAccuracy &&
+        (served < 0 || heads[h].width_bytes < heads[served].width_bytes)) {
+      served = static_cast<int>(h);
+    }
+  }
+  return served < 0 ? best : served;
+}
+
+// Writes each member's weights into dir and records it in manifest (file, SHA-256, how
+// it was trained); weights_digest: the members' SHA-256s, in order.
+absl::Status SaveMembers(const EnsembleResult& final, const std::string& dir,
+                         ml::GpuMemNetManifest& manifest, std::string& weights_digest) {
+  for (size_t m = 0; m < final.members.size(); ++m) {
+    ml::MemberRecord& record = manifest.members.emplace_back();
+    record.file = absl::StrCat("member-", m, ".pt");
+    const std::string path = absl::StrCat(dir, "/", record.file);
+    GPUEST_RETURN_IF_ERROR(SaveMember(final.members[m], path));
+    GPUEST_ASSIGN_OR_RETURN(record.sha256, Sha256OfFile(path));
+    weights_digest += record.sha256;
+    const MemberSpec& s = final.specs[m];
+    record.seed = s.seed;
+    record.learning_rate = s.learning_rate;
+    record.weight_decay = s.weight_decay;
+    record.epochs = s.epochs;
+    record.batch_size = s.batch_size;
+    record.optimizer = "Adam, cosine learning-rate decay";
+    record.network = s.network;
+    record.test_accuracy_coarsest_memory = final.member_accuracy[m];
+  }
+  return absl::OkStatus();
+}
+
+// How the ensemble was trained and scored: the split, the cross-validation per head
+// (accuracy and macro F1 per fold), the held-out scores, the rows read, used and
+// dropped.
+ml::TrainingRecord TrainingRecordOf(const Dataset& data, const PipelineOptions& options,
+                                    const Split& split,
+                                    const std::vector<HeadSpec>& heads,
+                                    const std::vector<std::vector<double>>& cv_acc,
+                                    const std::vector<std::vector<double>>& cv_f1,
+                                    const EnsembleResult& final, int64_t smoke_dropped) {
+  ml::TrainingRecord training;
+  training.smoke = options.smoke;
+  training.split.test_fraction = options.test_fraction;
+  training.split.seed = options.seed;
+  training.split.stratified_on =
+      absl::StrCat(ml::MemoryHead(MemoryWidths(data.family).back()).name,
+                   " class (incl. the > 40 GiB class)");
+  training.split.train_rows = static_cast<int64_t>(split.train.size());
+  training.split.test_rows = static_cast<int64_t>(split.test.size());
+  training.cross_validation.folds = options.folds;
+  training.cross_validation.seed = options.seed + 1;
+  training.cross_validation.on = "the training split only";
+  for (size_t h = 0; h < heads.size(); ++h) {
+    training.cross_validation.heads[heads[h].name] = {
+        Mean(cv_acc[h]), StdDev(cv_acc[h]), Mean(cv_f1[h]), StdDev(cv_f1[h]), cv_acc[h]};
+    training.test[heads[h].name] = {final.scores[h].accuracy, final.scores[h].macro_f1,
+                                    final.scores[h].n};
+  }
+  training.rows.read = data.rows;
+  training.rows.used = static_cast<int64_t>(data.examples.size());
+  for (const Example& e : data.examples) training.rows.oom_crash += e.measured.oom;
+  for (const auto& [reason, rows] : data.dropped) {
+    training.rows.dropped.push_back({reason, rows});
+  }
+  if (smoke_dropped > 0) {
+    training.rows.dropped.push_back({"smoke run: not in the sample", smoke_dropped});
+  }
+  return training;
+}
+
+}  // namespace
+
+Split HeldOutSplit(const Dataset& data, double test_fraction, uint64_t seed) {
+  std::vector<int> all(data.examples.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return StratifiedSplit(all, MemoryStrata(data), test_fraction, seed);
+}
+
+absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options) {
+  const absl::Time family_start = absl::Now();
+  const std::string family = std::string(FamilyName(data_in.family));
+  int64_t smoke_dropped = 0;
+  const Dataset data = SmokeSample(data_in, options, smoke_dropped);
+
+  // Memory heads, then the split on the coarsest memory class (incl. the top class).
+  std::vector<HeadSpec> heads;
+  for (int w : MemoryWidths(data.family)) heads.push_back(ml::MemoryHead(w));
+  const std::vector<int> strata = MemoryStrata(data);
+  const Split split = HeldOutSplit(data, options.test_fraction, options.seed);
+
+  AddUtilizationHeads(data, split, heads);
+  const std::vector<std::vector<int64_t>> labels = LabelsOf(data, heads);
   const std::vector<std::vector<int>> folds =
       StratifiedFolds(split.train, strata, options.folds, options.seed + 1);
 
@@ -337,18 +437,7 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
         TrainAndEvaluate(data, heads, labels, split.train, split.test, kind, options,
                          epochs, kind_seed, absl::StrCat(id, " final"), &spec));
 
-    // The served memory head, chosen by cross-validation only.
-    int served = -1, best = -1;
-    for (size_t h = 0; h < heads.size(); ++h) {
-      if (!heads[h].memory()) continue;
-      const double acc = Mean(cv_acc[h]);
-      if (best < 0 || acc > Mean(cv_acc[best])) best = static_cast<int>(h);
-      if (acc >= kServedAccuracy &&
-          (served < 0 || heads[h].width_bytes < heads[served].width_bytes)) {
-        served = static_cast<int>(h);
-      }
-    }
-    if (served < 0) served = best;
+    const int served = ServedMemoryHead(heads, cv_acc);
 
     const std::string dir = absl::StrCat(options.out_dir, "/", id);
     std::error_code ec;
@@ -358,52 +447,10 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
       return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
     ml::GpuMemNetManifest manifest;
     std::string weights_digest;
-    for (size_t m = 0; m < final.members.size(); ++m) {
-      ml::MemberRecord& record = manifest.members.emplace_back();
-      record.file = absl::StrCat("member-", m, ".pt");
-      const std::string path = absl::StrCat(dir, "/", record.file);
-      GPUEST_RETURN_IF_ERROR(SaveMember(final.members[m], path));
-      GPUEST_ASSIGN_OR_RETURN(record.sha256, Sha256OfFile(path));
-      weights_digest += record.sha256;
-      const MemberSpec& s = final.specs[m];
-      record.seed = s.seed;
-      record.learning_rate = s.learning_rate;
-      record.weight_decay = s.weight_decay;
-      record.epochs = s.epochs;
-      record.batch_size = s.batch_size;
-      record.optimizer = "Adam, cosine learning-rate decay";
-      record.network = s.network;
-      record.test_accuracy_coarsest_memory = final.member_accuracy[m];
-    }
-
+    GPUEST_RETURN_IF_ERROR(SaveMembers(final, dir, manifest, weights_digest));
     ml::TrainingRecord& training = manifest.training;
-    training.smoke = options.smoke;
-    training.split.test_fraction = options.test_fraction;
-    training.split.seed = options.seed;
-    training.split.stratified_on =
-        absl::StrCat(ml::MemoryHead(MemoryWidths(data.family).back()).name,
-                     " class (incl. the > 40 GiB class)");
-    training.split.train_rows = static_cast<int64_t>(split.train.size());
-    training.split.test_rows = static_cast<int64_t>(split.test.size());
-    training.cross_validation.folds = options.folds;
-    training.cross_validation.seed = options.seed + 1;
-    training.cross_validation.on = "the training split only";
-    for (size_t h = 0; h < heads.size(); ++h) {
-      training.cross_validation.heads[heads[h].name] = {Mean(cv_acc[h]),
-                                                        StdDev(cv_acc[h]), Mean(cv_f1[h]),
-                                                        StdDev(cv_f1[h]), cv_acc[h]};
-      training.test[heads[h].name] = {final.scores[h].accuracy, final.scores[h].macro_f1,
-                                      final.scores[h].n};
-    }
-    training.rows.read = data.rows;
-    training.rows.used = static_cast<int64_t>(data.examples.size());
-    for (const Example& e : data.examples) training.rows.oom_crash += e.measured.oom;
-    for (const auto& [reason, rows] : data.dropped) {
-      training.rows.dropped.push_back({reason, rows});
-    }
-    if (smoke_dropped > 0) {
-      training.rows.dropped.push_back({"smoke run: not in the sample", smoke_dropped});
-    }
+    training = TrainingRecordOf(data, options, split, heads, cv_acc, cv_f1, final,
+                                smoke_dropped);
     training.seconds = absl::ToDoubleSeconds(absl::Now() - start);
 
     const std::string title = FamilyTitle(data.family);
