@@ -40,6 +40,20 @@ bool TraceRecordsItsBatch(const v1::ModelDescription& model) {
   return model.trace().batch_size() != 0;
 }
 
+std::string UnrecordedTraceBatchWords(const v1::ModelDescription& model) {
+  if (model.trace().size_bytes_size() == 0 || TraceRecordsItsBatch(model)) return "";
+  return model.input_shape_size() > 0
+             ? "the description's trace does not record the batch it was traced at (a "
+               "describer before AllocationTrace.batch_size): its batch was read from "
+               "its "
+               "input allocations, which do not tell apart batches whose inputs differ "
+               "only in element width; describe the model again to record it"
+             : "the description's trace does not record the batch it was traced at (a "
+               "describer before AllocationTrace.batch_size), and without an input shape "
+               "its batch could not be checked: the estimate is for the batch traced, "
+               "whatever model.batch_size says; describe the model again to record it";
+}
+
 absl::Status CheckTraceBatch(const v1::ModelDescription& model, int64_t batch_size) {
   const v1::AllocationTrace& trace = model.trace();
   if (trace.size_bytes_size() == 0) return absl::OkStatus();

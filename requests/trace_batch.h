@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "gpuest/v1/model.pb.h"
@@ -17,6 +18,10 @@ namespace gpuest::requests {
 // writes). A trace from an older describer does not: CheckTraceBatch then reads the
 // batch from its input allocations, and the answer says so (a warning).
 bool TraceRecordsItsBatch(const v1::ModelDescription& model);
+
+// For a trace that does not record its batch, the warning's words: how far
+// CheckTraceBatch's fallback could check it. Empty for a recorded batch or no trace.
+std::string UnrecordedTraceBatchWords(const v1::ModelDescription& model);
 
 // OK when model has no trace, or its trace answers for batch_size:
 // - AllocationTrace.batch_size set: it must equal batch_size;

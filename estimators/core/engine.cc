@@ -54,19 +54,10 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
             "; estimates treat them by their totals only")));
   }
 
-  if (request.model().trace().size_bytes_size() > 0 &&
-      !requests::TraceRecordsItsBatch(request.model())) {
-    warnings.push_back(MakeWarning(
-        v1::WARNING_CODE_TRACE_BATCH_UNRECORDED,
-        request.model().input_shape_size() > 0
-            ? "the description's trace does not record the batch it was traced at (a "
-              "describer before AllocationTrace.batch_size): its batch was read from its "
-              "input allocations, which do not tell apart batches whose inputs differ "
-              "only in element width; describe the model again to record it"
-            : "the description's trace does not record the batch it was traced at (a "
-              "describer before AllocationTrace.batch_size), and without an input shape "
-              "its batch could not be checked: the estimate is for the batch traced, "
-              "whatever model.batch_size says; describe the model again to record it"));
+  if (std::string words = requests::UnrecordedTraceBatchWords(request.model());
+      !words.empty()) {
+    warnings.push_back(
+        MakeWarning(v1::WARNING_CODE_TRACE_BATCH_UNRECORDED, std::move(words)));
   }
   for (const std::string& caveat : request.model().trace_caveats()) {
     warnings.push_back(MakeWarning(v1::WARNING_CODE_TRACE_CAVEAT,
