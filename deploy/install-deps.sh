@@ -27,9 +27,11 @@ PACKAGES=(
   prometheus
   # tests/fuzz: libFuzzer targets (deploy/fuzz.sh), built with clang in build-fuzz/.
   clang-14 libclang-rt-14-dev
-  # the Kubernetes scheduler extender: its HTTP (server/extender_http) and the on-demand
+  # the HTTP entry points (server/http_front: the extender, the admission webhook) and the on-demand
   # JSON parser that reads kube-scheduler's bodies (integrations/kubernetes/extender_args)
-  libcpp-httplib-dev libsimdjson-dev
+  libmicrohttpd-dev libsimdjson-dev
+  # the tests' and benchmarks' HTTP(S) client
+  libcpp-httplib-dev
   # integrations/slurm/tests: the job_submit plugin (integrations/slurm) on a real Slurm 22.05: the
   # controller, a node daemon, sbatch/scontrol, munge for their authentication
   # (job_submit_lua.so and cli_filter_lua.so come with slurm-wlm-basic-plugins, which

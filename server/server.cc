@@ -159,7 +159,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     s->extender_ = std::make_unique<KubeExtender>(*s->models_, options.extender);
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,
-        ExtenderHttpServer::Start(*s->extender_, options.extender.listen_address,
+        StartExtenderHttp(*s->extender_, options.extender.listen_address,
                                   static_cast<size_t>(options.extender.max_body_bytes),
                                   options.extender.timeout, *s->dispatcher_));
   }

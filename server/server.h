@@ -22,7 +22,7 @@ class Admission;
 class AdminService;
 class CallDispatcher;
 class EstimatorService;
-class ExtenderHttpServer;
+class HttpFront;
 class KubeExtender;
 class Metrics;
 class PlacementEngine;
@@ -62,7 +62,7 @@ class GpuestServer {
   std::unique_ptr<grpc::Server> server_;
   // The Kubernetes scheduler extender over the models' placement (--extender-listen).
   std::unique_ptr<KubeExtender> extender_;
-  std::unique_ptr<ExtenderHttpServer> extender_http_;
+  std::unique_ptr<HttpFront> extender_http_;
   int grpc_port_ = 0;
   // Admin: one thread, so that a reload never takes an estimator worker.
   std::unique_ptr<WorkerPool> admin_pool_;

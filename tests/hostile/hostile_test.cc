@@ -2,10 +2,16 @@
 // loopback (gRPC and the extender's HTTP): each hostile input is refused or answered
 // as docs/THREATS.md says, within its deadline, and after each the server is still
 // SERVING and its resident memory under the deployment's 2 GiB limit.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -167,6 +173,75 @@ TEST_F(HostileTest, OnlyJsonIsAccepted) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 415) << type;
   }
+}
+
+// Row 6: connections that each sent one header line every 0.2 s held cpp-httplib's
+// threads (one per connection, timeouts per read): /healthz did not answer in 5 of 12
+// runs. Now they cost sockets, not threads: with 300 of them trickling, every /healthz
+// and every gRPC Health answers (bench/slow_senders.py measures how fast: the goal is
+// 100 ms), and a request that takes longer than its time (the extender's timeout plus
+// HttpFront::kTransferAllowance) has its connection closed whatever it sends.
+TEST_F(HostileTest, SlowSendersNeitherStarveHealthNorKeepTheirConnections) {
+  std::vector<int> senders;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(server_->extender_port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    const std::string head = "POST /filter HTTP/1.1\r\nHost: x\r\n";
+    ASSERT_GT(send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
+    senders.push_back(fd);
+  }
+  const absl::Time began = absl::Now();
+  std::atomic<bool> stop{false};
+  std::atomic<int> open{static_cast<int>(senders.size())};
+  std::thread trickle([&] {
+    std::vector<bool> closed(senders.size(), false);
+    for (int line = 0; !stop; ++line) {
+      const std::string header = absl::StrCat("X-Slow-", line, ": y\r\n");
+      for (size_t i = 0; i < senders.size(); ++i) {
+        if (closed[i]) continue;
+        if (send(senders[i], header.data(), header.size(), MSG_NOSIGNAL) < 0) {
+          closed[i] = true;
+          --open;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+  });
+  absl::Duration slowest_healthz, slowest_health;
+  for (int probe = 0; probe < 20; ++probe) {
+    httplib::Client http("127.0.0.1", server_->extender_port());
+    http.set_connection_timeout(2, 0);
+    http.set_read_timeout(2, 0);
+    absl::Time start = absl::Now();
+    auto r = http.Get("/healthz");
+    slowest_healthz = std::max(slowest_healthz, absl::Now() - start);
+    ASSERT_TRUE(r) << "probe " << probe << ": /healthz did not answer";
+    EXPECT_EQ(r->status, 200);
+    start = absl::Now();
+    auto health = client_->Health("", absl::Seconds(2));
+    slowest_health = std::max(slowest_health, absl::Now() - start);
+    ASSERT_TRUE(health.ok()) << health.status();
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  // Generous beside the 100 ms goal: ctest runs this beside the other suites.
+  EXPECT_LT(slowest_healthz, absl::Seconds(1));
+  EXPECT_LT(slowest_health, absl::Seconds(1));
+  // The extender's timeout (4.5 s by default) plus 5 s on the wire, and the reaper's
+  // 100 ms: past that, every trickling connection is closed.
+  const bool all_closed = testing::WaitFor([&] { return open.load() == 0; },
+                                           absl::Seconds(15), absl::Milliseconds(100));
+  const absl::Duration held = absl::Now() - began;
+  stop = true;
+  trickle.join();
+  for (int fd : senders) close(fd);
+  EXPECT_TRUE(all_closed) << open.load() << " slow senders still connected after "
+                          << held;
+  EXPECT_GT(held, absl::Seconds(9)) << "closed before their time";
 }
 
 }  // namespace
