@@ -83,11 +83,12 @@ function(gpuest_check_layering)
       gpuest_default_factories gpuest_torch gpuest_placement gpuest_requests
       gpuest_parsers gpuest_common gpuest_vocabulary
     FORBIDDEN gRPC::grpc++ gRPC::grpc gRPC::grpc++_reflection gpuest_grpc
-      prometheus-cpp::pull prometheus-cpp::core PkgConfig::HTTPLIB civetweb::civetweb
+      prometheus-cpp::pull prometheus-cpp::core PkgConfig::HTTPLIB PkgConfig::MICROHTTPD
+      civetweb::civetweb
       civetweb::civetweb-cpp
     WHY "the model layers run without a server")
   gpuest_forbid_links(
-    TARGETS gpuest_extender gpuest_server_lib gpuest-server
+    TARGETS gpuest_extender gpuest_admission gpuest_server_lib gpuest-server
     FORBIDDEN gpuest_client gpuest_cli_lib gpuest
     WHY "the server never links client/")
   gpuest_forbid_links(

@@ -66,6 +66,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
   log "Debian packages: all present"
 fi
+# kubectl, for the tests' offline dry-runs of deploy/kubernetes (tests/deploy): Debian's
+# kubernetes-client, unless a kubectl is installed already (another vendor's package
+# would conflict with it).
+if ! command -v kubectl >/dev/null 2>&1; then
+  log "installing kubernetes-client (kubectl)"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    kubernetes-client
+fi
 
 if [ -f "$PREFIX/lib/cmake/prometheus-cpp/prometheus-cpp-config.cmake" ]; then
   log "prometheus-cpp: present in $PREFIX"

@@ -26,17 +26,14 @@ absl::StatusOr<std::unique_ptr<HttpFront>> StartExtenderHttp(
   options.error_body = [](const std::string& why) {
     return ReplyText(nlohmann::json{{"Error", "gpuest extender: " + why}});
   };
-  auto reply_of = [](ExtenderReply reply) {
-    return HttpReply{reply.status, std::move(reply.body), reply.code};
-  };
   std::vector<HttpRoute> routes = {
       {"/filter", RpcMethod::kExtenderFilter,
-       [&extender, reply_of](std::string body, const WorkDeadline& deadline) {
-         return reply_of(extender.Filter(std::move(body), deadline));
+       [&extender](std::string body, const WorkDeadline& deadline) {
+         return extender.Filter(std::move(body), deadline);
        }},
       {"/prioritize", RpcMethod::kExtenderPrioritize,
-       [&extender, reply_of](std::string body, const WorkDeadline& deadline) {
-         return reply_of(extender.Prioritize(std::move(body), deadline));
+       [&extender](std::string body, const WorkDeadline& deadline) {
+         return extender.Prioritize(std::move(body), deadline);
        }}};
   return HttpFront::Start(std::move(options), std::move(routes), dispatcher);
 }

@@ -310,9 +310,14 @@ void HttpFront::Impl::Begin(MHD_Connection* connection, const std::string& path,
     return Refuse(call, 411, "the request has no Content-Length");
   }
   if (call.length > options_.max_body_bytes) {
-    return Refuse(call, 413,
-                  absl::StrCat("a body of ", call.length, " bytes exceeds the limit of ",
-                               options_.max_body_bytes, " bytes"));
+    Refuse(call, 413,
+           absl::StrCat("a body of ", call.length, " bytes exceeds the limit of ",
+                        options_.max_body_bytes, " bytes"));
+    // A body up to twice the limit is read and dropped (never held), so that a client
+    // that writes it all before reading, as most do, gets the answer rather than a
+    // reset connection; a larger one is not worth the bytes.
+    call.discard_body = call.length <= 2 * options_.max_body_bytes;
+    return;
   }
   // JSON, as kube-scheduler and the API server send it ("application/json",
   // parameters allowed); anything else, or no type, is refused unread.

@@ -32,20 +32,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/http_reply.h"
 #include "common/work_deadline.h"
 #include "server/metrics.h"
 
 namespace gpuest {
 
 class CallDispatcher;
-
-// A route's answer: an HTTP status and a JSON body, and the call's outcome for the
-// request metrics.
-struct HttpReply {
-  int status = 200;
-  std::string body;
-  absl::StatusCode code = absl::StatusCode::kOk;
-};
 
 // POST path: its body (with padding_bytes of spare capacity, for a parser that reads
 // past the end) is answered by handle, on a work thread, within the deadline.

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "common/flags.h"
 #include "estimators/core/torch_device.h"
+#include "integrations/kubernetes/pod_patch.h"
 #include "server/logging.h"
 #include "server/models_location.h"
 #include "server/server.h"
@@ -66,7 +67,7 @@ ABSL_FLAG(std::string, extender_listen, "",
           "/prioritize), host:port; empty (the default) turns it off");
 ABSL_FLAG(
     std::string, extender_descriptions_dir, "",
-    "extender: directory of mounted ConfigMaps, for pods whose "
+    "extender and admission webhook: directory of mounted ConfigMaps, for pods whose "
     "gpuest.io/description annotation names one (NAME or NAME/KEY -> DIR/NAME/KEY)");
 ABSL_FLAG(absl::Duration, extender_timeout, absl::Milliseconds(4500),
           "extender: a filter or prioritize call's work stops this long after it "
@@ -80,10 +81,29 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, extender_nodes_file, "",
           "extender: a v1.NodeList JSON file (kubectl get nodes -o json), re-read when "
           "it changes, for kube-scheduler's nodeCacheCapable requests (node names only)");
+ABSL_FLAG(std::string, admission_listen, "",
+          "address for the Kubernetes mutating admission webhook (HTTPS POST /mutate, "
+          "needs --admission-tls-cert and --admission-tls-key), host:port; empty (the "
+          "default) turns it off");
+ABSL_FLAG(std::string, admission_tls_cert, "",
+          "admission webhook: PEM certificate whose subjectAltName names the webhook's "
+          "Service (gpuest.NAMESPACE.svc), as kube-apiserver verifies it");
+ABSL_FLAG(std::string, admission_tls_key, "",
+          "admission webhook: PEM key of the certificate");
+ABSL_FLAG(
+    std::string, admission_scheduler, "hami",
+    "admission webhook: whose memory request the patch sets: hami "
+    "(nvidia.com/gpumem), volcano, kai or alibaba, as gpuest pod-patch --scheduler");
+ABSL_FLAG(std::string, admission_gpu, "",
+          "admission webhook: the GPU a description that names none is sized for (a "
+          "catalog id, as gpuest --gpu); empty: the catalog's default");
+ABSL_FLAG(absl::Duration, admission_timeout, absl::Seconds(8),
+          "admission webhook: a call's work stops this long after it arrived; keep it "
+          "under the configuration's timeoutSeconds (deploy/kubernetes sets 10)");
 ABSL_FLAG(std::string, ready_file, "",
-          "once serving, write "
-          "{\"grpc_port\",\"metrics_port\",\"admin_port\",\"extender_port\",\"pid\"} "
-          "as JSON here (a port not served is 0)");
+          "once serving, write {\"grpc_port\",\"metrics_port\",\"admin_port\","
+          "\"extender_port\",\"admission_port\",\"pid\"} as JSON here (a port not "
+          "served is 0)");
 
 namespace {
 
@@ -114,6 +134,12 @@ gpuest::ServerOptions OptionsFromFlags() {
   o.extender.nodes_file = absl::GetFlag(FLAGS_extender_nodes_file);
   o.extender.timeout = absl::GetFlag(FLAGS_extender_timeout);
   o.extender.max_body_bytes = absl::GetFlag(FLAGS_extender_max_body_bytes);
+  o.admission.listen_address = absl::GetFlag(FLAGS_admission_listen);
+  o.admission.tls_cert_file = absl::GetFlag(FLAGS_admission_tls_cert);
+  o.admission.tls_key_file = absl::GetFlag(FLAGS_admission_tls_key);
+  o.admission.sizing.gpu = absl::GetFlag(FLAGS_admission_gpu);
+  o.admission.sizing.descriptions_dir = o.extender.descriptions_dir;
+  o.admission.timeout = absl::GetFlag(FLAGS_admission_timeout);
   return o;
 }
 
@@ -158,7 +184,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 2;
   }
-  const gpuest::ServerOptions options = OptionsFromFlags();
+  gpuest::ServerOptions options = OptionsFromFlags();
   if (options.grpc.max_message_bytes <= 0 || options.work.worker_threads < 0 ||
       options.work.limits.max_layers <= 0 || options.work.limits.max_trace_events < 0 ||
       options.grace_period < absl::ZeroDuration() ||
@@ -166,6 +192,30 @@ int main(int argc, char** argv) {
       options.extender.max_body_bytes <= 0) {
     std::fprintf(stderr,
                  "sizes, counts and the grace period must be positive; see --help\n");
+    return 2;
+  }
+  if (absl::StatusOr<gpuest::kubernetes::SharingScheduler> scheduler =
+          gpuest::kubernetes::ParseSharingScheduler(
+              absl::GetFlag(FLAGS_admission_scheduler));
+      !scheduler.ok()) {
+    std::fprintf(stderr,
+                 "--admission-scheduler: '%s' is not one of hami, volcano, kai, alibaba; "
+                 "see --help\n",
+                 absl::GetFlag(FLAGS_admission_scheduler).c_str());
+    return 2;
+  } else {
+    options.admission.sizing.scheduler = *scheduler;
+  }
+  if (!options.admission.listen_address.empty() &&
+      (options.admission.tls_cert_file.empty() ||
+       options.admission.tls_key_file.empty())) {
+    std::fprintf(stderr,
+                 "--admission-listen needs --admission-tls-cert and --admission-tls-key: "
+                 "kube-apiserver calls webhooks over HTTPS only; see --help\n");
+    return 2;
+  }
+  if (options.admission.timeout <= absl::ZeroDuration()) {
+    std::fprintf(stderr, "--admission-timeout must be positive; see --help\n");
     return 2;
   }
   if (options.work.inline_max_request_bytes < 0) {
@@ -189,7 +239,7 @@ int main(int argc, char** argv) {
       "device={} workers={} max-queued={} max-bytes-in-flight={} "
       "inline-max-request-bytes={} max-message-size={} "
       "max-layers={} max-trace-events={} grace-period={} extender-listen={} "
-      "extender-descriptions-dir={} extender-nodes-file={}",
+      "extender-descriptions-dir={} extender-nodes-file={} admission-listen={}",
       GPUEST_VERSION, options.grpc.listen_address, options.metrics_listen_address,
       options.admin_listen_address, options.models.directory, options.models.device,
       options.work.worker_threads, options.work.max_queued,
@@ -197,7 +247,7 @@ int main(int argc, char** argv) {
       options.grpc.max_message_bytes, options.work.limits.max_layers,
       options.work.limits.max_trace_events, absl::FormatDuration(options.grace_period),
       options.extender.listen_address, options.extender.descriptions_dir,
-      options.extender.nodes_file);
+      options.extender.nodes_file, options.admission.listen_address);
   // The worker pool is the parallelism: one libtorch thread per estimator call.
   gpuest::UseOneIntraOpThread();
   // Debian's Abseil checks every lock's order against a graph of all locks taken (a

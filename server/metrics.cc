@@ -21,8 +21,8 @@ namespace gpuest {
 namespace {
 
 constexpr std::array<const char*, kRpcMethodCount> kMethodNames = {
-    "Estimate", "ListEstimators",  "CheckPlacement",
-    "RankGpus", "extender/filter", "extender/prioritize"};
+    "Estimate",        "ListEstimators",      "CheckPlacement",  "RankGpus",
+    "extender/filter", "extender/prioritize", "admission/mutate"};
 constexpr int kStatusCodes = 17;  // OK .. UNAUTHENTICATED, as in gRPC.
 
 // Latency buckets from 25 us, with a boundary at the 1 ms objective.

@@ -22,8 +22,10 @@ enum class RpcMethod {
   // The Kubernetes scheduler extender's verbs (HTTP), counted beside the gRPC methods.
   kExtenderFilter = 4,
   kExtenderPrioritize = 5,
+  // The admission webhook's POST /mutate (HTTPS).
+  kAdmissionMutate = 6,
 };
-inline constexpr int kRpcMethodCount = 6;
+inline constexpr int kRpcMethodCount = 7;
 
 class Metrics {
  public:

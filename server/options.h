@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "estimators/core/request_validation.h"
+#include "integrations/kubernetes/admission_webhook.h"
 #include "integrations/kubernetes/extender_options.h"
 
 namespace gpuest {
@@ -49,7 +50,16 @@ struct WorkOptions {
   ValidationLimits limits;
 };
 
-// The Kubernetes scheduler extender (kube_extender.h).
+// The Kubernetes mutating admission webhook (admission_webhook.h), served over HTTPS.
+struct AdmissionWebhookOptions {
+  std::string listen_address;  // host:port; empty: not served.
+  std::string tls_cert_file;   // PEM: the certificate whose SAN names the Service.
+  std::string tls_key_file;
+  kubernetes::AdmissionOptions sizing;  // descriptions_dir: the extender's.
+  absl::Duration timeout = absl::Seconds(8);
+  int64_t max_body_bytes = int64_t{6} << 20;
+};
+
 struct ServerOptions {
   GrpcOptions grpc;
   std::string metrics_listen_address = "127.0.0.1:9464";  // Empty: no /metrics.
@@ -60,6 +70,7 @@ struct ServerOptions {
   absl::Duration grace_period = absl::Seconds(10);
   std::string ready_file;    // Written once serving: the bound ports, as JSON.
   ExtenderOptions extender;  // Kubernetes scheduler extender; off unless listen is set.
+  AdmissionWebhookOptions admission;  // Off unless its listen address is set.
 };
 
 }  // namespace gpuest

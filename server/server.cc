@@ -16,6 +16,7 @@
 #include "placement/placement_engine.h"
 #include "server/admin_service.h"
 #include "server/admission.h"
+#include "server/admission_http.h"
 #include "server/credentials.h"
 #include "server/extender_http.h"
 #include "server/metrics.h"
@@ -40,7 +41,7 @@ constexpr char kPlacementServiceName[] = "gpuest.v1.Placement";
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
 absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
-                            int admin_port, int extender_port) {
+                            int admin_port, int extender_port, int admission_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
@@ -48,6 +49,7 @@ absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_
                           {"metrics_port", metrics_port},
                           {"admin_port", admin_port},
                           {"extender_port", extender_port},
+                          {"admission_port", admission_port},
                           {"pid", static_cast<int>(getpid())}}
                .dump()
         << "\n";
@@ -75,6 +77,9 @@ GpuestServer::~GpuestServer() { Shutdown(); }
 int GpuestServer::metrics_port() const { return metrics_->port(); }
 int GpuestServer::extender_port() const {
   return extender_http_ ? extender_http_->port() : 0;
+}
+int GpuestServer::admission_port() const {
+  return webhook_https_ ? webhook_https_->port() : 0;
 }
 
 absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
@@ -160,13 +165,20 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,
         StartExtenderHttp(*s->extender_, options.extender.listen_address,
-                                  static_cast<size_t>(options.extender.max_body_bytes),
-                                  options.extender.timeout, *s->dispatcher_));
+                          static_cast<size_t>(options.extender.max_body_bytes),
+                          options.extender.timeout, *s->dispatcher_));
+  }
+  if (!options.admission.listen_address.empty()) {
+    s->webhook_ = std::make_unique<kubernetes::AdmissionWebhook>(
+        *s->models_, options.admission.sizing);
+    GPUEST_ASSIGN_OR_RETURN(
+        s->webhook_https_,
+        StartAdmissionHttps(*s->webhook_, options.admission, *s->dispatcher_));
   }
   if (!options.ready_file.empty()) {
     GPUEST_RETURN_IF_ERROR(WriteReadyFile(options.ready_file, s->grpc_port_,
                                           s->metrics_port(), s->admin_port_,
-                                          s->extender_port()));
+                                          s->extender_port(), s->admission_port()));
   }
   return s;
 }
@@ -183,6 +195,7 @@ void GpuestServer::Shutdown() {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grace_period));
   }
   if (extender_http_) extender_http_->Stop();
+  if (webhook_https_) webhook_https_->Stop();
   // A reload under way finishes (or is cancelled at the deadline); none starts after.
   if (admin_server_) {
     admin_server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grace_period));

@@ -28,6 +28,9 @@ class Metrics;
 class PlacementEngine;
 class PlacementService;
 class WorkerPool;
+namespace kubernetes {
+class AdmissionWebhook;
+}
 
 class GpuestServer {
  public:
@@ -39,6 +42,7 @@ class GpuestServer {
   int metrics_port() const;
   int extender_port() const;                      // 0 when the extender is off.
   int admin_port() const { return admin_port_; }  // 0 when Admin is not served.
+  int admission_port() const;                     // 0 when the admission webhook is off.
 
   // Loads and verifies the whole model set again and swaps it in; on any failure the
   // old set keeps serving (ModelLifecycle::Reload). SIGHUP and Admin.ReloadModels.
@@ -63,6 +67,9 @@ class GpuestServer {
   // The Kubernetes scheduler extender over the models' placement (--extender-listen).
   std::unique_ptr<KubeExtender> extender_;
   std::unique_ptr<HttpFront> extender_http_;
+  // The mutating admission webhook over HTTPS (--admission-listen).
+  std::unique_ptr<kubernetes::AdmissionWebhook> webhook_;
+  std::unique_ptr<HttpFront> webhook_https_;
   int grpc_port_ = 0;
   // Admin: one thread, so that a reload never takes an estimator worker.
   std::unique_ptr<WorkerPool> admin_pool_;

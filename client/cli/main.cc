@@ -93,9 +93,12 @@ constexpr char kEpilogue[] =
     "                  Patch (RFC 6902) setting the recommended memory as --scheduler\n"
     "                  reads it: hami nvidia.com/gpumem (MiB), volcano\n"
     "                  volcano.sh/gpu-memory (MiB), kai annotation gpu-memory (MiB),\n"
-    "                  alibaba aliyun.com/gpu-mem (GiB); always rounded up. Only HAMi\n"
-    "                  enforces it (HAMi-core); for the others a note on stderr\n"
-    "                  says how the job caps itself\n"
+    "                  alibaba aliyun.com/gpu-mem (GiB); always rounded up; and the\n"
+    "                  annotations gpuest.io/requirement-bytes, uncapped-peak-bytes,\n"
+    "                  models-version, memory-request: the admission webhook's patch\n"
+    "                  for the same pod, byte for byte. Only HAMi enforces the figure\n"
+    "                  (HAMi-core); for the others a note on stderr says how the job\n"
+    "                  caps itself\n"
     "  models          list the estimators the server has loaded\n"
     "  health          report whether the server is serving\n"
     "\n"
@@ -198,7 +201,10 @@ int PodPatch(const gpuest::Client& client, const std::string& path) {
   auto memory = gpuest::kubernetes::MemoryRequestFor(
       *scheduler, response->recommendation().memory_bytes());
   if (!memory.ok()) return Fail(memory.status());
-  std::cout << gpuest::kubernetes::PodPatchJson(*memory, absl::GetFlag(FLAGS_container));
+  gpuest::kubernetes::PodShape shape;
+  shape.container_index = absl::GetFlag(FLAGS_container);
+  std::cout << gpuest::kubernetes::PodPatchJson(
+      *memory, gpuest::kubernetes::PodFiguresOf(*response), shape);
   const gpuest::v1::MemoryCap& cap = response->recommendation().cap();
   std::cerr << gpuest::kubernetes::EnforcementNote(*scheduler, *memory, cap.needed(),
                                                    cap.per_process_memory_fraction());

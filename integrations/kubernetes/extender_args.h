@@ -17,16 +17,12 @@
 
 #include "absl/status/statusor.h"
 #include "integrations/kubernetes/kube_nodes.h"
+#include "integrations/kubernetes/pod_description.h"
 
 namespace gpuest {
 
-// The device plugin's resource a pod asks GPUs with.
-inline constexpr char kGpuResource[] = "nvidia.com/gpu";
 // More GPUs than any node holds: a pod asking for more is refused.
 inline constexpr uint32_t kMaxPodGpus = 1024;
-
-// The pod annotation that holds the job's description (inline JSON or a ConfigMap).
-inline constexpr char kDescriptionAnnotation[] = "gpuest.io/description";
 
 // One Node of ExtenderArgs.Nodes.items.
 struct ExtenderNode {

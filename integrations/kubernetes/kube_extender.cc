@@ -16,6 +16,7 @@
 #include "common/sha256.h"
 #include "common/units.h"
 #include "integrations/kubernetes/extender_args.h"
+#include "integrations/kubernetes/pod_description.h"
 #include "placement/placement_job.h"
 #include "placement/placement_reasons.h"
 #include "placement/placement_verdict.h"
@@ -59,49 +60,6 @@ struct KubeExtender::NodeVerdict {
 };
 
 namespace {
-
-// A ConfigMap name (a DNS subdomain) or key: no path separators, no dot files.
-bool SafeName(const std::string& s) {
-  if (s.empty() || s.size() > 253 || s[0] == '.') return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
-           c == '.';
-  });
-}
-
-// The annotation's text: inline JSON, or the ConfigMap file it names.
-absl::StatusOr<std::string> DescriptionText(const std::string& value,
-                                            const std::string& descriptions_dir,
-                                            const std::string& where) {
-  const size_t first = value.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && value[first] == '{') return value;
-  std::vector<std::string> parts = absl::StrSplit(value, absl::MaxSplits('/', 1));
-  const std::string name = parts[0];
-  const std::string key = parts.size() > 1 ? parts[1] : "description.json";
-  if (!SafeName(name) || !SafeName(key)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where,
-        ": neither inline JSON (starting with '{') nor a ConfigMap reference NAME or "
-        "NAME/KEY: ",
-        Utf8Prefix(value, 200)));
-  }
-  if (descriptions_dir.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": names ConfigMap ", name,
-                     " but the extender has no --extender_descriptions_dir to read "
-                     "mounted ConfigMaps from"));
-  }
-  const std::string path = absl::StrCat(descriptions_dir, "/", name, "/", key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ConfigMap ", name, " key ",
-                                                   key, " is not mounted (no file ", path,
-                                                   ")"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The nvidia-smi-scale utilization class the job's estimate gives, if any.
 std::optional<v1::UtilizationEstimate> GractEstimate(const v1::EstimateResponse& r) {
@@ -328,7 +286,7 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   return verdict;
 }
 
-ExtenderReply KubeExtender::Filter(std::string body, const WorkDeadline& deadline) {
+HttpReply KubeExtender::Filter(std::string body, const WorkDeadline& deadline) {
   absl::StatusOr<Request> request = ParseArgs(std::move(body));
   nlohmann::json result = {{"Nodes", nullptr},
                            {"NodeNames", nullptr},
@@ -407,11 +365,11 @@ std::string FilterReplyText(const nlohmann::json& result, std::string_view node_
   return out;
 }
 
-ExtenderReply KubeExtender::Prioritize(std::string body, const WorkDeadline& deadline) {
+HttpReply KubeExtender::Prioritize(std::string body, const WorkDeadline& deadline) {
   absl::StatusOr<Request> request = ParseArgs(std::move(body));
   // HostPriorityList has no error field: kube-scheduler logs a non-200 and ignores this
   // extender's scores for the pod (fail open).
-  auto refuse = [](const absl::Status& status) -> ExtenderReply {
+  auto refuse = [](const absl::Status& status) -> HttpReply {
     return {400, ReplyText(nlohmann::json{{"Error", std::string(status.message())}}),
             status.code()};
   };

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/http_reply.h"
 #include "common/work_deadline.h"
 #include "integrations/kubernetes/extender_args.h"
 #include "integrations/kubernetes/extender_options.h"
@@ -43,15 +44,6 @@
 namespace gpuest {
 
 inline constexpr int kMaxExtenderPriority = 10;  // extender/v1 MaxExtenderPriority.
-
-// An HTTP status and a JSON body.
-struct ExtenderReply {
-  int status = 200;
-  std::string body;
-  // The call's outcome for the request metrics: OK, InvalidArgument for a body or
-  // description refused, DeadlineExceeded when the work stopped at its deadline.
-  absl::StatusCode code = absl::StatusCode::kOk;
-};
 
 // A reply's text. Node objects and reasons echo what the request carried: bytes that
 // are not UTF-8 become U+FFFD rather than an exception (a bare HTTP 500).
@@ -75,8 +67,8 @@ class KubeExtender {
   // work stops at deadline: the answer is then an Error naming it.
   // body is taken (parsing pads it; the reply echoes nodes from it): give a copy made
   // with PaddedCopy (extender_args.h) to spare the parser a second one.
-  ExtenderReply Filter(std::string body, const WorkDeadline& deadline);
-  ExtenderReply Prioritize(std::string body, const WorkDeadline& deadline);
+  HttpReply Filter(std::string body, const WorkDeadline& deadline);
+  HttpReply Prioritize(std::string body, const WorkDeadline& deadline);
 
  private:
   struct Request;

@@ -85,15 +85,54 @@ std::string EnforcementNote(SharingScheduler scheduler, const MemoryRequest& req
       "enforces.\n");
 }
 
-std::string PodPatchJson(const MemoryRequest& request, int container_index) {
+PodFigures PodFiguresOf(const v1::EstimateResponse& response) {
+  return {response.recommendation().memory_bytes(),
+          response.recommendation().uncapped_peak_bytes(), response.models_version()};
+}
+
+std::string PodPatchJson(const MemoryRequest& request, const PodFigures& figures,
+                         const PodShape& shape) {
+  nlohmann::ordered_json patch = nlohmann::ordered_json::array();
+  auto add = [&patch](const std::string& path, nlohmann::ordered_json value,
+                      const char* op = "add") {
+    patch.push_back({{"op", op}, {"path", path}, {"value", std::move(value)}});
+  };
+  const std::string container =
+      absl::StrCat("/spec/containers/", shape.container_index, "/resources");
+  // RFC 6902 adds a member only to an object that exists.
+  if (!shape.has_annotations)
+    add("/metadata/annotations", nlohmann::ordered_json::object());
+  if (!request.annotation && !shape.has_resources) {
+    add(container, {{"limits", nlohmann::ordered_json::object()}});
+  } else if (!request.annotation && !shape.has_limits) {
+    add(container + "/limits", nlohmann::ordered_json::object());
+  }
   const std::string path =
       request.annotation
           ? absl::StrCat("/metadata/annotations/", PointerToken(request.key))
-          : absl::StrCat("/spec/containers/", container_index, "/resources/limits/",
-                         PointerToken(request.key));
-  nlohmann::ordered_json patch = nlohmann::ordered_json::array();
-  patch.push_back(
-      {{"op", "add"}, {"path", path}, {"value", std::to_string(request.amount)}});
+          : absl::StrCat(container, "/limits/", PointerToken(request.key));
+  const std::string ours = absl::StrCat(request.amount, " ", request.unit);
+  std::string done;
+  if (!shape.existing_amount) {
+    add(path, std::to_string(request.amount));
+    done = absl::StrCat("set ", ours, " of ", request.key);
+  } else if (*shape.existing_amount >= request.amount) {
+    done = absl::StrCat("kept the pod's ", *shape.existing_amount, " ", request.unit,
+                        " of ", request.key, ": not less than gpuest's ", ours);
+  } else {
+    add(path, std::to_string(request.amount), "replace");
+    done = absl::StrCat("raised the pod's ", *shape.existing_amount, " ", request.unit,
+                        " of ", request.key, " to gpuest's ", ours);
+  }
+  auto annotate = [&add](const char* key, std::string value) {
+    add(absl::StrCat("/metadata/annotations/", PointerToken(key)), std::move(value));
+  };
+  annotate(kRequirementAnnotation, std::to_string(figures.requirement_bytes));
+  annotate(kUncappedPeakAnnotation, std::to_string(figures.uncapped_peak_bytes));
+  if (!figures.models_version.empty()) {
+    annotate(kModelsVersionAnnotation, figures.models_version);
+  }
+  annotate(kMemoryRequestAnnotation, std::move(done));
   return patch.dump() + "\n";
 }
 

@@ -12,9 +12,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "gpuest/v1/estimate.pb.h"
 
 namespace gpuest::kubernetes {
 
@@ -43,9 +45,38 @@ std::string EnforcementNote(SharingScheduler scheduler, const MemoryRequest& req
 absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
                                                uint64_t bytes);
 
-// The JSON Patch adding the request to container container_index (or the annotation).
-// The container's resources.limits (or the pod's annotations) must exist: every pod
-// asking for a shared GPU has them.
-std::string PodPatchJson(const MemoryRequest& request, int container_index);
+// The annotations the patch writes: gpuest's figures, so that the extender and
+// operators read them without estimating again, and what it did to the request.
+inline constexpr char kRequirementAnnotation[] = "gpuest.io/requirement-bytes";
+inline constexpr char kUncappedPeakAnnotation[] = "gpuest.io/uncapped-peak-bytes";
+inline constexpr char kModelsVersionAnnotation[] = "gpuest.io/models-version";
+inline constexpr char kMemoryRequestAnnotation[] = "gpuest.io/memory-request";
+
+// gpuest's figures for the pod's job (its EstimateResponse's recommendation).
+struct PodFigures {
+  uint64_t requirement_bytes = 0;    // memory_bytes: what the request covers.
+  uint64_t uncapped_peak_bytes = 0;  // What the job reaches uncapped (its transient).
+  std::string models_version;
+};
+
+PodFigures PodFiguresOf(const v1::EstimateResponse& response);
+
+// The pod where the patch writes, as it is now. The defaults: the annotations and the
+// container's resources.limits exist (every pod asking for a shared GPU has them) and
+// the pod asks for no memory of its own.
+struct PodShape {
+  int container_index = 0;
+  bool has_annotations = true;
+  bool has_resources = true;  // spec.containers[i].resources
+  bool has_limits = true;     // spec.containers[i].resources.limits
+  // The request's key as the user set it, in the request's unit: a larger one is kept,
+  // a smaller one raised, and the kMemoryRequestAnnotation says which.
+  std::optional<uint64_t> existing_amount;
+};
+
+// The patch: any missing parent object, the request (added, raised, or left as the
+// user set it), then the annotations. One line, ending in a newline.
+std::string PodPatchJson(const MemoryRequest& request, const PodFigures& figures,
+                         const PodShape& shape);
 
 }  // namespace gpuest::kubernetes

@@ -196,6 +196,7 @@ API_VERSIONS = {
     "ServiceMonitor": "monitoring.coreos.com/v1", "PrometheusRule": "monitoring.coreos.com/v1",
     "ServiceAccount": "v1", "ClusterRole": "rbac.authorization.k8s.io/v1",
     "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
+    "MutatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
 }
 
 
@@ -215,8 +216,12 @@ def check_container(where, c, pod, volumes, known_flags):
         check_server_args(where, c["args"], known_flags)
 
 
-def check_kubernetes(path, known_flags):
+def check_kubernetes(path, known_flags, deployment_patch=None):
     docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    if deployment_patch:
+        for d in docs:
+            if d.get("kind") == "Deployment":
+                apply_json_patch(d, deployment_patch)
     failures_before = len(FAILURES)
     by_kind = {}
     for d in docs:
@@ -265,6 +270,80 @@ def check_kubernetes(path, known_flags):
     check(args.get("listen", "").endswith(":%d" % container_ports["grpc"]), "--listen port")
     check(args.get("metrics-listen", "").endswith(":%d" % container_ports["metrics"]),
           "--metrics-listen port")
+
+
+def apply_json_patch(doc, patch):
+    """RFC 6902 "add" operations, as `kubectl patch --type json` applies them."""
+    for op in patch:
+        check(op.get("op") == "add", f"patch: only add operations expected, got {op}")
+        *parents, last = op["path"].strip("/").split("/")
+        target = doc
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        if last == "-":
+            target.append(op["value"])
+        else:
+            target[last] = op["value"]
+
+
+def check_admission(path, deployment_path, patch_path, known_flags):
+    """The webhook configuration, its Service, and the Deployment with the patch applied:
+    they name each other's ports, paths and volumes, and select no control plane."""
+    patch = json.load(open(patch_path))
+    failures_before = len(FAILURES)
+    check_kubernetes(deployment_path, known_flags, patch)  # The patched Deployment.
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    by_kind = {}
+    for d in docs:
+        check(API_VERSIONS.get(d.get("kind")) == d.get("apiVersion"),
+              f"{path}: {d.get('kind')} with apiVersion {d.get('apiVersion')}")
+        by_kind.setdefault(d.get("kind"), []).append(d)
+    services, configs = by_kind.get("Service", []), by_kind.get("MutatingWebhookConfiguration", [])
+    if not (check(len(services) == 1, f"{path}: expected one Service") and
+            check(len(configs) == 1, f"{path}: expected one MutatingWebhookConfiguration")):
+        return
+    svc = services[0]
+    check(svc["spec"].get("clusterIP") != "None",
+          f"{path}: kube-apiserver calls a webhook through a ClusterIP; the Service is headless")
+    deployment = [d for d in yaml.safe_load_all(open(deployment_path))
+                  if d and d.get("kind") == "Deployment"][0]
+    apply_json_patch(deployment, patch)
+    server = deployment["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in server["ports"]}
+    args = dict(a[2:].split("=", 1) for a in server["args"] if "=" in a)
+    check(args.get("admission-listen", "").endswith(":%d" % ports.get("admission", -1)),
+          "--admission-listen is not the admission port")
+    mounts = {m["mountPath"] for m in server["volumeMounts"]}
+    for flag in ("admission-tls-cert", "admission-tls-key"):
+        check(os.path.dirname(args.get(flag, "")) in mounts, f"--{flag} is on no mounted volume")
+    check(matches(svc["spec"]["selector"],
+                  deployment["spec"]["template"]["metadata"]["labels"]),
+          "the webhook Service selects no gpuest pod")
+    svc_ports = {p["port"]: p["targetPort"] for p in svc["spec"]["ports"]}
+    for hook in configs[0]["webhooks"]:
+        where = f"{path}: webhook {hook.get('name')}"
+        check("v1" in hook.get("admissionReviewVersions", []), f"{where}: not v1")
+        check(hook.get("sideEffects") in ("None", "NoneOnDryRun"), f"{where}: sideEffects")
+        check(0 < hook.get("timeoutSeconds", 0) <= 30, f"{where}: timeoutSeconds")
+        check(hook.get("failurePolicy") in ("Ignore", "Fail"), f"{where}: failurePolicy")
+        ref = hook["clientConfig"]["service"]
+        check(ref["name"] == svc["metadata"]["name"] and
+              ref["namespace"] == svc["metadata"]["namespace"], f"{where}: names another Service")
+        check(ref.get("path") == "/mutate", f"{where}: the server serves POST /mutate")
+        check(svc_ports.get(ref.get("port", 443)) == "admission", f"{where}: port")
+        check("caBundle" in hook["clientConfig"], f"{where}: no caBundle for the script to fill")
+        excluded = [e for e in hook.get("namespaceSelector", {}).get("matchExpressions", [])
+                    if e.get("key") == "kubernetes.io/metadata.name" and e.get("operator") == "NotIn"]
+        check(excluded and "kube-system" in excluded[0]["values"] and
+              svc["metadata"]["namespace"] in excluded[0]["values"],
+              f"{where}: selects kube-system or gpuest's own namespace")
+        check(hook.get("namespaceSelector", {}).get("matchLabels"),
+              f"{where}: namespaces are not selected by label")
+        check(hook.get("objectSelector"), f"{where}: no objectSelector")
+        check(all(r.get("operations") == ["CREATE"] and r.get("resources") == ["pods"]
+                  for r in hook.get("rules", [])), f"{where}: sizes pods on CREATE only")
+    if len(FAILURES) == failures_before:
+        print("admission webhook manifests: valid")
 
 
 # --- Dockerfile ----------------------------------------------------------------------
@@ -370,6 +449,9 @@ def main():
                           a.promtool)
     check_dashboard(os.path.join(deploy, "grafana", "gpuest-dashboard.json"), families, records)
     check_kubernetes(os.path.join(deploy, "kubernetes", "gpuest.yaml"), known)
+    check_admission(os.path.join(deploy, "kubernetes", "admission-webhook.yaml"),
+                    os.path.join(deploy, "kubernetes", "gpuest.yaml"),
+                    os.path.join(deploy, "kubernetes", "admission-deployment.patch.json"), known)
     check_dockerfile(os.path.join(deploy, "docker", "Dockerfile"), a.source_dir, known,
                      [a.server, a.cli], a.deps_prefix)
     check_systemd(os.path.join(deploy, "gpuest-server.service"), known)

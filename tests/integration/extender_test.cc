@@ -710,8 +710,9 @@ TEST(PodPatchCli, PrintsTheServersRecommendationRoundedUpForEachScheduler) {
          "a100-80gb", "pod-patch", "--scheduler", c.scheduler, file});
     ASSERT_EQ(r.exit_code, 0) << c.scheduler << ": " << r.err;
     const json patch = json::parse(r.out);
-    ASSERT_EQ(patch.size(), 1u);
+    ASSERT_EQ(patch.size(), 5u);  // The request, then gpuest's four annotations.
     EXPECT_EQ(patch[0]["path"], c.path);
+    EXPECT_EQ(patch[1]["value"], std::to_string(bytes));  // gpuest.io/requirement-bytes
     const uint64_t amount = std::stoull(patch[0]["value"].get<std::string>());
     EXPECT_GE(amount * c.unit, bytes) << c.scheduler;        // Never below the figure.
     EXPECT_LT((amount - 1) * c.unit, bytes) << c.scheduler;  // The least that covers it.

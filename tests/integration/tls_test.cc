@@ -13,6 +13,7 @@
 #include "gpuest/client.h"
 #include "gtest/gtest.h"
 #include "tests/support/examples.h"
+#include "tests/support/pki.h"
 #include "tests/support/server_process.h"
 
 namespace gpuest {
@@ -20,56 +21,9 @@ namespace {
 
 using testing::CommandResult;
 using testing::ExampleRequest;
+using testing::Pki;
 using testing::RunCommand;
 using testing::ServerProcess;
-
-// A throw-away PKI in a temporary directory: ca (signs the server's certificate and
-// the good client's), and a second, unrelated CA (signs an impostor client's).
-class Pki {
- public:
-  Pki() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "gpuest-tls-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) std::abort();
-    dir_ = pattern;
-  }
-  ~Pki() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
-
-  // <name>.key and a self-signed <name>.pem.
-  void MakeCa(const std::string& name) {
-    Run({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-keyout", Path(name + ".key"), "-out", Path(name + ".pem"), "-days",
-         "1", "-subj", "/CN=" + name});
-  }
-
-  // <name>.key and <name>.pem signed by ca, with the given subjectAltName.
-  void MakeLeaf(const std::string& name, const std::string& ca,
-                const std::string& subject_alt_name) {
-    Run({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", Path(name + ".key"), "-out", Path(name + ".csr"), "-subj",
-         "/CN=" + name});
-    {
-      std::ofstream ext(Path(name + ".ext"));
-      ext << "subjectAltName=" << subject_alt_name << "\n";
-    }
-    Run({"x509", "-req", "-in", Path(name + ".csr"), "-CA", Path(ca + ".pem"), "-CAkey",
-         Path(ca + ".key"), "-CAcreateserial", "-out", Path(name + ".pem"), "-days", "1",
-         "-extfile", Path(name + ".ext")});
-  }
-
- private:
-  void Run(std::vector<std::string> args) {
-    args.insert(args.begin(), "/usr/bin/openssl");
-    const CommandResult r = RunCommand(args);
-    ASSERT_EQ(r.exit_code, 0) << "openssl failed: " << r.err;
-  }
-  std::string dir_;
-};
 
 class TlsTest : public ::testing::Test {
  protected:

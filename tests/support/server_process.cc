@@ -115,6 +115,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   server->metrics_port_ = doc.at("metrics_port").get<int>();
   server->extender_port_ = doc.value("extender_port", 0);
   server->admin_port_ = doc.value("admin_port", 0);
+  server->admission_port_ = doc.value("admission_port", 0);
   return server;
 }
 

@@ -26,6 +26,8 @@ class ServerProcess {
   int metrics_port() const { return metrics_port_; }
   // The scheduler extender's HTTP port (--extender-listen), 0 when it is off.
   int extender_port() const { return extender_port_; }
+  // The admission webhook's HTTPS port (--admission-listen), 0 when it is off.
+  int admission_port() const { return admission_port_; }
   // 0 unless the server was started with --admin-listen.
   int admin_port() const { return admin_port_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
@@ -47,6 +49,7 @@ class ServerProcess {
   int metrics_port_ = 0;
   int extender_port_ = 0;
   int admin_port_ = 0;
+  int admission_port_ = 0;
   std::string dir_;
 };
 

@@ -1,0 +1,206 @@
+#include "integrations/kubernetes/admission_review.h"
+
+#include <simdjson.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/json_guard.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuest::kubernetes {
+
+static_assert(kAdmissionBodyPadding >= simdjson::SIMDJSON_PADDING);
+
+namespace {
+
+namespace dom = simdjson::dom;
+
+absl::Status WrongType(const std::string& where, const char* wanted) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("AdmissionReview.", where, ": not ", wanted));
+}
+
+// A field that may be absent or null; when present it must be of the wanted type.
+template <typename T>
+absl::Status Optional(dom::object parent, const char* key, const std::string& where,
+                      const char* wanted, std::optional<T>& out) {
+  dom::element value;
+  if (parent[key].get(value) != simdjson::SUCCESS || value.is_null()) return {};
+  T typed;
+  if (value.get(typed) != simdjson::SUCCESS) return WrongType(where, wanted);
+  out = typed;
+  return {};
+}
+
+// The string-valued entries of a map (labels, annotations, limits); a whole number is
+// kept as its text (a client may write a quantity as a number), others left out.
+absl::Status StringMap(dom::object map, std::map<std::string, std::string>& out) {
+  for (dom::key_value_pair field : map) {
+    std::string_view text;
+    uint64_t whole = 0;
+    if (field.value.get_string().get(text) == simdjson::SUCCESS) {
+      out.emplace(std::string(field.key), std::string(text));
+    } else if (field.value.get_uint64().get(whole) == simdjson::SUCCESS) {
+      out.emplace(std::string(field.key), std::to_string(whole));
+    }
+  }
+  return {};
+}
+
+#define GPUEST_RETURN(expr)                         \
+  do {                                              \
+    if (absl::Status s = (expr); !s.ok()) return s; \
+  } while (0)
+
+absl::Status ReadContainer(dom::object container, size_t i, AdmissionContainer& out) {
+  const std::string where = absl::StrCat("request.object.spec.containers[", i, "]");
+  std::optional<std::string_view> name;
+  GPUEST_RETURN(Optional(container, "name", where + ".name", "a string", name));
+  if (name) out.name = std::string(*name);
+  std::optional<dom::object> resources;
+  GPUEST_RETURN(
+      Optional(container, "resources", where + ".resources", "an object", resources));
+  if (!resources) return {};
+  out.has_resources = true;
+  std::optional<dom::object> limits;
+  GPUEST_RETURN(
+      Optional(*resources, "limits", where + ".resources.limits", "an object", limits));
+  if (!limits) return {};
+  out.has_limits = true;
+  return StringMap(*limits, out.limits);
+}
+
+absl::Status ReadPod(dom::object pod, AdmissionPod& out) {
+  std::optional<dom::object> metadata;
+  GPUEST_RETURN(
+      Optional(pod, "metadata", "request.object.metadata", "an object", metadata));
+  if (metadata) {
+    std::optional<std::string_view> ns, name, generate;
+    GPUEST_RETURN(Optional(*metadata, "namespace", "request.object.metadata.namespace",
+                           "a string", ns));
+    GPUEST_RETURN(
+        Optional(*metadata, "name", "request.object.metadata.name", "a string", name));
+    GPUEST_RETURN(Optional(*metadata, "generateName",
+                           "request.object.metadata.generateName", "a string", generate));
+    // simdjson's views are std::string_view; this abseil's string_view is its own.
+    if (ns) out.pod = std::string(*ns) + "/";
+    out.pod += name ? std::string(*name) : std::string(generate.value_or("?")) + "*";
+    std::optional<dom::object> annotations;
+    GPUEST_RETURN(Optional(*metadata, "annotations",
+                           "request.object.metadata.annotations", "an object",
+                           annotations));
+    if (annotations) {
+      out.has_annotations = true;
+      GPUEST_RETURN(StringMap(*annotations, out.annotations));
+    }
+  }
+  std::optional<dom::object> spec;
+  GPUEST_RETURN(Optional(pod, "spec", "request.object.spec", "an object", spec));
+  if (!spec) return {};
+  std::optional<dom::array> containers;
+  GPUEST_RETURN(Optional(*spec, "containers", "request.object.spec.containers",
+                         "an array", containers));
+  if (!containers) return {};
+  if (containers->size() > kMaxPodContainers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AdmissionReview.request.object.spec.containers: ", containers->size(),
+        " containers, over the limit of ", kMaxPodContainers));
+  }
+  size_t i = 0;
+  for (dom::element item : *containers) {
+    dom::object container;
+    if (item.get_object().get(container) != simdjson::SUCCESS) {
+      return WrongType(absl::StrCat("request.object.spec.containers[", i, "]"),
+                       "an object");
+    }
+    AdmissionContainer& c = out.containers.emplace_back();
+    GPUEST_RETURN(ReadContainer(container, i++, c));
+  }
+  return {};
+}
+
+}  // namespace
+
+absl::StatusOr<AdmissionPod> ParseAdmissionReview(const std::string& body) {
+  // One parser per thread: its buffers grow to the largest body seen, then are reused.
+  thread_local dom::parser parser;
+  if (parser.max_depth() != kMaxJsonDepth &&
+      parser.allocate(64 << 10, kMaxJsonDepth) != simdjson::SUCCESS) {
+    return absl::ResourceExhaustedError("AdmissionReview: cannot allocate its parser");
+  }
+  dom::element root;
+  if (const simdjson::error_code e = parser.parse(body).get(root);
+      e != simdjson::SUCCESS) {
+    if (e == simdjson::DEPTH_ERROR) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "AdmissionReview: JSON nested more than ", kMaxJsonDepth, " levels deep"));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("AdmissionReview: not JSON (", simdjson::error_message(e), ")"));
+  }
+  dom::object review;
+  if (root.get_object().get(review) != simdjson::SUCCESS) {
+    return WrongType("", "an object");
+  }
+  std::string_view api_version, kind;
+  if (review["apiVersion"].get_string().get(api_version) != simdjson::SUCCESS ||
+      api_version != "admission.k8s.io/v1" ||
+      review["kind"].get_string().get(kind) != simdjson::SUCCESS ||
+      kind != "AdmissionReview") {
+    return absl::InvalidArgumentError(
+        "AdmissionReview: apiVersion admission.k8s.io/v1 and kind AdmissionReview are "
+        "needed (the webhook configuration's admissionReviewVersions is [v1])");
+  }
+  dom::object request;
+  if (review["request"].get_object().get(request) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        "AdmissionReview.request: missing or not an object");
+  }
+  AdmissionPod out;
+  std::string_view uid;
+  if (request["uid"].get_string().get(uid) != simdjson::SUCCESS || uid.empty()) {
+    return absl::InvalidArgumentError(
+        "AdmissionReview.request.uid: missing or not a string");
+  }
+  out.uid = std::string(uid.substr(0, 128));
+  std::optional<std::string_view> operation;
+  GPUEST_RETURN(
+      Optional(request, "operation", "request.operation", "a string", operation));
+  if (operation) out.operation = std::string(*operation);
+  std::optional<bool> dry_run;
+  GPUEST_RETURN(Optional(request, "dryRun", "request.dryRun", "a boolean", dry_run));
+  out.dry_run = dry_run.value_or(false);
+  std::optional<dom::object> kind_of;
+  GPUEST_RETURN(Optional(request, "kind", "request.kind", "an object", kind_of));
+  if (kind_of) {
+    std::optional<std::string_view> k;
+    GPUEST_RETURN(Optional(*kind_of, "kind", "request.kind.kind", "a string", k));
+    if (k) out.kind = std::string(*k);
+  }
+  std::optional<dom::object> pod;
+  GPUEST_RETURN(Optional(request, "object", "request.object", "an object", pod));
+  if (pod && out.kind == "Pod") GPUEST_RETURN(ReadPod(*pod, out));
+  return out;
+}
+
+std::string AdmissionResponseText(const std::string& uid,
+                                  const AdmissionVerdict& verdict) {
+  nlohmann::ordered_json response;
+  response["uid"] = uid;
+  response["allowed"] = verdict.allowed;
+  if (verdict.patch) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = absl::Base64Escape(*verdict.patch);
+  }
+  if (!verdict.allowed) {
+    response["status"] = {{"code", verdict.code}, {"message", verdict.message}};
+  }
+  if (!verdict.warnings.empty()) response["warnings"] = verdict.warnings;
+  nlohmann::ordered_json review = {{"apiVersion", "admission.k8s.io/v1"},
+                                   {"kind", "AdmissionReview"},
+                                   {"response", std::move(response)}};
+  // Messages echo what the pod carried: bytes that are not UTF-8 become U+FFFD.
+  return review.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+}  // namespace gpuest::kubernetes

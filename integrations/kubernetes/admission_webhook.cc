@@ -1,0 +1,184 @@
+#include "integrations/kubernetes/admission_webhook.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/json_guard.h"
+#include "integrations/kubernetes/admission_review.h"
+#include "integrations/kubernetes/pod_description.h"
+#include "nlohmann/json.hpp"
+#include "requests/request_files.h"
+
+namespace gpuest::kubernetes {
+namespace {
+
+// Kubernetes shows each warning to the user (kubectl prints them); it asks for short
+// ones and truncates long ones.
+constexpr size_t kWarningBytes = 256;
+constexpr size_t kMaxWarnings = 8;
+
+// Whether a failure is the pod's (its description or its request), refused with its
+// reason, or the server's (a deadline, an overload), left to the failurePolicy.
+bool ThePodsFault(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kInvalidArgument ||
+         status.code() == absl::StatusCode::kNotFound ||
+         status.code() == absl::StatusCode::kFailedPrecondition ||
+         status.code() == absl::StatusCode::kOutOfRange;
+}
+
+HttpReply Reply(const AdmissionPod& pod, const AdmissionVerdict& verdict,
+                absl::StatusCode code = absl::StatusCode::kOk) {
+  return {200, AdmissionResponseText(pod.uid, verdict), code};
+}
+
+// The container the request goes on: the first that asks for nvidia.com/gpu, else the
+// first (with a warning).
+int GpuContainer(const AdmissionPod& pod, std::vector<std::string>& warnings) {
+  for (size_t i = 0; i < pod.containers.size(); ++i) {
+    if (pod.containers[i].limits.count(kGpuResource) > 0) return static_cast<int>(i);
+  }
+  warnings.push_back(absl::StrCat("gpuest: no container of ", pod.pod, " asks for ",
+                                  kGpuResource, "; the memory request is set on ",
+                                  pod.containers.empty() ? "?" : pod.containers[0].name));
+  return 0;
+}
+
+// The pod as the patch finds it at the request's key: which parents exist, and the
+// user's own request in the request's unit. InvalidArgument naming the field for a
+// request that is not a whole number.
+absl::StatusOr<PodShape> ShapeOf(const AdmissionPod& pod, const MemoryRequest& request,
+                                 int container) {
+  PodShape shape;
+  shape.container_index = container;
+  shape.has_annotations = pod.has_annotations;
+  const AdmissionContainer& c = pod.containers[static_cast<size_t>(container)];
+  shape.has_resources = c.has_resources;
+  shape.has_limits = c.has_limits;
+  const std::map<std::string, std::string>& where =
+      request.annotation ? pod.annotations : c.limits;
+  const auto it = where.find(request.key);
+  if (it == where.end()) return shape;
+  uint64_t amount = 0;
+  if (!absl::SimpleAtoi(it->second, &amount)) {
+    const std::string field =
+        request.annotation ? absl::StrCat("metadata.annotations[", request.key, "]")
+                           : absl::StrCat("spec.containers[", container,
+                                          "].resources.limits[", request.key, "]");
+    return absl::InvalidArgumentError(
+        absl::StrCat("pod ", pod.pod, ": ", field, ": '", Utf8Prefix(it->second, 64),
+                     "' is not a whole number of ", request.unit));
+  }
+  shape.existing_amount = amount;
+  return shape;
+}
+
+}  // namespace
+
+HttpReply AdmissionWebhook::Mutate(const std::string& body,
+                                   const WorkDeadline& deadline) const {
+  absl::StatusOr<AdmissionPod> parsed = ParseAdmissionReview(body);
+  if (!parsed.ok()) {
+    return {400,
+            nlohmann::json{{"error", absl::StrCat("gpuest admission webhook: ",
+                                                  parsed.status().message())}}
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+            parsed.status().code()};
+  }
+  const AdmissionPod& pod = *parsed;
+  const auto description = pod.annotations.find(kDescriptionAnnotation);
+  if (pod.kind != "Pod" || pod.operation != "CREATE" ||
+      description == pod.annotations.end()) {
+    return Reply(pod, AdmissionVerdict{});  // Not gpuest's: untouched.
+  }
+  const auto on_error = pod.annotations.find(kOnErrorAnnotation);
+  const std::string on_error_value =
+      on_error == pod.annotations.end() ? "refuse" : on_error->second;
+  if (on_error_value != "allow" && on_error_value != "refuse") {
+    AdmissionVerdict refused{
+        false,
+        std::nullopt,
+        {},
+        400,
+        absl::StrCat("gpuest: pod ", pod.pod, ": annotation ", kOnErrorAnnotation, ": '",
+                     Utf8Prefix(on_error_value, 64), "' is neither allow nor refuse")};
+    return Reply(pod, refused, absl::StatusCode::kInvalidArgument);
+  }
+
+  std::vector<std::string> warnings;
+  // A failure: the pod's is refused with its reason, the server's is an HTTP error
+  // for the failurePolicy; a pod that asked is admitted unsized either way.
+  auto fail = [&](const absl::Status& status) -> HttpReply {
+    const std::string why = std::string(status.message());
+    if (on_error_value == "allow") {
+      AdmissionVerdict unsized;
+      nlohmann::ordered_json patch = nlohmann::ordered_json::array();
+      patch.push_back({{"op", "add"},
+                       {"path", "/metadata/annotations/gpuest.io~1not-sized"},
+                       {"value", Utf8Prefix(why, 1024)}});
+      unsized.patch =
+          patch.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+          "\n";
+      unsized.warnings.push_back(
+          Utf8Prefix(absl::StrCat("gpuest: admitted unsized (", kOnErrorAnnotation,
+                                  ": allow): ", why),
+                     kWarningBytes));
+      return Reply(pod, unsized, status.code());
+    }
+    if (!ThePodsFault(status)) {
+      return {
+          503,
+          nlohmann::json{{"error", absl::StrCat("gpuest admission webhook: ", why)}}.dump(
+              -1, ' ', false, nlohmann::json::error_handler_t::replace),
+          status.code()};
+    }
+    return Reply(pod, AdmissionVerdict{false, std::nullopt, {}, 400, "gpuest: " + why},
+                 status.code());
+  };
+
+  if (pod.containers.empty()) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("pod ", pod.pod, ": spec.containers: none to set the request on")));
+  }
+  const std::string where =
+      absl::StrCat("pod ", pod.pod, ": annotation ", kDescriptionAnnotation);
+  absl::StatusOr<std::string> text =
+      DescriptionText(description->second, options_.descriptions_dir, where);
+  absl::StatusOr<v1::EstimateRequest> job =
+      text.ok() ? requests::ParseRequestText(*text, where) : text.status();
+  if (!job.ok()) return fail(job.status());
+  if (job->gpu().empty() && !options_.gpu.empty()) job->set_gpu(options_.gpu);
+  absl::StatusOr<v1::EstimateResponse> estimate =
+      models_.Current()->engine().Estimate(*job, deadline);
+  if (!estimate.ok()) {
+    return fail(absl::Status(estimate.status().code(),
+                             absl::StrCat(where, ": ", estimate.status().message())));
+  }
+  absl::StatusOr<MemoryRequest> memory =
+      MemoryRequestFor(options_.scheduler, estimate->recommendation().memory_bytes());
+  if (!memory.ok()) return fail(memory.status());
+  const int container = GpuContainer(pod, warnings);
+  absl::StatusOr<PodShape> shape = ShapeOf(pod, *memory, container);
+  if (!shape.ok()) return fail(shape.status());
+
+  AdmissionVerdict sized;
+  sized.patch = PodPatchJson(*memory, PodFiguresOf(*estimate), *shape);
+  const v1::MemoryCap& cap = estimate->recommendation().cap();
+  if (std::string note = EnforcementNote(options_.scheduler, *memory, cap.needed(),
+                                         cap.per_process_memory_fraction());
+      !note.empty()) {
+    while (!note.empty() && note.back() == '\n') note.pop_back();
+    warnings.push_back(std::move(note));
+  }
+  for (const v1::Warning& w : estimate->warnings()) {
+    warnings.push_back(absl::StrCat("gpuest: ", w.message()));
+  }
+  for (std::string& w : warnings) {
+    if (sized.warnings.size() == kMaxWarnings) break;
+    sized.warnings.push_back(Utf8Prefix(w, kWarningBytes));
+  }
+  return Reply(pod, sized);
+}
+
+}  // namespace gpuest::kubernetes

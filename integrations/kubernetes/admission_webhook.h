@@ -1,0 +1,58 @@
+// File: admission_webhook.h
+//
+// A mutating admission webhook that sizes every GPU pod when it is created, before any
+// scheduler sees it: kube-apiserver POSTs an AdmissionReview (admission_review.h) for
+// each pod the MutatingWebhookConfiguration selects (deploy/kubernetes/
+// admission-webhook.yaml), and gets back a JSON Patch that sets the configured
+// scheduler's memory request and gpuest's annotations: the same patch `gpuest
+// pod-patch` prints for the same pod (pod_patch.h).
+//
+// The failure policy, as Kubernetes defines it:
+// - a pod without gpuest.io/description, an operation other than CREATE, or an object
+//   other than a Pod is allowed untouched, without estimating;
+// - a description that is refused (it names the field), or a request of the user's
+//   that is not a whole number, is allowed: false with the reason; unless the pod says
+//   gpuest.io/on-error: allow, when it is admitted unsized, with a warning saying why
+//   and the annotation gpuest.io/not-sized;
+// - when the server cannot size it (its deadline passed, overloaded) the answer is an
+//   HTTP error, and the configuration's failurePolicy decides (a pod saying
+//   gpuest.io/on-error: allow is admitted unsized instead);
+// - a body that is not an AdmissionReview is HTTP 400.
+#pragma once
+
+#include <string>
+
+#include "common/http_reply.h"
+#include "common/work_deadline.h"
+#include "integrations/kubernetes/pod_patch.h"
+#include "placement/model_set.h"
+
+namespace gpuest::kubernetes {
+
+// The annotation an unsized pod carries: why it was not sized.
+inline constexpr char kNotSizedAnnotation[] = "gpuest.io/not-sized";
+
+struct AdmissionOptions {
+  SharingScheduler scheduler = SharingScheduler::kHami;
+  // The GPU a description is sized for when it names none (gpuest pod-patch --gpu);
+  // empty: the catalog's default.
+  std::string gpu;
+  // Mounted ConfigMaps, for a description that names one (pod_description.h).
+  std::string descriptions_dir;
+};
+
+class AdmissionWebhook {
+ public:
+  // Each call sizes with the set models holds at its start; models must outlive this.
+  AdmissionWebhook(const ModelSetSource& models, AdmissionOptions options)
+      : models_(models), options_(std::move(options)) {}
+
+  // The body of one POST /mutate; thread-safe. The work stops at deadline.
+  HttpReply Mutate(const std::string& body, const WorkDeadline& deadline) const;
+
+ private:
+  const ModelSetSource& models_;
+  const AdmissionOptions options_;
+};
+
+}  // namespace gpuest::kubernetes

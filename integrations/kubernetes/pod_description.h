@@ -1,0 +1,31 @@
+// File: pod_description.h
+//
+// A pod's job, as its annotation gpuest.io/description gives it: inline JSON of a
+// ModelDescription or EstimateRequest (first character '{'), or a ConfigMap reference
+// NAME or NAME/KEY read from the file <descriptions_dir>/NAME/KEY (KEY defaults to
+// description.json): the layout of ConfigMaps mounted as volumes under one directory.
+// The extender and the admission webhook read it the same way; nothing here calls the
+// API server.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace gpuest {
+
+// The device plugin's resource a pod asks GPUs with.
+inline constexpr char kGpuResource[] = "nvidia.com/gpu";
+
+// The pod annotation that holds the job's description (inline JSON or a ConfigMap).
+inline constexpr char kDescriptionAnnotation[] = "gpuest.io/description";
+
+// The annotation's text: value itself when it is inline JSON, else the mounted
+// ConfigMap file it names. InvalidArgument naming where (the pod and annotation) for a
+// value that is neither, a ConfigMap not mounted, or no descriptions_dir to read it
+// from.
+absl::StatusOr<std::string> DescriptionText(const std::string& value,
+                                            const std::string& descriptions_dir,
+                                            const std::string& where);
+
+}  // namespace gpuest
