@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<HttpFront>> StartAdmissionHttps(
        [&webhook](std::string body, const WorkDeadline& deadline) {
          return webhook.Mutate(body, deadline);
        }}};
-  return HttpFront::Start(std::move(front), std::move(routes), dispatcher);
+  return HttpFront::Start(std::move(front), std::move(routes), &dispatcher);
 }
 
 }  // namespace gpuest

@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<HttpFront>> StartExtenderHttp(
        [&extender](std::string body, const WorkDeadline& deadline) {
          return extender.Prioritize(std::move(body), deadline);
        }}};
-  return HttpFront::Start(std::move(options), std::move(routes), dispatcher);
+  return HttpFront::Start(std::move(options), std::move(routes), &dispatcher);
 }
 
 }  // namespace gpuest

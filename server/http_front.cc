@@ -86,7 +86,7 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path,
 class HttpFront::Impl {
  public:
   Impl(HttpFrontOptions options, std::vector<HttpRoute> routes,
-       CallDispatcher& dispatcher)
+       CallDispatcher* dispatcher)
       : options_(std::move(options)),
         routes_(std::move(routes)),
         dispatcher_(dispatcher),
@@ -119,7 +119,7 @@ class HttpFront::Impl {
 
   const HttpFrontOptions options_;
   const std::vector<HttpRoute> routes_;
-  CallDispatcher& dispatcher_;
+  CallDispatcher* const dispatcher_;  // Null when there are no routes.
   const absl::Duration request_time_;
   WorkerPool workers_;
   std::string tls_cert_, tls_key_;  // MHD reads them for the daemon's lifetime.
@@ -138,7 +138,10 @@ void HttpFront::Stop() {
 
 absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(HttpFrontOptions options,
                                                             std::vector<HttpRoute> routes,
-                                                            CallDispatcher& dispatcher) {
+                                                            CallDispatcher* dispatcher) {
+  if (!routes.empty() && dispatcher == nullptr) {
+    return absl::InternalError("HttpFront: routes need a dispatcher");
+  }
   auto impl = std::make_unique<Impl>(std::move(options), std::move(routes), dispatcher);
   absl::StatusOr<int> port = impl->Start();
   if (!port.ok()) return port.status();
@@ -222,6 +225,7 @@ absl::StatusOr<int> HttpFront::Impl::Start() {
   reaper_ = std::thread([this] { Reap(); });
   std::vector<std::string> paths;
   for (const HttpRoute& route : routes_) paths.push_back("POST " + route.path);
+  for (const HttpPage& page : options_.pages) paths.push_back("GET " + page.path);
   spdlog::info("{} on port {} ({}: {}, GET /healthz)", options_.name, info->port,
                tls ? "HTTPS" : "HTTP", absl::StrJoin(paths, ", "));
   return static_cast<int>(info->port);
@@ -273,11 +277,20 @@ void HttpFront::Impl::Begin(MHD_Connection* connection, const std::string& path,
     const char* value = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, name);
     return std::string(value == nullptr ? "" : value);
   };
-  if (path == "/healthz" && (method == "GET" || method == "HEAD")) {
-    call.content_type = "text/plain";
-    call.reply = "ok\n";
-    call.answered = true;
-    return;
+  if (method == "GET" || method == "HEAD") {
+    if (path == "/healthz") {
+      call.content_type = "text/plain";
+      call.reply = "ok\n";
+      call.answered = true;
+      return;
+    }
+    for (const HttpPage& page : options_.pages) {
+      if (page.path != path) continue;
+      call.content_type = page.content_type;
+      call.reply = page.answer();
+      call.answered = true;
+      return;
+    }
   }
   for (const HttpRoute& route : routes_) {
     if (route.path == path) call.route = &route;
@@ -286,6 +299,7 @@ void HttpFront::Impl::Begin(MHD_Connection* connection, const std::string& path,
   if (call.route == nullptr) {
     std::vector<std::string> served;
     for (const HttpRoute& route : routes_) served.push_back("POST " + route.path);
+    for (const HttpPage& page : options_.pages) served.push_back("GET " + page.path);
     served.push_back("GET /healthz");
     return Refuse(call, 404,
                   absl::StrCat("no such path; the ", options_.name, " serves ",
@@ -329,8 +343,8 @@ void HttpFront::Impl::Begin(MHD_Connection* connection, const std::string& path,
   }
   // Its bytes are held before they are read, so that concurrent large bodies are refused
   // before they take memory.
-  absl::StatusOr<CallDispatcher::HeldBytes> held =
-      dispatcher_.HoldRequestBytes(call.route->method, static_cast<int64_t>(call.length));
+  absl::StatusOr<CallDispatcher::HeldBytes> held = dispatcher_->HoldRequestBytes(
+      call.route->method, static_cast<int64_t>(call.length));
   if (!held.ok()) {
     // Read and dropped, so that the client gets the answer instead of a reset
     // connection while it still sends.
@@ -345,6 +359,7 @@ void HttpFront::Impl::Begin(MHD_Connection* connection, const std::string& path,
 
 void HttpFront::Impl::Refuse(Call& call, int status, const std::string& why) {
   call.status = status;
+  call.content_type = options_.error_content_type;
   call.reply = options_.error_body(why);
   call.close = true;
   call.answered = true;
@@ -361,7 +376,7 @@ void HttpFront::Impl::StartWork(MHD_Connection* connection, Call& call) {
   const bool taken = workers_.Submit([this, connection, work] {
     if (options_.lower_priority) LowerThisThreadsPriority();
     HttpReply reply;
-    const absl::Status status = dispatcher_.RunBlocking(
+    const absl::Status status = dispatcher_->RunBlocking(
         work->route->method, work->arrived + options_.timeout,
         [&](const WorkDeadline& deadline) {
           reply = work->route->handle(std::move(work->body), deadline);

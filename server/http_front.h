@@ -1,12 +1,12 @@
 // File: http_front.h
 //
-// The server's HTTP entry points (the scheduler extender, the admission webhook) on one
-// front built on libmicrohttpd. Why that library (issue 34, bench/slow_senders.py):
-// cpp-httplib gave each connection a thread until it closed, with timeouts per read, so
-// a crowd of slow senders (500 connections each sending one header line every 0.2 s)
-// held every thread and /healthz did not answer at all; libmicrohttpd polls every
-// connection with epoll on a few threads, so a half-sent request costs its socket and
-// its bounded buffer, never a thread.
+// The server's HTTP entry points (the scheduler extender, the admission webhook,
+// /metrics) on one front built on libmicrohttpd. Why that library (issue 34,
+// bench/slow_senders.py): cpp-httplib gave each connection a thread until it closed, with
+// timeouts per read, so a crowd of slow senders (500 connections each sending one header
+// line every 0.2 s) held every thread and /healthz did not answer at all; libmicrohttpd
+// polls every connection with epoll on a few threads, so a half-sent request costs its
+// socket and its bounded buffer, never a thread.
 //
 // The rules, the same for every route, enforced where the bytes enter:
 // - a connection holds at most kMaxConnections sockets' worth of the front, each with
@@ -48,6 +48,14 @@ struct HttpRoute {
   std::function<HttpReply(std::string body, const WorkDeadline& deadline)> handle;
 };
 
+// GET path: answered at once on the polling threads (cheap, bounded work, such as
+// /metrics' text), never queued behind the routes' work.
+struct HttpPage {
+  std::string path;
+  std::string content_type;
+  std::function<std::string()> answer;
+};
+
 struct HttpFrontOptions {
   std::string name;            // "extender", "admission webhook": in logs.
   std::string flag;            // The listen flag, named in errors ("--extender-listen").
@@ -63,6 +71,8 @@ struct HttpFrontOptions {
   bool lower_priority = false;
   // A refusal's body in the protocol's shape (the extender's {"Error": why}).
   std::function<std::string(const std::string& why)> error_body;
+  std::vector<HttpPage> pages;  // Besides GET /healthz.
+  std::string error_content_type = "application/json";
 };
 
 class HttpFront {
@@ -77,12 +87,13 @@ class HttpFront {
   // on the wire.
   static constexpr absl::Duration kTransferAllowance = absl::Seconds(5);
 
-  // Binds and serves GET /healthz and the routes. dispatcher must outlive the front.
+  // Binds and serves GET /healthz, the pages and the routes. dispatcher must outlive
+  // the front; it may be null when there are no routes.
   // InvalidArgument naming the flag for an address or TLS file that cannot be used;
   // Unavailable when it cannot bind.
   static absl::StatusOr<std::unique_ptr<HttpFront>> Start(HttpFrontOptions options,
                                                           std::vector<HttpRoute> routes,
-                                                          CallDispatcher& dispatcher);
+                                                          CallDispatcher* dispatcher);
   ~HttpFront();  // Stop().
 
   int port() const { return port_; }

@@ -11,11 +11,11 @@
 #include "nlohmann/json.hpp"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 
 namespace gpuest {
 namespace {
@@ -31,18 +31,6 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
       25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3,
       5e-3,  10e-3, 25e-3,  0.1,    0.5,    2.5};
   return *buckets;
-}
-
-// civetweb gives each connection a thread until its request is read, and queues the
-// rest: with its defaults (2 threads here, 30 s request timeout) two idle connections
-// blocked every scrape for 30 s, and with 8 threads and 2 s, 50 of them for 12 s. As
-// the extender's HTTP server does: 64 threads (idle ones cost an 8 MiB stack reserved,
-// not resident) so that dozens of idle or slow clients each hold one while a scrape
-// takes another, and a 1 s timeout that frees them (a scrape sends its request at
-// once); beyond 64 idle clients a scrape waits about 1 s per 64 more.
-std::vector<std::string> CivetwebOptions(const std::string& listen_address) {
-  return {"listening_ports",    listen_address, "num_threads",           "64",
-          "request_timeout_ms", "1000",         "keep_alive_timeout_ms", "1000"};
 }
 
 std::string CodeName(absl::StatusCode code) {
@@ -108,8 +96,6 @@ class GrpcCallCounts final : public prometheus::Collectable {
 struct Metrics::State {
   std::shared_ptr<prometheus::Registry> registry =
       std::make_shared<prometheus::Registry>();
-  std::unique_ptr<prometheus::Exposer> exposer;
-  // The exposer holds collectables weakly: they live here.
   std::shared_ptr<GrpcCallCounts> grpc_call_counts = std::make_shared<GrpcCallCounts>();
 
   // The metric table: each family declared once, here.
@@ -218,8 +204,7 @@ struct Metrics::State {
 Metrics::Metrics(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Metrics::~Metrics() = default;
 
-absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
-    const std::string& listen_address) {
+std::unique_ptr<Metrics> Metrics::Create() {
   auto state = std::make_unique<State>();
   for (int m = 0; m < kRpcMethodCount; ++m) {
     state->in_flight_series[m] = &state->in_flight.Add({{"method", kMethodNames[m]}});
@@ -236,24 +221,15 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
   // Both outcomes from the start: an alert on failures sees 0 before the first one.
   state->reload_success = &state->model_reloads_total.Add({{"outcome", "success"}});
   state->reload_failure = &state->model_reloads_total.Add({{"outcome", "failure"}});
-  if (!listen_address.empty()) {
-    try {
-      state->exposer =
-          std::make_unique<prometheus::Exposer>(CivetwebOptions(listen_address));
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve /metrics on ", listen_address, ": ", e.what()));
-    }
-    state->exposer->RegisterCollectable(state->registry);
-    state->exposer->RegisterCollectable(state->grpc_call_counts);
-  }
   return std::unique_ptr<Metrics>(new Metrics(std::move(state)));
 }
 
-int Metrics::port() const {
-  if (!state_->exposer) return 0;
-  const auto ports = state_->exposer->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
+std::string Metrics::Text() const {
+  std::vector<prometheus::MetricFamily> families = state_->registry->Collect();
+  for (prometheus::MetricFamily& family : state_->grpc_call_counts->Collect()) {
+    families.push_back(std::move(family));
+  }
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 void Metrics::SetBuildInfo(const std::string& version, const std::string& grpc_version) {

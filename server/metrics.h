@@ -1,7 +1,9 @@
 // File: metrics.h
 //
-// The one module that knows Prometheus: it owns the registry, every metric family and
-// the /metrics HTTP exposer. Every metric is declared once, in the table in metrics.cc.
+// The one module that knows Prometheus: it owns the registry and every metric family,
+// and writes them as Prometheus' text (served as GET /metrics by the server's HTTP
+// front, server/http_front.h). Every metric is declared once, in the table in
+// metrics.cc.
 #pragma once
 
 #include <memory>
@@ -29,15 +31,11 @@ inline constexpr int kRpcMethodCount = 7;
 
 class Metrics {
  public:
-  // Starts serving /metrics on listen_address ("127.0.0.1:9464"; port 0 picks one)
-  // unless it is empty. Idle or half-sent HTTP connections hold one of its threads for
-  // at most a few seconds, and several of them do not block a scrape.
-  static absl::StatusOr<std::unique_ptr<Metrics>> Create(
-      const std::string& listen_address);
+  static std::unique_ptr<Metrics> Create();
   ~Metrics();
 
-  // 0 when /metrics is not served.
-  int port() const;
+  // Every family now, in Prometheus' text exposition format (version 0.0.4).
+  std::string Text() const;
 
   void SetBuildInfo(const std::string& version, const std::string& grpc_version);
   // The models served from now on: their version in gpuest_models_info (the previous

@@ -19,6 +19,7 @@
 #include "server/admission_http.h"
 #include "server/credentials.h"
 #include "server/extender_http.h"
+#include "server/http_front.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
@@ -38,6 +39,22 @@ void AcceptUncompressedOnly(grpc::ServerBuilder& builder) {
 
 constexpr char kServiceName[] = "gpuest.v1.Estimator";
 constexpr char kPlacementServiceName[] = "gpuest.v1.Placement";
+
+// GET /metrics on the HTTP front: scrapes are answered on its polling threads, so idle
+// or half-sent connections (which cost a socket there, not a thread) never hold one.
+absl::StatusOr<std::unique_ptr<HttpFront>> StartMetricsHttp(const Metrics& metrics,
+                                                            const std::string& address) {
+  HttpFrontOptions options;
+  options.name = "metrics";
+  options.flag = "--metrics-listen";
+  options.listen_address = address;
+  options.timeout = absl::Seconds(1);  // A scrape sends its request at once.
+  options.error_content_type = "text/plain";
+  options.error_body = [](const std::string& why) { return "gpuest: " + why + "\n"; };
+  options.pages.push_back({"/metrics", "text/plain; version=0.0.4; charset=utf-8",
+                           [&metrics] { return metrics.Text(); }});
+  return HttpFront::Start(std::move(options), {}, nullptr);
+}
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
 absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
@@ -74,7 +91,9 @@ bool IsLoopback(const std::string& address) {
 GpuestServer::GpuestServer(const ServerOptions& options) : options_(options) {}
 GpuestServer::~GpuestServer() { Shutdown(); }
 
-int GpuestServer::metrics_port() const { return metrics_->port(); }
+int GpuestServer::metrics_port() const {
+  return metrics_http_ ? metrics_http_->port() : 0;
+}
 int GpuestServer::extender_port() const {
   return extender_http_ ? extender_http_->port() : 0;
 }
@@ -91,8 +110,12 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
       ServerCredentialsFor(options.grpc.listen_address, options.grpc.tls));
   spdlog::info("gRPC transport: {}", TransportSecurityName(options.grpc.tls));
 
-  GPUEST_ASSIGN_OR_RETURN(s->metrics_, Metrics::Create(options.metrics_listen_address));
+  s->metrics_ = Metrics::Create();
   s->metrics_->SetBuildInfo(GPUEST_VERSION, grpc::Version());
+  if (!options.metrics_listen_address.empty()) {
+    GPUEST_ASSIGN_OR_RETURN(
+        s->metrics_http_, StartMetricsHttp(*s->metrics_, options.metrics_listen_address));
+  }
   GPUEST_ASSIGN_OR_RETURN(
       s->models_,
       ModelLifecycle::Create(options.models, options.work.limits, *s->metrics_));
@@ -196,6 +219,7 @@ void GpuestServer::Shutdown() {
   }
   if (extender_http_) extender_http_->Stop();
   if (webhook_https_) webhook_https_->Stop();
+  if (metrics_http_) metrics_http_->Stop();
   // A reload under way finishes (or is cancelled at the deadline); none starts after.
   if (admin_server_) {
     admin_server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grace_period));

@@ -57,6 +57,7 @@ class GpuestServer {
 
   ServerOptions options_;
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<HttpFront> metrics_http_;  // GET /metrics (--metrics-listen).
   std::unique_ptr<ModelLifecycle> models_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<Admission> admission_;

@@ -270,6 +270,13 @@ TEST(ServerCommandLine, HelpBadFlagsAndMissingModels) {
   EXPECT_TRUE(absl::StrContains(r.err, "/nonexistent")) << r.err;
 }
 
+TEST(ServerCommandLine, AnEmptyMetricsAddressServesNoMetrics) {
+  auto server = ServerProcess::Start({"--metrics-listen="});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->metrics_port(), 0);
+  EXPECT_GT((*server)->grpc_port(), 0);
+}
+
 TEST(ServerCommandLine, PerRequestLinesOnlyAtDebugLevel) {
   for (const char* level : {"info", "debug"}) {
     auto server = ServerProcess::Start({std::string("--log-level=") + level});
