@@ -33,6 +33,28 @@ struct KubeExtender::OnGpuModel {
   absl::StatusOr<ResolvedJob> candidate;
 };
 
+// Nodes passed unjudged for want of their Node object (fail open), said in one log line
+// per request when it ends: a names-only filter of 100,000 unknown names must not
+// write 100,000 lines.
+class UnjudgedNodes {
+ public:
+  ~UnjudgedNodes() {
+    if (count_ == 0) return;
+    spdlog::warn("extender: pod {}: {} node(s) passed unjudged, the first {}: {}", pod_,
+                 count_, first_, why_);
+  }
+  void Add(const std::string& pod, const std::string& node, const absl::Status& why) {
+    if (count_++ > 0) return;
+    pod_ = pod;
+    first_ = node;
+    why_ = std::string(why.message());
+  }
+
+ private:
+  size_t count_ = 0;
+  std::string pod_, first_, why_;
+};
+
 struct KubeExtender::Request {
   std::string body;  // As it arrived (padded for the parser); args.nodes point into it.
   ExtenderArgs args;
@@ -44,6 +66,7 @@ struct KubeExtender::Request {
   std::vector<std::shared_ptr<const NodeCache::Node>> cached_nodes;
   std::vector<const NodeKeys*> nodes;
   std::vector<absl::Status> node_errors;  // Per node: why its object is unknown.
+  UnjudgedNodes unjudged;
   // Per catalog GPU id, once per request (PodOnGpuModel).
   std::map<std::string, OnGpuModel> estimates;
   // The set every node of the request is judged with, taken when the call starts: a
@@ -204,9 +227,9 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   }
   const std::string& name = request.names[i];
   if (!request.node_errors[i].ok()) {
-    // Fail open: with no Node object there is nothing to judge; say so in the log.
-    spdlog::warn("extender: pod {}: node {} passes unjudged: {}", request.args.pod, name,
-                 std::string(request.node_errors[i].message()));
+    // Fail open: with no Node object there is nothing to judge; the log says so, once
+    // per request.
+    request.unjudged.Add(request.args.pod, name, request.node_errors[i]);
     return verdict;
   }
   // A cached node's GPUs were read when the cache file was.

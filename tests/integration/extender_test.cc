@@ -148,6 +148,16 @@ class ExtenderTest : public ::testing::Test {
 
 std::string* ExtenderTest::dir_ = nullptr;
 ServerProcess* ExtenderTest::server_ = nullptr;
+
+// Occurrences of word in text.
+size_t CountOf(const std::string& text, const std::string& word) {
+  size_t n = 0;
+  for (size_t at = text.find(word); at != std::string::npos;
+       at = text.find(word, at + 1)) {
+    ++n;
+  }
+  return n;
+}
 uint64_t ExtenderTest::need_mib_ = 0;
 
 std::vector<std::string> NamesOf(const json& node_list) {
@@ -684,6 +694,28 @@ TEST_F(ExtenderTest, NodeNamesOnlyIsAnsweredFromTheNodeCacheFile) {
   EXPECT_EQ(list[0]["Host"], "roomy");
   EXPECT_GT(list[0]["Score"].get<int>(), 0);
   EXPECT_EQ(list[3]["Score"], 0);
+}
+
+// Log lines per request are bounded: 5,000 names the cache does not know pass
+// unjudged (fail open) and the log says so in one line, not one per node.
+TEST_F(ExtenderTest, UnknownNodeNamesAreLoggedOncePerRequest) {
+  std::ofstream(*dir_ + "/nodes.json") << NodeList().dump();
+  const json pod = Pod("resnet", {{"gpuest.io/description", ExampleText("cnn.json")}});
+  json names = json::array();
+  for (int i = 0; i < 5000; ++i) names.push_back(absl::StrCat("ghost-", i));
+  const json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", names}};
+  const size_t before = CountOf(server_->Log(), "passed unjudged");
+  auto [status, result] = Post("filter", args.dump());
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(result["NodeNames"].size(), 5000u);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return CountOf(server_->Log(), "passed unjudged") > before; },
+      absl::Seconds(5)));
+  const std::string log = server_->Log();
+  EXPECT_EQ(CountOf(log, "passed unjudged"), before + 1);
+  EXPECT_NE(log.find("5000 node(s) passed unjudged, the first ghost-0"),
+            std::string::npos)
+      << log.substr(log.size() > 2000 ? log.size() - 2000 : 0);
 }
 
 // `gpuest pod-patch` end to end: the CLI, the real server, each scheduler's request.
