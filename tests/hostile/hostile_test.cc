@@ -153,6 +153,33 @@ TEST_F(HostileTest, EncodedBodiesAreRefusedBeforeTheyInflate) {
             grpc::StatusCode::UNIMPLEMENTED);
 }
 
+// Row 5: 8 x 120 MB POSTs to a path that does not exist were buffered (+1 GB), none
+// counted or shed, then answered 404. Now each is refused from its headers and its body
+// never read: the server's memory does not grow with them.
+TEST_F(HostileTest, LargeBodiesToAPathThatDoesNotExistAreNeverBuffered) {
+  const int64_t before = ResidentBytes();
+  std::vector<std::thread> senders;
+  std::atomic<int> answered_404{0};
+  const std::string body(size_t{120} << 20, 'x');  // One copy, sent by all 8.
+  for (int i = 0; i < 8; ++i) {
+    senders.emplace_back([&] {
+      httplib::Client http("127.0.0.1", server_->extender_port());
+      http.set_write_timeout(10, 0);
+      auto r =
+          http.Post("/nowhere", std::string(size_t{120} << 20, 'x'), "application/json");
+      // The client sees the 404, or a reset while it still sends: either way unread.
+      if (r && r->status == 404) ++answered_404;
+    });
+  }
+  for (std::thread& t : senders) t.join();
+  EXPECT_LT(ResidentBytes() - before, int64_t{64} << 20)
+      << "the server's memory grew with bodies it refused";
+  auto r = Http().Post("/nowhere", "{}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(absl::StrContains(r->body, "no such path")) << r->body;
+}
+
 // Row 7: an annotation listing 400,000 GPUs gave a 207 MB reply.
 TEST_F(HostileTest, AnAnnotationOfTooManyGpusIsRefusedShort) {
   std::string many = "[";
