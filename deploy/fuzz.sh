@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-${GPUEST_FUZZ_SECONDS:-20}}
-targets=(description_json summary_parser request_validation extender_args node_gpus)
+targets=(description_json summary_parser request_validation extender_args node_gpus
+  admission_review)
 
 if [ ! -f build-fuzz/build.ninja ]; then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

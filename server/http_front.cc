@@ -91,7 +91,10 @@ class HttpFront::Impl {
         routes_(std::move(routes)),
         dispatcher_(dispatcher),
         request_time_(options_.timeout + kTransferAllowance),
-        workers_(kWorkThreads, kMaxQueuedCalls) {}
+        // A front of pages only (/metrics) needs no work threads.
+        workers_(routes_.empty()
+                     ? nullptr
+                     : std::make_unique<WorkerPool>(kWorkThreads, kMaxQueuedCalls)) {}
 
   absl::StatusOr<int> Start();
   void Stop();
@@ -121,7 +124,7 @@ class HttpFront::Impl {
   const std::vector<HttpRoute> routes_;
   CallDispatcher* const dispatcher_;  // Null when there are no routes.
   const absl::Duration request_time_;
-  WorkerPool workers_;
+  const std::unique_ptr<WorkerPool> workers_;  // Null without routes.
   std::string tls_cert_, tls_key_;  // MHD reads them for the daemon's lifetime.
   MHD_Daemon* daemon_ = nullptr;
   std::thread reaper_;
@@ -239,7 +242,7 @@ void HttpFront::Impl::Stop() {
   }
   if (reaper_.joinable()) reaper_.join();
   // Calls at work finish and resume their connections; none starts after.
-  workers_.Stop();
+  if (workers_) workers_->Stop();
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
   daemon_ = nullptr;
 }
@@ -373,7 +376,7 @@ void HttpFront::Impl::StartWork(MHD_Connection* connection, Call& call) {
   }
   MHD_suspend_connection(connection);
   Call* work = &call;
-  const bool taken = workers_.Submit([this, connection, work] {
+  const bool taken = workers_->Submit([this, connection, work] {
     if (options_.lower_priority) LowerThisThreadsPriority();
     HttpReply reply;
     const absl::Status status = dispatcher_->RunBlocking(

@@ -7,9 +7,11 @@
 #include "common/json_guard.h"
 #include "estimators/core/request_validation.h"
 #include "gpuest/v1/estimate.pb.h"
+#include "integrations/kubernetes/admission_review.h"
 #include "integrations/kubernetes/extender_args.h"
 #include "integrations/kubernetes/kube_extender.h"
 #include "integrations/kubernetes/kube_nodes.h"
+#include "integrations/kubernetes/pod_patch.h"
 #include "nlohmann/json.hpp"
 #include "requests/request_files.h"
 #include "requests/summary_parser.h"
@@ -182,6 +184,54 @@ absl::Status NodeGpusProperties(absl::string_view data) {
   } catch (const std::exception& e) {
     return Broken("nothing throws", absl::InternalError(e.what()));
   }
+}
+
+absl::Status AdmissionReviewProperties(absl::string_view data) {
+  std::string body(data.data(), data.size());
+  body.reserve(body.size() + kubernetes::kAdmissionBodyPadding);
+  try {
+    const absl::StatusOr<kubernetes::AdmissionPod> pod =
+        kubernetes::ParseAdmissionReview(body);
+    if (!pod.ok()) {
+      if (pod.status().code() != absl::StatusCode::kInvalidArgument ||
+          !absl::StartsWith(pod.status().message(), "AdmissionReview")) {
+        return Broken("a refusal is InvalidArgument naming AdmissionReview",
+                      pod.status());
+      }
+      if (pod.status().message().size() > kMaxMessageBytes) {
+        return Broken("a refusal is short", absl::InternalError("too long"));
+      }
+      return absl::OkStatus();
+    }
+    if (pod->uid.empty() || pod->uid.size() > 128 ||
+        pod->containers.size() > kubernetes::kMaxPodContainers) {
+      return Broken("a parsed pod's uid and containers are bounded",
+                    absl::InternalError(pod->uid.substr(0, 200)));
+    }
+    // A refusal echoing the pod's text, and a warning: the response is JSON.
+    kubernetes::AdmissionVerdict verdict{
+        false, std::nullopt, {pod->pod}, 400, "pod " + pod->pod};
+    for (const auto& [key, value] : pod->annotations) verdict.warnings.push_back(value);
+    if (!nlohmann::json::accept(kubernetes::AdmissionResponseText(pod->uid, verdict))) {
+      return Broken("the response is JSON", absl::InternalError(pod->pod.substr(0, 200)));
+    }
+    if (!pod->containers.empty()) {
+      kubernetes::PodShape shape;
+      shape.has_annotations = pod->has_annotations;
+      shape.has_resources = pod->containers[0].has_resources;
+      shape.has_limits = pod->containers[0].has_limits;
+      const absl::StatusOr<kubernetes::MemoryRequest> request =
+          kubernetes::MemoryRequestFor(kubernetes::SharingScheduler::kHami, 1 << 30);
+      const std::string patch =
+          kubernetes::PodPatchJson(*request, kubernetes::PodFigures{}, shape);
+      if (!nlohmann::json::accept(patch)) {
+        return Broken("the patch is JSON", absl::InternalError(patch.substr(0, 200)));
+      }
+    }
+  } catch (const std::exception& e) {
+    return Broken("no exception", absl::InternalError(e.what()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gpuest::fuzz

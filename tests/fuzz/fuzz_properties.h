@@ -42,4 +42,13 @@ absl::Status ExtenderArgsProperties(absl::string_view data);
 // most its total where the total is given.
 absl::Status NodeGpusProperties(absl::string_view data);
 
+// admission_review: a body as kube-apiserver POSTs it to the admission webhook
+// (integrations/kubernetes/admission_review.h), through what the webhook does before
+// any estimate: the parse, the response echoing the uid and messages built from the
+// pod's text, and the pod patch for the pod's shape. Never a throw or a crash; a
+// refusal is InvalidArgument of at most 1 KiB naming AdmissionReview; a parsed pod has
+// a uid of at most 128 bytes and at most kMaxPodContainers containers; the response and
+// the patch are JSON.
+absl::Status AdmissionReviewProperties(absl::string_view data);
+
 }  // namespace gpuest::fuzz

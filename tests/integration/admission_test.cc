@@ -4,6 +4,10 @@
 // verifies it (the CA bundle, the subjectAltName). The patch it answers is applied to
 // the pod (RFC 6902, nlohmann's json::patch) and compared, byte for byte, with what
 // `gpuest pod-patch` prints for the same pod and scheduler.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -323,6 +327,51 @@ TEST_F(AdmissionTest, HostileBodiesAreRefusedAndTheWebhookStillAnswers) {
   auto health = Https()->Get("/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+}
+
+// One slow client never holds the others: connections that opened and sent nothing, or
+// half a request, do not delay a review.
+TEST_F(AdmissionTest, IdleAndHalfSentConnectionsDoNotHoldAReview) {
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(ServerFor("hami").admission_port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    if (i % 2 == 1) {  // Half a TLS record header: a handshake that never completes.
+      const char half[] = {0x16, 0x03};
+      ASSERT_EQ(send(fd, half, sizeof(half), MSG_NOSIGNAL), 2);
+    }
+    idle.push_back(fd);
+  }
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(Mutate(Review(Described()))["allowed"], true);
+  const absl::Duration took = absl::Now() - start;
+  for (int fd : idle) close(fd);
+  EXPECT_LT(took, absl::Seconds(2)) << "a review waited behind idle connections";
+}
+
+// When the server cannot size a pod in time, the answer is an HTTP error, so that the
+// configuration's failurePolicy decides, never a refusal of the pod.
+TEST(AdmissionDeadline, AReviewPastItsTimeIsAnHttpErrorForTheFailurePolicy) {
+  testing::Pki pki;
+  pki.MakeCa("ca");
+  pki.MakeLeaf("webhook", "ca", "IP:127.0.0.1");
+  auto server = ServerProcess::Start({"--admission-listen=127.0.0.1:0",
+                                      "--admission-tls-cert=" + pki.Path("webhook.pem"),
+                                      "--admission-tls-key=" + pki.Path("webhook.key"),
+                                      "--admission-timeout=1us"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  httplib::SSLClient https("127.0.0.1", (*server)->admission_port());
+  https.set_ca_cert_path(pki.Path("ca.pem").c_str());
+  https.enable_server_certificate_verification(true);
+  auto r = https.Post("/mutate", Review(Described()).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_TRUE(absl::StrContains(r->body, "deadline")) << r->body;
 }
 
 // The certificate is what kube-apiserver checks: a client trusting another CA refuses

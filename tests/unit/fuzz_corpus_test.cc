@@ -23,6 +23,7 @@ const std::map<std::string, Property>& Targets() {
       {"request_validation", fuzz::RequestValidationProperties},
       {"extender_args", fuzz::ExtenderArgsProperties},
       {"node_gpus", fuzz::NodeGpusProperties},
+      {"admission_review", fuzz::AdmissionReviewProperties},
   };
   return *targets;
 }
