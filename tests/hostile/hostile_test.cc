@@ -211,15 +211,9 @@ TEST_F(HostileTest, OnlyJsonIsAccepted) {
 TEST_F(HostileTest, SlowSendersNeitherStarveHealthNorKeepTheirConnections) {
   std::vector<int> senders;
   for (int i = 0; i < 300; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int fd = testing::OpenConnection(server_->extender_port(),
+                                           "POST /filter HTTP/1.1\r\nHost: x\r\n");
     ASSERT_GE(fd, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(server_->extender_port()));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    const std::string head = "POST /filter HTTP/1.1\r\nHost: x\r\n";
-    ASSERT_GT(send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
     senders.push_back(fd);
   }
   const absl::Time began = absl::Now();

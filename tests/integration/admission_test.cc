@@ -334,17 +334,10 @@ TEST_F(AdmissionTest, HostileBodiesAreRefusedAndTheWebhookStillAnswers) {
 TEST_F(AdmissionTest, IdleAndHalfSentConnectionsDoNotHoldAReview) {
   std::vector<int> idle;
   for (int i = 0; i < 100; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    // Every other one sends half a TLS record header: a handshake never completed.
+    const int fd = testing::OpenConnection(ServerFor("hami").admission_port(),
+                                           i % 2 == 1 ? std::string("\x16\x03") : "");
     ASSERT_GE(fd, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(ServerFor("hami").admission_port()));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    if (i % 2 == 1) {  // Half a TLS record header: a handshake that never completes.
-      const char half[] = {0x16, 0x03};
-      ASSERT_EQ(send(fd, half, sizeof(half), MSG_NOSIGNAL), 2);
-    }
     idle.push_back(fd);
   }
   const absl::Time start = absl::Now();

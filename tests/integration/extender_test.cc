@@ -443,13 +443,8 @@ TEST_F(ExtenderTest, HostileBodiesGetAJsonErrorAndTheServerGoesOn) {
 TEST_F(ExtenderTest, IdleConnectionsDoNotStopTheExtender) {
   std::vector<int> idle;
   for (int i = 0; i < 200; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int fd = testing::OpenConnection(server_->extender_port());
     ASSERT_GE(fd, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(server_->extender_port()));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
     idle.push_back(fd);
   }
   const absl::Time before = absl::Now();
@@ -577,13 +572,8 @@ TEST(ExtenderBodies, ABodyIsHeldAgainstTheInFlightBoundBeforeItIsRead) {
                                .dump();
 
   // The first client sends its headers and half its body, then waits.
-  const int slow = socket(AF_INET, SOCK_STREAM, 0);
+  const int slow = testing::OpenConnection(port);
   ASSERT_GE(slow, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(slow, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   const std::string head = absl::StrCat(
       "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
       "Content-Length: ",

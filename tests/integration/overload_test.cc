@@ -465,32 +465,14 @@ TEST(RefusedByGrpc, AResponseOverTheMessageSizeIsCountedResourceExhausted) {
             1);
 }
 
-// A TCP connection to 127.0.0.1:port that sends `bytes` and then stays open.
-int OpenConnection(int port, const std::string& bytes) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  if (!bytes.empty() && write(fd, bytes.data(), bytes.size()) < 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 TEST(MetricsEndpoint, IdleAndHalfSentConnectionsDoNotBlockAScrape) {
   auto server = ServerProcess::Start();
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->metrics_port();
   // 49 silent connections and one that sent half a request.
   std::vector<int> held;
-  for (int i = 0; i < 49; ++i) held.push_back(OpenConnection(port, ""));
-  held.push_back(OpenConnection(port, "GET /metrics HTTP/1.1\r\nHost: 12"));
+  for (int i = 0; i < 49; ++i) held.push_back(testing::OpenConnection(port));
+  held.push_back(testing::OpenConnection(port, "GET /metrics HTTP/1.1\r\nHost: 12"));
   for (int fd : held) ASSERT_GE(fd, 0);
   absl::SleepFor(absl::Milliseconds(200));  // Let the server take them all.
   // Before, each such connection held one of /metrics' threads for its request

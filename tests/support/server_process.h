@@ -53,6 +53,10 @@ class ServerProcess {
   std::string dir_;
 };
 
+// A TCP connection to 127.0.0.1:port that sends bytes (MSG_NOSIGNAL) and then stays
+// open; -1 when it cannot connect or send. The caller closes it.
+int OpenConnection(int port, const std::string& bytes = "");
+
 // Polls cond, every `every`, until it holds or timeout passes; whether it holds.
 bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
              absl::Duration every = absl::Milliseconds(1));
