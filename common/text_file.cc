@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace gpuest {
@@ -23,6 +24,18 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
                    std::istreambuf_iterator<char>());
   if (in.bad()) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   return text;
+}
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view flag) {
+  absl::StatusOr<std::string> pem = ReadTextFile(path);
+  if (!pem.ok()) {
+    return absl::NotFoundError(absl::StrCat(flag, ": ", pem.status().message()));
+  }
+  if (!absl::StrContains(*pem, "-----BEGIN ")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": ", path, " is not a PEM file"));
+  }
+  return pem;
 }
 
 absl::Status WriteTextFile(const std::string& path, absl::string_view text) {

@@ -29,7 +29,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   # the HTTP entry points (server/http_front: the extender, the admission webhook) and the on-demand
   # JSON parser that reads kube-scheduler's bodies (integrations/kubernetes/extender_args)
-  libmicrohttpd-dev libsimdjson-dev
+  libmicrohttpd-dev libgnutls28-dev libsimdjson-dev
   # the tests' and benchmarks' HTTP(S) client
   libcpp-httplib-dev
   # integrations/slurm/tests: the job_submit plugin (integrations/slurm) on a real Slurm 22.05: the

@@ -21,18 +21,6 @@ absl::string_view HostOf(absl::string_view address) {
   return colon == absl::string_view::npos ? address : address.substr(0, colon);
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {
-  absl::StatusOr<std::string> pem = ReadTextFile(path);
-  if (!pem.ok()) {
-    return absl::NotFoundError(absl::StrCat(flag, ": ", pem.status().message()));
-  }
-  if (!absl::StrContains(*pem, "-----BEGIN ")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": ", path, " is not a PEM file"));
-  }
-  return pem;
-}
-
 }  // namespace
 
 bool IsLoopbackAddress(absl::string_view listen_address) {
@@ -72,14 +60,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
   }
   grpc::SslServerCredentialsOptions ssl;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  GPUEST_ASSIGN_OR_RETURN(pair.private_key, ReadPem(tls.key_file, "--tls-key"));
-  GPUEST_ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(tls.cert_file, "--tls-cert"));
+  GPUEST_ASSIGN_OR_RETURN(pair.private_key, ReadPemFile(tls.key_file, "--tls-key"));
+  GPUEST_ASSIGN_OR_RETURN(pair.cert_chain, ReadPemFile(tls.cert_file, "--tls-cert"));
   ssl.pem_key_cert_pairs.push_back(std::move(pair));
   if (tls.client_ca_file.empty()) {
     ssl.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
   } else {
     GPUEST_ASSIGN_OR_RETURN(ssl.pem_root_certs,
-                            ReadPem(tls.client_ca_file, "--tls-client-ca"));
+                            ReadPemFile(tls.client_ca_file, "--tls-client-ca"));
     ssl.client_certificate_request =
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }

@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "server/reloading_certificate.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
 #include "spdlog/spdlog.h"
@@ -69,18 +70,6 @@ struct Call {
   std::string reply;  // What MHD sends: it points into this string until the call ends.
 };
 
-absl::StatusOr<std::string> ReadPemFile(const std::string& path,
-                                        const std::string& flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!absl::StrContains(text.str(), "-----BEGIN ")) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is not PEM"));
-  }
-  return text.str();
-}
-
 }  // namespace
 
 class HttpFront::Impl {
@@ -124,8 +113,8 @@ class HttpFront::Impl {
   const std::vector<HttpRoute> routes_;
   CallDispatcher* const dispatcher_;  // Null when there are no routes.
   const absl::Duration request_time_;
-  const std::unique_ptr<WorkerPool> workers_;  // Null without routes.
-  std::string tls_cert_, tls_key_;  // MHD reads them for the daemon's lifetime.
+  const std::unique_ptr<WorkerPool> workers_;          // Null without routes.
+  std::unique_ptr<ReloadingCertificate> certificate_;  // Null without TLS.
   MHD_Daemon* daemon_ = nullptr;
   std::thread reaper_;
   absl::Mutex mu_;
@@ -189,14 +178,12 @@ absl::StatusOr<int> HttpFront::Impl::Start() {
       return absl::InvalidArgumentError(absl::StrCat(
           options_.flag, ": HTTPS needs both a certificate and its key (PEM files)"));
     }
-    absl::StatusOr<std::string> cert =
-        ReadPemFile(options_.tls_cert_file, options_.flag + " certificate");
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key =
-        ReadPemFile(options_.tls_key_file, options_.flag + " key");
-    if (!key.ok()) return key.status();
-    tls_cert_ = *std::move(cert);
-    tls_key_ = *std::move(key);
+    absl::StatusOr<std::unique_ptr<ReloadingCertificate>> certificate =
+        ReloadingCertificate::Load(options_.tls_cert_file, options_.tls_key_file,
+                                   options_.flag);
+    if (!certificate.ok()) return certificate.status();
+    certificate_ = *std::move(certificate);
+    if (absl::Status s = certificate_->Install(); !s.ok()) return s;
     flags |= MHD_USE_TLS;
   }
   // Integers in value, one pointer in ptr_value, a callback and its closure in both.
@@ -212,8 +199,9 @@ absl::StatusOr<int> HttpFront::Impl::Start() {
       {MHD_OPTION_NOTIFY_COMPLETED, callback(&Impl::Completed), this},
       {MHD_OPTION_NOTIFY_CONNECTION, callback(&Impl::Notify), this}};
   if (tls) {
-    items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, tls_cert_.data()});
-    items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, tls_key_.data()});
+    // Asked per handshake, so that a rotated certificate serves without a restart.
+    items.push_back({MHD_OPTION_HTTPS_CERT_CALLBACK, 0,
+                     reinterpret_cast<void*>(&ReloadingCertificate::Retrieve)});
     items.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0,
                      const_cast<char*>("NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2")});
   }
@@ -471,8 +459,12 @@ Connection* HttpFront::Impl::ConnectionOf(MHD_Connection* connection) {
 // deadline) has taken longer than request_time has its socket shut, whatever it sends
 // meanwhile; MHD then sees the end of it and closes it.
 void HttpFront::Impl::Reap() {
-  absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100))) {
+  for (int tick = 1;; ++tick) {
+    // Once a second, outside the connections' lock: a rotated certificate is read.
+    if (certificate_ && tick % 10 == 0) certificate_->ReloadIfChanged();
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100)))
+      return;
     const absl::Time now = absl::Now();
     int cut = 0;
     for (Connection* c : connections_) {

@@ -5,12 +5,13 @@
 #   ca.crt ca.key       the CA; kept and reused on rotation (--new-ca replaces it)
 #   tls.crt tls.key     the serving certificate (DAYS days), for the Secret
 #   ca-bundle.crt       what kube-apiserver trusts: the CA, and during a CA change the
-#                       previous one too, so no call fails while pods restart
+#                       previous one too, so no call fails while the new certificate reaches the pods
 #   admission-webhook.yaml  deploy/kubernetes/admission-webhook.yaml with caBundle set
 # With --apply (kubectl on the cluster) it then: writes the Secret gpuest-webhook-tls,
-# applies the webhook configuration, adds the webhook's flags, port and volume to the
-# Deployment (admission-deployment.patch.json) unless it has them, and restarts the
-# Deployment so that gpuest-server serves the new certificate.
+# applies the webhook configuration, and adds the webhook's flags, port and volume to
+# the Deployment (admission-deployment.patch.json) unless it has them (which rolls the
+# pods). On a rotation nothing restarts: kubelet updates the mounted Secret (within its
+# sync period, about a minute) and gpuest-server reads the new files within a second.
 #
 # Usage: deploy/kubernetes/admission-certs.sh [--out DIR] [--namespace NS]
 #          [--service NAME] [--days N] [--new-ca] [--apply]
@@ -69,7 +70,7 @@ sed "s|caBundle: \"\"|caBundle: \"$bundle\"|" "$here/admission-webhook.yaml" >ad
 log "wrote ca.crt, tls.crt, tls.key, ca-bundle.crt and admission-webhook.yaml in $out"
 
 if [ "$apply" != true ]; then
-  log "not applied (--apply does it): kubectl -n $namespace create secret tls gpuest-webhook-tls --cert $out/tls.crt --key $out/tls.key; kubectl apply -f $out/admission-webhook.yaml; kubectl -n $namespace patch deployment gpuest --type json -p \"\$(cat $here/admission-deployment.patch.json)\"; kubectl -n $namespace rollout restart deployment gpuest"
+  log "not applied (--apply does it): kubectl -n $namespace create secret tls gpuest-webhook-tls --cert $out/tls.crt --key $out/tls.key; kubectl apply -f $out/admission-webhook.yaml; kubectl -n $namespace patch deployment gpuest --type json -p \"\$(cat $here/admission-deployment.patch.json)\"; then the Secret's files reach the pods within about a minute and are served from then on"
   exit 0
 fi
 kubectl -n "$namespace" create secret tls gpuest-webhook-tls --cert tls.crt --key tls.key \
@@ -79,9 +80,7 @@ if ! kubectl -n "$namespace" get deployment gpuest -o jsonpath='{.spec.template.
   grep -q -- --admission-listen; then
   kubectl -n "$namespace" patch deployment gpuest --type json \
     -p "$(cat "$here/admission-deployment.patch.json")"
+  # The new pod template rolls the pods; the PodDisruptionBudget keeps one answering.
+  kubectl -n "$namespace" rollout status deployment gpuest --timeout 300s
 fi
-# gpuest-server reads its certificate at start: the restart serves the new one. The
-# PodDisruptionBudget and the rolling update keep a replica answering meanwhile.
-kubectl -n "$namespace" rollout restart deployment gpuest
-kubectl -n "$namespace" rollout status deployment gpuest --timeout 300s
 log "applied; rotate by running this again before $(openssl x509 -enddate -noout -in tls.crt | cut -d= -f2)"

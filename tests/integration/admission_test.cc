@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -365,6 +366,83 @@ TEST(AdmissionDeadline, AReviewPastItsTimeIsAnHttpErrorForTheFailurePolicy) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503) << r->body;
   EXPECT_TRUE(absl::StrContains(r->body, "deadline")) << r->body;
+}
+
+// A rotated certificate (new files where the old ones were, as kubelet swaps a mounted
+// Secret) is served from the next handshake on, without a restart; a pair that does
+// not load leaves the last good one serving.
+TEST(AdmissionCertificate, ARotatedCertificateIsServedWithoutARestart) {
+  testing::Pki pki;
+  pki.MakeCa("old-ca");
+  pki.MakeCa("new-ca");
+  pki.MakeLeaf("old", "old-ca", "IP:127.0.0.1");
+  pki.MakeLeaf("new", "new-ca", "IP:127.0.0.1");
+  pki.MakeLeaf("stray", "new-ca", "IP:127.0.0.1");
+  // Written beside and renamed into place: a reader sees the old file or the new one.
+  auto serve = [&pki](const std::string& cert, const std::string& key) {
+    for (const auto& [from, to] :
+         {std::make_pair(cert + ".pem", std::string("tls.crt")),
+          std::make_pair(key + ".key", std::string("tls.key"))}) {
+      std::filesystem::copy_file(pki.Path(from), pki.Path(to + ".new"),
+                                 std::filesystem::copy_options::overwrite_existing);
+      std::filesystem::rename(pki.Path(to + ".new"), pki.Path(to));
+    }
+  };
+  serve("old", "old");
+  auto server = ServerProcess::Start({"--admission-listen=127.0.0.1:0",
+                                      "--admission-tls-cert=" + pki.Path("tls.crt"),
+                                      "--admission-tls-key=" + pki.Path("tls.key")});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto trusted_by = [&](const std::string& ca) {
+    httplib::SSLClient client("127.0.0.1", (*server)->admission_port());
+    client.set_ca_cert_path(pki.Path(ca + ".pem").c_str());
+    client.enable_server_certificate_verification(true);
+    client.set_connection_timeout(2, 0);
+    auto r = client.Get("/healthz");
+    return r && r->status == 200;
+  };
+  EXPECT_TRUE(trusted_by("old-ca"));
+  EXPECT_FALSE(trusted_by("new-ca"));
+
+  serve("new", "new");
+  EXPECT_TRUE(testing::WaitFor([&] { return trusted_by("new-ca"); }, absl::Seconds(10),
+                               absl::Milliseconds(200)))
+      << (*server)->Log();
+  EXPECT_FALSE(trusted_by("old-ca"));
+  EXPECT_TRUE(absl::StrContains((*server)->Log(), "serving the new certificate"));
+
+  // A key that is not the certificate's: refused, the new pair still serves.
+  serve("old", "stray");
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return absl::StrContains((*server)->Log(), "does not load"); },
+      absl::Seconds(10), absl::Milliseconds(200)));
+  EXPECT_TRUE(absl::StrContains((*server)->Log(), "is not the certificate's"))
+      << (*server)->Log();
+  EXPECT_TRUE(trusted_by("new-ca"));
+}
+
+// A webhook whose key is not its certificate's, or without a key, does not start: the
+// refusal names the flag.
+TEST(AdmissionCertificate, AMismatchedOrMissingKeyStopsTheStartNamingTheFlag) {
+  testing::Pki pki;
+  pki.MakeCa("ca");
+  pki.MakeLeaf("one", "ca", "IP:127.0.0.1");
+  pki.MakeLeaf("two", "ca", "IP:127.0.0.1");
+  auto mismatched = ServerProcess::Start({"--admission-listen=127.0.0.1:0",
+                                          "--admission-tls-cert=" + pki.Path("one.pem"),
+                                          "--admission-tls-key=" + pki.Path("two.key")});
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_TRUE(absl::StrContains(mismatched.status().message(), "--admission-listen"))
+      << mismatched.status();
+  EXPECT_TRUE(
+      absl::StrContains(mismatched.status().message(), "is not the certificate's"))
+      << mismatched.status();
+  const testing::CommandResult keyless =
+      testing::RunCommand({GPUEST_SERVER_PATH, "--listen=127.0.0.1:0",
+                           "--metrics-listen=", "--admission-listen=127.0.0.1:0",
+                           "--admission-tls-cert=" + pki.Path("one.pem")});
+  EXPECT_EQ(keyless.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(keyless.err, "--admission-tls-key")) << keyless.err;
 }
 
 // The certificate is what kube-apiserver checks: a client trusting another CA refuses
