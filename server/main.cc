@@ -87,7 +87,8 @@ ABSL_FLAG(std::string, admission_listen, "",
           "default) turns it off");
 ABSL_FLAG(std::string, admission_tls_cert, "",
           "admission webhook: PEM certificate whose subjectAltName names the webhook's "
-          "Service (gpuest.NAMESPACE.svc), as kube-apiserver verifies it");
+          "Service (gpuest-webhook.gpuest.svc in deploy/kubernetes), as kube-apiserver "
+          "verifies it; read again within a second when it or the key changes");
 ABSL_FLAG(std::string, admission_tls_key, "",
           "admission webhook: PEM key of the certificate");
 ABSL_FLAG(
@@ -162,9 +163,12 @@ int main(int argc, char** argv) {
   const std::vector<std::string> positional = gpuest::ParseFlags(
       argc, argv,
       {"gpuest-server [flags]",
-       "Serves gpuest.v1.Estimator over gRPC (with grpc.health.v1 and server "
-       "reflection)\n"
-       "and Prometheus metrics over HTTP. Loads every estimator of the model repository\n"
+       "Serves gpuest.v1.Estimator and gpuest.v1.Placement over gRPC (with "
+       "grpc.health.v1\n"
+       "and server reflection), Prometheus metrics over HTTP and, when asked for, the\n"
+       "Kubernetes scheduler extender (--extender-listen) and mutating admission "
+       "webhook\n"
+       "(--admission-listen, HTTPS). Loads every estimator of the model repository\n"
        "at start, verifying each model's files (sha256 against its manifest, finite\n"
        "outputs); a damaged file stops the start, named. SIGHUP (or Admin.ReloadModels,\n"
        "served only with --admin-listen) loads and verifies the whole repository again\n"
