@@ -6,7 +6,6 @@
 
 #include "integrations/kubernetes/admission_review.h"
 #include "integrations/kubernetes/admission_webhook.h"
-#include "nlohmann/json.hpp"
 
 namespace gpuest {
 
@@ -23,10 +22,7 @@ absl::StatusOr<std::unique_ptr<HttpFront>> StartAdmissionHttps(
   front.body_padding = kubernetes::kAdmissionBodyPadding;
   front.timeout = options.timeout;
   // kube-apiserver logs the body of an HTTP error, and applies the failurePolicy.
-  front.error_body = [](const std::string& why) {
-    return nlohmann::json{{"error", "gpuest admission webhook: " + why}}.dump(
-        -1, ' ', false, nlohmann::json::error_handler_t::replace);
-  };
+  front.error_body = kubernetes::AdmissionErrorText;
   std::vector<HttpRoute> routes = {
       {"/mutate", RpcMethod::kAdmissionMutate,
        [&webhook](std::string body, const WorkDeadline& deadline) {

@@ -70,6 +70,15 @@ struct Call {
   std::string reply;  // What MHD sends: it points into this string until the call ends.
 };
 
+std::string ServedPaths(const std::vector<HttpRoute>& routes,
+                        const std::vector<HttpPage>& pages) {
+  std::vector<std::string> served;
+  for (const HttpRoute& route : routes) served.push_back("POST " + route.path);
+  for (const HttpPage& page : pages) served.push_back("GET " + page.path);
+  served.push_back("GET /healthz");
+  return absl::StrJoin(served, ", ");
+}
+
 }  // namespace
 
 class HttpFront::Impl {
@@ -80,6 +89,7 @@ class HttpFront::Impl {
         routes_(std::move(routes)),
         dispatcher_(dispatcher),
         request_time_(options_.timeout + kTransferAllowance),
+        served_(ServedPaths(routes_, options_.pages)),
         // A front of pages only (/metrics) needs no work threads.
         workers_(routes_.empty()
                      ? nullptr
@@ -102,7 +112,8 @@ class HttpFront::Impl {
   // The request's headers: a refusal, /healthz, or a route's call readied for its body.
   void Begin(MHD_Connection* connection, const std::string& path,
              const std::string& method, Call& call);
-  void Refuse(Call& call, int status, const std::string& why);
+  // The refusal's body; the connection closes after it unless the body is read.
+  void Refuse(Call& call, int status, const std::string& why, bool close = true);
   // Hands the call to a work thread; the connection waits suspended until its answer.
   void StartWork(MHD_Connection* connection, Call& call);
   MHD_Result QueueReply(MHD_Connection* connection, Call& call);
@@ -113,6 +124,8 @@ class HttpFront::Impl {
   const std::vector<HttpRoute> routes_;
   CallDispatcher* const dispatcher_;  // Null when there are no routes.
   const absl::Duration request_time_;
+  // What it serves, in its log line and its 404s: "POST /mutate, GET /healthz".
+  const std::string served_;
   const std::unique_ptr<WorkerPool> workers_;          // Null without routes.
   std::unique_ptr<ReloadingCertificate> certificate_;  // Null without TLS.
   MHD_Daemon* daemon_ = nullptr;
@@ -214,11 +227,8 @@ absl::StatusOr<int> HttpFront::Impl::Start() {
   }
   const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
   reaper_ = std::thread([this] { Reap(); });
-  std::vector<std::string> paths;
-  for (const HttpRoute& route : routes_) paths.push_back("POST " + route.path);
-  for (const HttpPage& page : options_.pages) paths.push_back("GET " + page.path);
-  spdlog::info("{} on port {} ({}: {}, GET /healthz)", options_.name, info->port,
-               tls ? "HTTPS" : "HTTP", absl::StrJoin(paths, ", "));
+  spdlog::info("{} on port {} ({}: {})", options_.name, info->port,
+               tls ? "HTTPS" : "HTTP", served_);
   return static_cast<int>(info->port);
 }
 
@@ -288,13 +298,8 @@ void HttpFront::Impl::Begin(MHD_Connection* connection, const std::string& path,
   }
   // A refusal from the headers leaves the body unread: the connection closes after it.
   if (call.route == nullptr) {
-    std::vector<std::string> served;
-    for (const HttpRoute& route : routes_) served.push_back("POST " + route.path);
-    for (const HttpPage& page : options_.pages) served.push_back("GET " + page.path);
-    served.push_back("GET /healthz");
     return Refuse(call, 404,
-                  absl::StrCat("no such path; the ", options_.name, " serves ",
-                               absl::StrJoin(served, ", ")));
+                  absl::StrCat("no such path; the ", options_.name, " serves ", served_));
   }
   if (method != "POST") return Refuse(call, 405, absl::StrCat(path, " takes POST"));
   // The limits count the bytes the handler reads: an encoded body would inflate past
@@ -339,20 +344,19 @@ void HttpFront::Impl::Begin(MHD_Connection* connection, const std::string& path,
   if (!held.ok()) {
     // Read and dropped, so that the client gets the answer instead of a reset
     // connection while it still sends.
-    Refuse(call, 503, absl::StrCat("gpuest: ", held.status().message()));
+    Refuse(call, 503, absl::StrCat("gpuest: ", held.status().message()), /*close=*/false);
     call.discard_body = true;
-    call.close = false;
     return;
   }
   call.held.emplace(*std::move(held));
   call.body.reserve(call.length + options_.body_padding);
 }
 
-void HttpFront::Impl::Refuse(Call& call, int status, const std::string& why) {
+void HttpFront::Impl::Refuse(Call& call, int status, const std::string& why, bool close) {
   call.status = status;
   call.content_type = options_.error_content_type;
   call.reply = options_.error_body(why);
-  call.close = true;
+  call.close = close;
   call.answered = true;
 }
 
@@ -375,8 +379,7 @@ void HttpFront::Impl::StartWork(MHD_Connection* connection, Call& call) {
         });
     work->held.reset();
     if (!status.ok() && reply.body.empty()) {
-      Refuse(*work, 503, absl::StrCat("gpuest: ", status.message()));
-      work->close = false;
+      Refuse(*work, 503, absl::StrCat("gpuest: ", status.message()), /*close=*/false);
     } else {
       work->status = reply.status;
       work->reply = std::move(reply.body);
@@ -388,8 +391,8 @@ void HttpFront::Impl::StartWork(MHD_Connection* connection, Call& call) {
     work->held.reset();
     Refuse(call, 503,
            absl::StrCat("gpuest: the ", options_.name, "'s ", kMaxQueuedCalls,
-                        " queued calls are waiting for a thread; try again"));
-    call.close = false;
+                        " queued calls are waiting for a thread; try again"),
+           /*close=*/false);
     MHD_resume_connection(connection);
   }
 }

@@ -203,4 +203,9 @@ std::string AdmissionResponseText(const std::string& uid,
   return review.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+std::string AdmissionErrorText(const std::string& why) {
+  return nlohmann::json{{"error", "gpuest admission webhook: " + why}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace gpuest::kubernetes

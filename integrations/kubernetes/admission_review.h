@@ -65,4 +65,8 @@ struct AdmissionVerdict {
 std::string AdmissionResponseText(const std::string& uid,
                                   const AdmissionVerdict& verdict);
 
+// The body of an HTTP error (the API server logs it and applies the failurePolicy):
+// {"error": "gpuest admission webhook: <why>"}.
+std::string AdmissionErrorText(const std::string& why);
+
 }  // namespace gpuest::kubernetes

@@ -80,10 +80,7 @@ HttpReply AdmissionWebhook::Mutate(const std::string& body,
                                    const WorkDeadline& deadline) const {
   absl::StatusOr<AdmissionPod> parsed = ParseAdmissionReview(body);
   if (!parsed.ok()) {
-    return {400,
-            nlohmann::json{{"error", absl::StrCat("gpuest admission webhook: ",
-                                                  parsed.status().message())}}
-                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+    return {400, AdmissionErrorText(std::string(parsed.status().message())),
             parsed.status().code()};
   }
   const AdmissionPod& pod = *parsed;
@@ -127,11 +124,7 @@ HttpReply AdmissionWebhook::Mutate(const std::string& body,
       return Reply(pod, unsized, status.code());
     }
     if (!ThePodsFault(status)) {
-      return {
-          503,
-          nlohmann::json{{"error", absl::StrCat("gpuest admission webhook: ", why)}}.dump(
-              -1, ' ', false, nlohmann::json::error_handler_t::replace),
-          status.code()};
+      return {503, AdmissionErrorText(why), status.code()};
     }
     return Reply(pod, AdmissionVerdict{false, std::nullopt, {}, 400, "gpuest: " + why},
                  status.code());
