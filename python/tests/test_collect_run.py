@@ -15,7 +15,7 @@ import time
 import pytest
 import yaml
 
-from conftest import DATA_DIR
+from conftest import measured_path
 from helpers import PYTHONPATH
 from gpuest.collect import clean
 from gpuest.collect.calibrate import CalibrationError, context_residuals
@@ -26,7 +26,6 @@ from gpuest.collect.runner import NodeUnusable, RunOptions, run_job
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.dirname(HERE)
 REPO = os.path.dirname(PYTHON_DIR)
-SHARED = os.path.normpath(os.path.join(DATA_DIR, ".."))
 
 MLP = {"input_size": 32, "output_size": 10, "depth": 2, "architecture": "pyramid",
        "batch_size": 8, "activation": "relu", "dropout_rate": 0.2, "use_dropout": True,
@@ -182,7 +181,7 @@ def test_dry_run_rows_describe_and_run_each_job(killed_and_resumed):
 
 def test_cleaned_files_have_the_shared_columns_first(killed_and_resumed):
     out = killed_and_resumed["dir"]
-    with open(os.path.join(SHARED, "timm", "timm_a100.csv"), newline="") as f:
+    with open(measured_path(os.path.join("timm", "timm_a100.csv")), newline="") as f:
         timm_header = next(csv.reader(f))
     with open(os.path.join(out, "measurements.csv"), newline="") as f:
         table = list(csv.reader(f))
@@ -200,7 +199,7 @@ def test_cleaned_files_have_the_shared_columns_first(killed_and_resumed):
     for r in (rows[0], rows[2]):
         assert r["max_gpu_memory_mib"] == ""  # nothing measured on a GPU
         assert float(r["faketensor_mib"]) > 0 and int(r["trace_allocations"]) > 10
-    with open(os.path.join(SHARED, "lucid", "colocation.csv"), newline="") as f:
+    with open(measured_path(os.path.join("lucid", "colocation.csv")), newline="") as f:
         lucid_header = next(csv.reader(f))
     with open(os.path.join(out, "colocation.csv"), newline="") as f:
         pairs = list(csv.reader(f))
@@ -370,7 +369,7 @@ def test_compare_matches_the_a100_rows(tmp_path, capsys):
                  gpu_row(3, 60000.0, 59000.0, model="coatnet_2_rw_224", batch=128),
                  gpu_row(4, 9000.0, 8000.0, model="resnet50", batch=8, precision="amp"),
                  gpu_row(5, 100.0, 50.0, model="not_in_the_a100_data")], str(run_dir))
-    timm_csv = os.path.join(SHARED, "timm", "timm_a100.csv")
+    timm_csv = measured_path(os.path.join("timm", "timm_a100.csv"))
     assert main(["compare", str(run_dir), "--reference", timm_csv]) == 0
     report = capsys.readouterr().out
     assert "(NVIDIA H200) against" in report

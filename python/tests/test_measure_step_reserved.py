@@ -13,8 +13,8 @@ SCRIPT = os.path.join(ROOT, "lab", "gpu", "measure_step_reserved.py")
 ROWS = os.path.join(ROOT, "lab", "gpu", "step_reserved_rows.json")
 
 
-def test_every_row_to_measure_rebuilds_the_model_that_was_measured(cnn_rows):
-    by_file = {r["Filename"]: r for r in cnn_rows}
+def test_every_row_to_measure_rebuilds_the_model_that_was_measured(measured_cnn_rows):
+    by_file = {r["Filename"]: r for r in measured_cnn_rows}
     wanted = json.load(open(ROWS))
     assert len(wanted) >= 10
     for w in wanted:
@@ -25,10 +25,10 @@ def test_every_row_to_measure_rebuilds_the_model_that_was_measured(cnn_rows):
 
 
 def test_a_row_missing_from_the_csv_is_refused_by_name(tmp_path):
-    from conftest import DATA_DIR
+    from conftest import FIXTURE_ROOT
     rows = tmp_path / "rows.json"
     rows.write_text(json.dumps([{"file": "no-such-row.out"}]))
-    p = subprocess.run([sys.executable, SCRIPT, "--csv", os.path.join(DATA_DIR, "cnn.csv"),
+    p = subprocess.run([sys.executable, SCRIPT, "--csv", os.path.join(FIXTURE_ROOT, "gpumemnet", "cnn.csv"),
                         "--rows", str(rows)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert "no-such-row.out" in p.stderr
