@@ -197,6 +197,7 @@ API_VERSIONS = {
     "ServiceAccount": "v1", "ClusterRole": "rbac.authorization.k8s.io/v1",
     "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
     "MutatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
+    "NetworkPolicy": "networking.k8s.io/v1",
 }
 
 
@@ -270,6 +271,42 @@ def check_kubernetes(path, known_flags, deployment_patch=None):
     check(args.get("listen", "").endswith(":%d" % container_ports["grpc"]), "--listen port")
     check(args.get("metrics-listen", "").endswith(":%d" % container_ports["metrics"]),
           "--metrics-listen port")
+
+
+def check_network_policies(path, deployment_path, patch_path):
+    """Each policy selects the server's pods and admits one of its ports (by name or
+    number, the webhook's as the Deployment patch adds it); every port the server's
+    container declares has a policy, so none is left open or closed by accident."""
+    policies = [d for d in yaml.safe_load_all(open(path)) if d]
+    dep = next(d for d in yaml.safe_load_all(open(deployment_path))
+               if d and d.get("kind") == "Deployment")
+    apply_json_patch(dep, json.load(open(patch_path)))
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    ports = {p["name"]: p["containerPort"]
+             for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    covered = set()
+    for pol in policies:
+        name = pol.get("metadata", {}).get("name")
+        check(pol.get("kind") == "NetworkPolicy" and
+              pol.get("apiVersion") == API_VERSIONS["NetworkPolicy"],
+              f"{path}: {name} is not a networking.k8s.io/v1 NetworkPolicy")
+        spec = pol.get("spec", {})
+        check(matches(spec.get("podSelector", {}).get("matchLabels", {}), pod_labels),
+              f"{path}: {name} does not select the server's pods")
+        check(spec.get("policyTypes") == ["Ingress"], f"{path}: {name} policyTypes")
+        for rule in spec.get("ingress", []):
+            check(rule.get("from"), f"{path}: {name} admits everyone")
+            for peer in rule.get("from", []):
+                check(set(peer) <= {"namespaceSelector", "podSelector", "ipBlock"},
+                      f"{path}: {name}: unknown peer {sorted(peer)}")
+            for p in rule.get("ports", []):
+                port = p.get("port")
+                number = ports.get(port, port)
+                check(number in ports.values(),
+                      f"{path}: {name} admits port {port}, which the server does not serve")
+                covered.add(number)
+    for pname, number in ports.items():
+        check(number in covered, f"{path}: no policy admits the server's port {pname}")
 
 
 def apply_json_patch(doc, patch):
@@ -452,6 +489,9 @@ def main():
     check_admission(os.path.join(deploy, "kubernetes", "admission-webhook.yaml"),
                     os.path.join(deploy, "kubernetes", "gpuest.yaml"),
                     os.path.join(deploy, "kubernetes", "admission-deployment.patch.json"), known)
+    check_network_policies(os.path.join(deploy, "kubernetes", "network-policies.yaml"),
+                           os.path.join(deploy, "kubernetes", "gpuest.yaml"),
+                           os.path.join(deploy, "kubernetes", "admission-deployment.patch.json"))
     check_dockerfile(os.path.join(deploy, "docker", "Dockerfile"), a.source_dir, known,
                      [a.server, a.cli], a.deps_prefix)
     check_systemd(os.path.join(deploy, "gpuest-server.service"), known)
