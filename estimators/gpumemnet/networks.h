@@ -1,16 +1,9 @@
 // File: networks.h
 //
-// The GPUMemNet networks as libtorch modules. Includes <torch/torch.h>: only the .cc
-// files of the served estimator (gpumemnet_estimator.cc) and of the trainer include
-// this header, never a header that the server, client or engine include.
-//
-// One module covers both kinds (NetworkConfig::kind):
-//   "mlp":         global features -> MLP trunk -> all heads' logits;
-//   "transformer": per-layer tokens (type embedding + linear projection of the two
-//                  numbers) -> TransformerEncoder -> masked mean pooling, concatenated
-//                  with the global features -> MLP trunk -> all heads' logits.
-// The heads are one Linear whose outputs are the heads' classes one after another
-// (NetworkConfig::head_classes): one network per ensemble member answers every target.
+// The GPUMemNet networks as the served estimator and the trainer hold them: the module
+// of network_module.h with the manifest's config. Includes <torch/torch.h>: only the
+// .cc files of the served estimator (gpumemnet_estimator.cc) and of the trainer
+// include this header, never a header that the server, client or engine include.
 #pragma once
 
 #include <torch/torch.h>
@@ -19,34 +12,19 @@
 
 #include "estimators/gpumemnet/feature_encoding.h"
 #include "estimators/gpumemnet/network_config.h"
+#include "estimators/gpumemnet/network_module.h"
 
 namespace gpuest::ml {
 
-class GpuMemNetImpl : public torch::nn::Module {
+class GpuMemNetImpl : public GpuMemNetModuleImpl {
  public:
-  explicit GpuMemNetImpl(const NetworkConfig& config);
-
-  // global: [B, G] float. The Transformer-based kind also takes types [B, L] int64,
-  // numbers [B, L, 2] float and padding [B, L] bool (true where there is no layer;
-  // every row needs at least one layer). Returns [B, total_classes] logits.
-  torch::Tensor forward(const torch::Tensor& global, const torch::Tensor& types = {},
-                        const torch::Tensor& numbers = {},
-                        const torch::Tensor& padding = {});
+  explicit GpuMemNetImpl(const NetworkConfig& config)
+      : GpuMemNetModuleImpl(config), config_(config) {}
 
   const NetworkConfig& config() const { return config_; }
 
-  // The MLP trunk's Linear layers (each followed by ReLU, then dropout) and last the
-  // heads' Linear: what a plain C++ forward of an MLP-based member needs.
-  std::vector<torch::nn::Linear> DenseLayers() const;
-
  private:
   NetworkConfig config_;
-  torch::nn::Embedding type_embedding_{nullptr};
-  torch::nn::Linear number_projection_{nullptr};
-  torch::nn::TransformerEncoder encoder_{nullptr};
-  torch::nn::Sequential trunk_{nullptr};
-  std::vector<torch::nn::Linear> trunk_linears_;
-  torch::nn::Linear heads_{nullptr};
 };
 TORCH_MODULE(GpuMemNet);
 
