@@ -38,6 +38,12 @@ PACKAGES=(
   # these pull in), and the Lua 5.1 interpreter that runs the plugin's unit tests.
   # Services are disabled again below: the test starts its own, in a temporary directory.
   slurmctld slurmd slurm-client munge lua5.1
+  # client/go: Go 1.19, grpc-go 1.33 and protobuf-go 1.28 built offline in GOPATH mode, and
+  # the protoc plugins for its stubs. golang-github-golang-protobuf-1-5-dev is needed:
+  # with only the older golang-goprotobuf-dev, grpc-go marshals protoc-gen-go 1.28's
+  # messages through the old table marshaller and panics.
+  golang-go golang-google-grpc-dev golang-google-protobuf-dev
+  golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
 )
 
 log() { printf '[install-deps] %s\n' "$*" >&2; }
