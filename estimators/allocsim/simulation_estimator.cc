@@ -17,6 +17,7 @@
 #include "estimators/allocsim/layer_trace.h"
 #include "estimators/allocsim/memory_model.h"
 #include "estimators/allocsim/parallelism.h"
+#include "estimators/allocsim/population.h"
 #include "estimators/allocsim/simulation_manifest.h"
 #include "estimators/core/layer_types.h"
 #include "estimators/core/stack_context.h"
@@ -24,14 +25,30 @@
 namespace gpuest::allocsim {
 namespace {
 
-// What the basis says of cuDNN's convolution workspaces: simulated per call where the
-// trace holds them.
-std::string WorkspacesInBasis(const v1::AllocationTrace& trace) {
-  const auto n = std::count(trace.category().begin(), trace.category().end(),
-                            v1::ALLOCATION_CATEGORY_WORKSPACE);
-  if (n == 0) return "";
-  return absl::StrCat("; ", n,
-                      " cuDNN convolution workspaces simulated where they happen");
+// What the replayed step holds, by mechanism, that no calibration term adds again: the
+// optimizer's state (its bytes in the trace), cuDNN's convolution workspaces (simulated
+// per call where the trace holds them) and the growth across steps (the replay runs
+// until the reserved peak settles).
+std::string InTheStep(const v1::ModelDescription& model, const v1::AllocationTrace& trace,
+                      int steps_replayed) {
+  uint64_t state = 0;
+  int workspaces = 0;
+  for (int i = 0; i < trace.size_bytes_size(); ++i) {
+    const v1::AllocationCategory c = trace.category_size() > i
+                                         ? trace.category(i)
+                                         : v1::ALLOCATION_CATEGORY_UNSPECIFIED;
+    if (c == v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE) state += trace.size_bytes(i);
+    workspaces += c == v1::ALLOCATION_CATEGORY_WORKSPACE;
+  }
+  return absl::StrCat(
+      "; in the step, so in no term: the optimizer's state (",
+      absl::StrFormat("%.0f MiB", InMiB(static_cast<double>(state))), ", ",
+      v1::Optimizer_Name(model.optimizer()), ")",
+      workspaces == 0
+          ? ""
+          : absl::StrCat(", ", workspaces,
+                         " cuDNN convolution workspaces simulated where they happen"),
+      ", the growth across steps (", steps_replayed, " replayed)");
 }
 
 // What is known of cuDNN benchmark mode's transient: the search allocates the largest
@@ -223,14 +240,17 @@ class SimulationEstimator final : public Estimator {
     std::string calibration_name = "most conservative";
     // The GPU's own terms where clean runs on it calibrated the family, else the
     // calibrated GPU's.
+    // The population by what the description shows (population.h), never by its
+    // optimizer: the optimizer's state is in the trace.
     const bool without_convolutions = WithoutConvolutions(model);
-    const bool two_moment = TwoMomentOptimizer(model.optimizer());
+    const PopulationChoice population = ChoosePopulation(model);
+    const bool synthetic = population.population == Population::kSynthetic;
     const Family* calibrated = nullptr;
     if (const auto own = by_gpu_.find(input.gpu.id); own != by_gpu_.end()) {
-      calibrated = Find(own->second, family, without_convolutions, two_moment);
+      calibrated = Find(own->second, family, without_convolutions, synthetic);
     }
     if (calibrated == nullptr) {
-      calibrated = Find(families_, family, without_convolutions, two_moment);
+      calibrated = Find(families_, family, without_convolutions, synthetic);
     }
     // Without measurements of the family the calibration is a guess (the most
     // conservative family's terms): out of its distribution.
@@ -346,20 +366,26 @@ class SimulationEstimator final : public Estimator {
     }
     *result.mutable_memory() = std::move(memory);
     result.set_confidence(confidence);
+    const TermMechanisms why =
+        MechanismsOf(population.population, source_ == TraceSource::kLayers);
     result.set_basis(absl::StrFormat(
         "%s: %d allocations replayed for %d training steps (until the reserved peak "
         "settled) through the caching-allocator "
-        "simulation: peak allocated %.0f MiB, reserved %.0f MiB; plus %s's context "
-        "%.0f MiB (%s) and the %s calibration (upper: +%.0f MiB, x%.3f, + %.2f x the "
-        "largest convolution output %.0f MiB = %.0f MiB)%s%s",
+        "simulation: peak allocated %.0f MiB, reserved %.0f MiB%s; plus %s's context "
+        "%.0f MiB (%s) and the %s calibration, for the job's population (%s): upper "
+        "+%.0f MiB (%s), x%.3f (%s), + %.2f x the largest convolution output %.0f MiB "
+        "= %.0f MiB%s%s",
         source_ == TraceSource::kRequest ? "the request's trace"
                                          : "a step built from the layer sequence",
         trace.size_bytes_size(), replay->steps_replayed,
-        InMiB(replay->peak_allocated_bytes), InMiB(replay->peak_reserved_bytes), gpu.id,
-        InMiB(gpu.context_bytes), context.basis, calibration_name,
-        calibration.intercept_mib, calibration.safe_factor,
+        InMiB(replay->peak_allocated_bytes), InMiB(replay->peak_reserved_bytes),
+        InTheStep(model, trace, replay->steps_replayed), gpu.id, InMiB(gpu.context_bytes),
+        context.basis, calibration_name, population.basis, calibration.intercept_mib,
+        why.intercept, calibration.safe_factor, why.factor,
         calibration.conv_output_factor, conv_output_mib,
-        calibration.conv_output_factor * conv_output_mib, WorkspacesInBasis(trace),
+        calibration.conv_output_factor * conv_output_mib,
+        calibration.conv_output_factor > 0 ? absl::StrCat(" (", why.conv_output, ")")
+                                           : "",
         fit_note));
     if (rank) {
       result.set_basis(
@@ -377,11 +403,11 @@ class SimulationEstimator final : public Estimator {
     double confidence = 0.5;
     std::vector<v1::BoundValidation> validations;  // Where the upper bound was scored.
   };
-  // A family, and whether the terms are its models' without a convolution
-  // (FamilyTerms::without_convolutions).
-  // (FamilyTerms::two_moment_optimizer: the third element).
-  using Population = std::tuple<v1::ModelFamily, bool, bool>;
-  using TermsSet = std::map<Population, Family>;
+  // A family, whether the terms are its models' without a convolution
+  // (FamilyTerms::without_convolutions), and whether GPUMemNet's generated models'
+  // (FamilyTerms::synthetic).
+  using TermsSetKey = std::tuple<v1::ModelFamily, bool, bool>;
+  using TermsSet = std::map<TermsSetKey, Family>;
 
   // One family's terms into a set, under name (the basis says it), with where its
   // upper bound was scored; InvalidArgument names where (the manifest's key) for a
@@ -394,7 +420,7 @@ class SimulationEstimator final : public Estimator {
       return absl::InvalidArgumentError(
           absl::StrCat(where, " has an unknown family '", terms.family, "'"));
     }
-    Family& f = set[{*family, terms.without_convolutions, terms.two_moment_optimizer}];
+    Family& f = set[{*family, terms.without_convolutions, terms.synthetic}];
     f.name = std::move(name);
     f.calibration = terms.calibration;
     // How often the upper bound was both safe and close: on GPUMemNet's held-out runs,
@@ -407,11 +433,12 @@ class SimulationEstimator final : public Estimator {
     return &f;
   }
 
-  // The family's terms in one set; for a model without a convolution, its family's
-  // terms measured without convolutions where the set has them. Null: none.
+  // The family's terms in one set; for a synthetic model, its family's synthetic terms
+  // where the set has them; for a model without a convolution, its family's terms
+  // measured without convolutions where the set has them. Null: none.
   static const Family* Find(const TermsSet& terms, v1::ModelFamily family,
-                            bool without_convolutions, bool two_moment_optimizer) {
-    if (two_moment_optimizer) {
+                            bool without_convolutions, bool synthetic) {
+    if (synthetic) {
       if (const auto it = terms.find({family, false, true}); it != terms.end()) {
         return &it->second;
       }
@@ -472,7 +499,7 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
           std::pair{"unseen_architecture", &terms.unseen_architectures}}) {
       if (!*scores) continue;
       const std::string key =
-          TermsKey(terms.family, terms.without_convolutions, terms.two_moment_optimizer);
+          TermsKey(terms.family, terms.without_convolutions, terms.synthetic);
       metrics[absl::StrCat(key, "_", name, "_mape")] = (*scores)->mape;
       metrics[absl::StrCat(key, "_", name, "_safe")] = (*scores)->safe;
       metrics[absl::StrCat(key, "_", name, "_safe_and_tight")] =

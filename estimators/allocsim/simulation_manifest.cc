@@ -17,7 +17,10 @@ constexpr char kLayers[] = "layers";
 constexpr char kHeldOut[] = "held_out";
 constexpr char kUnseenArchitectures[] = "unseen_architecture";
 constexpr char kWithoutConvolutions[] = "-without-convolutions";
-constexpr char kTwoMomentOptimizer[] = "-with-two-moment-optimizer";
+constexpr char kSynthetic[] = "-synthetic";
+// What manifests written before the population was chosen by the description called
+// the same terms (GPUMemNet's CNNs, then chosen by their optimizer).
+constexpr char kSyntheticBefore[] = "-with-two-moment-optimizer";
 
 // A family's scores on one population: "<prefix>_rows", "_mape", "_safe",
 // "_safe_and_tight", all there or all absent.
@@ -50,9 +53,10 @@ void ScoresToJson(const std::optional<HeldOutScores>& scores, const std::string&
 absl::StatusOr<FamilyTerms> FamilyFromJson(Fields& f, const std::string& name) {
   FamilyTerms t;
   absl::string_view family = name;
-  t.two_moment_optimizer = absl::ConsumeSuffix(&family, kTwoMomentOptimizer);
+  t.synthetic = absl::ConsumeSuffix(&family, kSynthetic) ||
+                absl::ConsumeSuffix(&family, kSyntheticBefore);
   t.without_convolutions =
-      !t.two_moment_optimizer && absl::ConsumeSuffix(&family, kWithoutConvolutions);
+      !t.synthetic && absl::ConsumeSuffix(&family, kWithoutConvolutions);
   t.family = std::string(family);
   FamilyCalibration& c = t.calibration;
   GPUEST_RETURN_IF_ERROR(f.Get("intercept_mib", c.intercept_mib));
@@ -97,7 +101,7 @@ absl::StatusOr<std::vector<FamilyTerms>> FamiliesFromJson(Fields& parent) {
 Json FamiliesToJson(const std::vector<FamilyTerms>& families) {
   Json out = Json::object();
   for (const FamilyTerms& t : families) {
-    Json& j = out[TermsKey(t.family, t.without_convolutions, t.two_moment_optimizer)];
+    Json& j = out[TermsKey(t.family, t.without_convolutions, t.synthetic)];
     j["intercept_mib"] = t.calibration.intercept_mib;
     j["safe_factor"] = t.calibration.safe_factor;
     j["point_intercept_mib"] = t.calibration.point_intercept_mib;
@@ -116,21 +120,18 @@ Json FamiliesToJson(const std::vector<FamilyTerms>& families) {
 }  // namespace
 
 std::string TermsKey(const std::string& family, bool without_convolutions,
-                     bool two_moment_optimizer) {
-  if (two_moment_optimizer) return absl::StrCat(family, kTwoMomentOptimizer);
+                     bool synthetic) {
+  if (synthetic) return absl::StrCat(family, kSynthetic);
   return without_convolutions ? absl::StrCat(family, kWithoutConvolutions) : family;
 }
 
 std::string TermsName(const FamilyTerms& terms) {
-  if (terms.two_moment_optimizer) return absl::StrCat(terms.family, " (Adam-trained)");
+  if (terms.synthetic) {
+    return absl::StrCat(terms.family, " (GPUMemNet's generated networks)");
+  }
   return terms.without_convolutions
              ? absl::StrCat(terms.family, " (without convolutions)")
              : terms.family;
-}
-
-bool TwoMomentOptimizer(v1::Optimizer optimizer) {
-  return optimizer == v1::OPTIMIZER_ADAM || optimizer == v1::OPTIMIZER_ADAMW ||
-         optimizer == v1::OPTIMIZER_UNSPECIFIED;
 }
 
 Json SimulationManifest::ToJson() const {

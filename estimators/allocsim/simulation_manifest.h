@@ -46,15 +46,16 @@ struct FamilyTerms {
   // server gives them to a model of the family without one (a layer list with no
   // convolution in it). Keyed in "families" as TermsKey says.
   bool without_convolutions = false;
-  // Measured on the family's models trained with a two-moment optimizer (Adam, AdamW:
-  // GPUMemNet's CNNs), apart from the clean runs (SGD with momentum, as timm trains).
-  // Those CNNs reserve far more than the simulated steps: on an H100 the first step of
-  // the measured ones holds 5-13 GB more than the simulated first step, and later steps
-  // add a segment each (data/h100-op-transients' step_reserved.jsonl), which the clean
-  // runs do not show; until that is modelled (issue "bound", deliverables 3 and 4), the
-  // terms fitted with them serve such a model where the manifest has them. At most
-  // one of the two is set. Keyed as TermsKey says.
-  bool two_moment_optimizer = false;
+  // Measured on GPUMemNet's generated models of the family (population.h), apart from
+  // the real ones (the clean runs, timm's): those CNNs reserve far more than their
+  // simulated steps (on an H100 the first step of the measured ones held 5-13 GB more
+  // than the simulated first step, and later steps added a segment each:
+  // h100-op-transients' step_reserved.jsonl), which the real models' runs do not show.
+  // The server gives them to a job of that population only, whatever its optimizer: a
+  // real CNN trained with Adam has Adam's state in its trace, not the generated
+  // networks' quirks. At most one of the two is set. Keyed as TermsKey says (manifests
+  // written before, keyed "-with-two-moment-optimizer" for the same rows, read as it).
+  bool synthetic = false;
   FamilyCalibration calibration;
   std::optional<HeldOutScores> held_out;  // GPUMemNet's held-out split.
   // Real models (timm on the A100), each scored by a fit that never saw its
@@ -64,16 +65,13 @@ struct FamilyTerms {
 };
 
 // The key of a family's terms in "families": the family's name ("transformer"), with
-// "-without-convolutions" for the terms of its models without one, or
-// "-with-two-moment-optimizer" for those trained with Adam or AdamW.
+// "-without-convolutions" for the terms of its models without one, or "-synthetic" for
+// those of GPUMemNet's generated models.
 std::string TermsKey(const std::string& family, bool without_convolutions,
-                     bool two_moment_optimizer = false);
+                     bool synthetic = false);
 
-// Whether the optimizer keeps two moments per parameter, made lazily in the first step
-// (Adam, AdamW; unspecified is read as Adam).
-bool TwoMomentOptimizer(v1::Optimizer optimizer);
-
-// The terms' name for people: "transformer", "transformer (without convolutions)".
+// The terms' name for people: "transformer", "transformer (without convolutions)",
+// "cnn (GPUMemNet's generated networks)".
 std::string TermsName(const FamilyTerms& terms);
 
 // A GPU's own terms, fitted on clean runs measured on it (cuDNN benchmark off,

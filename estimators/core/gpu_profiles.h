@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ struct GpuProfile {
   // Contexts measured on given stacks; context_bytes above is the figure for a job
   // whose stack none of them matches (stack_context.h).
   std::vector<StackContext> contexts;
+  // The stack context_bytes was calibrated on, where the calibration recorded it
+  // (gpu_profiles.json "context_stack": cuda_major, torch, module_loading; its
+  // context_bytes and basis unused): a job on another stack takes the figure as one
+  // measured on another stack, with the margin and a warning (stack_context.h rule 3).
+  std::optional<StackContext> context_stack;
 };
 
 struct GpuProfilesManifest;  // gpu_profiles_manifest.h: the file's format.

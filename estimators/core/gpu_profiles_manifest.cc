@@ -41,6 +41,25 @@ absl::StatusOr<StackContext> StackContextFromJson(Fields& f) {
   return c;
 }
 
+// The stack a profile's own context was calibrated on: {"cuda_major": 12, "torch":
+// "2.4", "module_loading": "LAZY"} (torch optional).
+absl::StatusOr<StackContext> CalibratedStackFromJson(Fields& f) {
+  StackContext c;
+  int cuda_major = 0;
+  GPUEST_RETURN_IF_ERROR(f.Get("cuda_major", cuda_major));
+  GPUEST_RETURN_IF_ERROR(f.GetOptional("torch", c.torch));
+  GPUEST_RETURN_IF_ERROR(f.Get("module_loading", c.module_loading));
+  GPUEST_RETURN_IF_ERROR(f.Finish());
+  if (cuda_major < 1 || cuda_major > 99) {
+    return f.Error("cuda_major", "must be a CUDA major version");
+  }
+  if (c.module_loading != "LAZY" && c.module_loading != "EAGER") {
+    return f.Error("module_loading", "must be LAZY or EAGER");
+  }
+  c.cuda_major = static_cast<uint32_t>(cuda_major);
+  return c;
+}
+
 absl::StatusOr<GpuProfile> GpuFromJson(Fields& f) {
   GpuProfile p;
   uint64_t memory_mib = 0, context_mib = 0;
@@ -60,6 +79,10 @@ absl::StatusOr<GpuProfile> GpuFromJson(Fields& f) {
       GPUEST_ASSIGN_OR_RETURN(StackContext context, StackContextFromJson(c));
       p.contexts.push_back(std::move(context));
     }
+  }
+  if (f.Has("context_stack")) {
+    GPUEST_ASSIGN_OR_RETURN(Fields stack, f.Object("context_stack"));
+    GPUEST_ASSIGN_OR_RETURN(p.context_stack, CalibratedStackFromJson(stack));
   }
   GPUEST_RETURN_IF_ERROR(f.Finish());
   if (p.id.empty()) return f.Error("id", "is empty");
@@ -93,6 +116,12 @@ Json GpuProfilesManifest::ToJson() const {
     g["cublas_workspace_bytes"] = p.cublas_workspace_bytes;
     g["constants"] = p.constants_calibrated ? kCalibrated : kAssumed;
     g["constants_basis"] = p.constants_basis;
+    if (p.context_stack) {
+      Json& stack = g["context_stack"];
+      stack["cuda_major"] = p.context_stack->cuda_major;
+      if (!p.context_stack->torch.empty()) stack["torch"] = p.context_stack->torch;
+      stack["module_loading"] = p.context_stack->module_loading;
+    }
     if (!p.contexts.empty()) {
       g["contexts"] = Json::array();
       for (const StackContext& c : p.contexts) {

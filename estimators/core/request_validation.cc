@@ -163,6 +163,7 @@ absl::Status CheckFeatures(const v1::FeatureVector& f, const ValidationLimits& l
 // Each caveat becomes a warning in the response: a handful of sentences.
 constexpr int kMaxTraceCaveats = 16;
 constexpr size_t kMaxTraceCaveatLength = 1024;
+constexpr size_t kMaxModelSourceLength = 256;  // model_source: module:class.
 
 absl::Status ValidateParallelism(const v1::Parallelism& p) {
   GPUEST_RETURN_IF_ERROR(CheckField(kDataParallel, uint64_t{p.data_parallel()},
@@ -288,6 +289,10 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
   }
   if (model.stack().cuda_version().size() > 32) {
     return Invalid("model.stack.cuda_version", "longer than 32 characters");
+  }
+  if (model.model_source().size() > kMaxModelSourceLength) {
+    return Invalid("model.model_source",
+                   absl::StrCat("longer than ", kMaxModelSourceLength, " characters"));
   }
   return ValidateParallelism(model.parallelism());
 }

@@ -74,7 +74,25 @@ ContextChoice ChooseContext(const GpuProfile& gpu, const v1::ModelDescription& m
       best_distance = distance;
     }
   }
-  if (best == nullptr) {  // Rule 4: nothing measured anywhere.
+  // Rule 4: nothing measured anywhere: the profile's own figure. Where the calibration
+  // recorded the stack it was fitted on, a job on another stack takes it as rule 3
+  // takes a figure measured on another stack (below), never silently.
+  StackContext calibrated;
+  if (best == nullptr && gpu.constants_calibrated && gpu.context_stack) {
+    calibrated = *gpu.context_stack;
+    calibrated.context_bytes = gpu.context_bytes;
+    calibrated.basis = absl::StrCat("calibrated on ", gpu.id, "'s measurements");
+    calibrated.lent_by.clear();
+    best = &calibrated;
+    best_distance = Distance(calibrated, stack, loading, torch);
+    if (best_distance == 0) {
+      choice.bytes = calibrated.context_bytes;
+      choice.basis =
+          absl::StrCat("calibrated on the job's stack: ", Describe(calibrated));
+      return choice;
+    }
+  }
+  if (best == nullptr) {
     choice.bytes = gpu.context_bytes;
     // The profile's basis is long; an assumed one is quoted whole in its warning.
     choice.basis = gpu.constants_calibrated ? "calibrated" : "assumed";

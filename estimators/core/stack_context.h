@@ -15,7 +15,9 @@
 //      saw on that GPU's nodes;
 //   3. measured on other stacks only: the nearest one plus a margin, with a warning;
 //   4. none measured: the profile's context_mib (calibrated on the GPU's data or
-//      assumed, as its constants say).
+//      assumed, as its constants say); where the calibration recorded the stack it
+//      was fitted on (GpuProfile::context_stack), a job on another stack takes it as
+//      rule 3 takes a figure measured on another stack, with the margin and a warning.
 //
 // Measured contexts come from gpu_profiles.json ("contexts" of a GPU) and from the
 // files `gpuest-collect context` writes, dropped into the model repository's

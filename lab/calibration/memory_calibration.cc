@@ -50,6 +50,10 @@ struct Population {
   std::string name;
   v1::ModelFamily family;
   std::string csv, traced, exported;  // exported: the layer-only export (Transformer).
+  // The generator's class for the family (ModelDescription.model_source): rows traced
+  // before describe recorded it get it, so that the server takes them for what they
+  // are, GPUMemNet's generated networks (estimators/allocsim/population.h).
+  std::string source;
   // GPUMemNet's models of the family have no convolution while the real ones have:
   // two populations, calibrated apart. A step without a convolution runs no cuDNN
   // convolution, so none of its workspaces and no benchmark search, both of which the
@@ -68,12 +72,14 @@ struct Population {
 std::vector<Population> Populations(const MemoryCalibrationOptions& o) {
   const std::string& data = o.data_dir;
   const std::string& sets = o.datasets_dir;
-  return {
-      {"mlp", v1::MODEL_FAMILY_MLP, data + "/mlp.csv", sets + "/mlp_traced.jsonl", ""},
-      {"cnn", v1::MODEL_FAMILY_CNN, data + "/cnn.csv", sets + "/cnn_traced.jsonl", ""},
-      {"transformer", v1::MODEL_FAMILY_TRANSFORMER, data + "/transformer_sample.csv",
-       sets + "/transformer_sample_traced.jsonl", sets + "/transformer.jsonl",
-       /*synthetic_without_convolutions=*/true}};
+  return {{"mlp", v1::MODEL_FAMILY_MLP, data + "/mlp.csv", sets + "/mlp_traced.jsonl", "",
+           "gpuest.synthetic.mlp:MLP"},
+          {"cnn", v1::MODEL_FAMILY_CNN, data + "/cnn.csv", sets + "/cnn_traced.jsonl", "",
+           "gpuest.synthetic.cnn:CNN"},
+          {"transformer", v1::MODEL_FAMILY_TRANSFORMER, data + "/transformer_sample.csv",
+           sets + "/transformer_sample_traced.jsonl", sets + "/transformer.jsonl",
+           "gpuest.synthetic.transformer:TransformerModel",
+           /*synthetic_without_convolutions=*/true}};
 }
 
 // A dataset row with what the simulation makes of it, per estimator.
@@ -102,7 +108,8 @@ absl::Status LoadTracedPopulation(const Population& f, const MemoryCalibrationOp
   for (int i : split.test) test.insert(dataset.examples[i].measured.model.name());
   for (int i : split.train) train.insert(dataset.examples[i].measured.model.name());
   GPUEST_ASSIGN_OR_RETURN(out.traced, data::ReadExportedRows(f.traced));
-  for (const MeasuredRow& m : out.traced.rows) {
+  for (MeasuredRow& m : out.traced.rows) {
+    if (m.model.model_source().empty()) m.model.set_model_source(f.source);
     const bool in_test = test.count(m.file_name) > 0;
     if (!m.model.has_trace() || (!in_test && !train.count(m.file_name))) continue;
     if (f.synthetic_without_convolutions && allocsim::HasConvolution(m.model)) {
@@ -187,7 +194,11 @@ absl::Status LoadRealRows(const MemoryCalibrationOptions& o,
                           const GpuProfile& gpu, RealRows& out) {
   GPUEST_ASSIGN_OR_RETURN(out.file, data::ReadExportedRows(o.timm_rows));
   std::set<std::string> models, groups;
-  for (const MeasuredRow& m : out.file.rows) {
+  for (MeasuredRow& m : out.file.rows) {
+    // timm's models, as describe_timm.py built them (older exports do not say).
+    if (m.model.model_source().empty()) {
+      m.model.set_model_source(absl::StrCat("timm.models:", m.model.name()));
+    }
     if (m.status == "CRASHED") {
       ++out.crashed;
       continue;
@@ -440,16 +451,16 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
         t.held_out = scores_of(held_out, f.name);
         continue;
       }
-      // GPUMemNet's CNNs, trained with Adam, keep the terms fitted with them: the
-      // clean runs (SGD with momentum) do not hold Adam's cascade of segments
-      // (FamilyTerms::two_moment_optimizer).
-      allocsim::FamilyTerms& adam = m.families.emplace_back();
-      adam.family = f.name;
-      adam.two_moment_optimizer = true;
-      adam.calibration = AsRecorded(calibration.at(f.name));
-      adam.held_out = scores_of(held_out, f.name);
+      // GPUMemNet's generated CNNs keep the terms fitted with them, served to that
+      // population only (FamilyTerms::synthetic): the clean runs of real models do not
+      // show what their runs reserve beyond the simulated step.
+      allocsim::FamilyTerms& generated = m.families.emplace_back();
+      generated.family = f.name;
+      generated.synthetic = true;
+      generated.calibration = AsRecorded(calibration.at(f.name));
+      generated.held_out = scores_of(held_out, f.name);
       for (const train::DatasetFile& file : synthetic) {
-        adam.datasets.push_back({file.name, file.sha256, ""});
+        generated.datasets.push_back({file.name, file.sha256, ""});
       }
       continue;
     }
@@ -737,6 +748,13 @@ absl::Status WriteContext(const std::string& path, double context_mib,
   GPUEST_RETURN_IF_ERROR(profiles.SetMeasuredContext(kCalibratedGpu, "", context_mib,
                                                      context_basis,
                                                      /*assumed_too=*/true));
+  // The stack GPUMemNet's runs were measured on (shared/data/README.md: PyTorch 2.4.1,
+  // CUDA 12.2, and so lazy module loading, PyTorch's default since 1.13 on CUDA 11.7):
+  // a job on another stack is answered with a warning (stack_context.h).
+  for (GpuProfile& g : profiles.gpus) {
+    if (g.id == kCalibratedGpu)
+      g.context_stack = StackContext{12, "2.4", "LAZY", 0, "", ""};
+  }
   return WriteTextFile(path, profiles.Text());
 }
 

@@ -5,6 +5,7 @@ hand, the tests use the repository's build/ and models/. Without them the tests 
 a skip would let the suite pass without reaching a server.
 """
 import json
+import re
 import os
 import subprocess
 import sys
@@ -122,3 +123,90 @@ def test_describe_cli_output_is_served(server):
     r = estimate(target, out)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["family"] == "MODEL_FAMILY_CNN"
+
+
+def _estimate_on(target, workdir, d, name, gpu="a100-40gb"):
+    """The real server's answer for description d on gpu, through the CLI."""
+    path = os.path.join(workdir, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(d, f)
+    r = subprocess.run([CLI, "--target", target, "--gpu", gpu, "estimate", "--json", path],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _allocsim(response):
+    return next(x for x in response["results"] if x["estimatorId"] == "allocsim")
+
+
+def _state_bytes(d):
+    """The optimizer state a description's trace holds."""
+    t = d["trace"]
+    return sum(int(s) for s, c in zip(t["sizeBytes"], t["category"])
+               if c == "ALLOCATION_CATEGORY_OPTIMIZER_STATE")
+
+
+# The terms of the bound (basis): its population, intercept and factors.
+_TERMS = re.compile(r"and the ([^()]+?) calibration, for the job's population \((.+?)\): upper "
+                    r"\+(\d+) MiB \(.*?\), x([\d.]+) \(.*?\), \+ ([\d.]+) x the largest")
+
+OPTIMIZER_CASES = [("resnet18", torchvision.models.resnet18),
+                   ("mobilenet_v2", torchvision.models.mobilenet_v2),
+                   ("resnet50", torchvision.models.resnet50)]
+
+
+@pytest.mark.parametrize("name,factory", OPTIMIZER_CASES, ids=[c[0] for c in OPTIMIZER_CASES])
+def test_a_real_cnns_bound_moves_with_its_optimizer_state_only(server, name, factory):
+    """A torchvision CNN described with SGD with momentum and with Adam gets the real
+    models' terms both times (the population is chosen by what the description shows,
+    not by the optimizer): the two bounds differ by the factor times what Adam's second
+    moment adds to the simulated reserved peak, and that is at most the state the trace
+    adds (plus the allocator's segment rounding), nothing else."""
+    target, workdir = server
+    model = factory()
+    kwargs = dict(input_shape=(3, 224, 224), batch_size=16, name=name)
+    described = {opt: describe_dict(model, optimizer=opt, **kwargs)
+                 for opt in ("sgd_momentum", "adam")}
+    assert described["adam"]["modelSource"].startswith("torchvision.models.")
+    extra = _state_bytes(described["adam"]) - _state_bytes(described["sgd_momentum"])
+    params = sum(p.numel() for p in model.parameters())
+    assert extra >= 4 * params  # Adam's second moment
+    results = {opt: _allocsim(_estimate_on(target, workdir, d, f"{name}_{opt}"))
+               for opt, d in described.items()}
+    terms = {opt: _TERMS.search(r["basis"]) for opt, r in results.items()}
+    for opt, m in terms.items():
+        assert m, results[opt]["basis"]
+        assert m.group(2).startswith("real: a named torchvision model"), m.group(2)
+    assert terms["adam"].groups() == terms["sgd_momentum"].groups()
+    factor = float(terms["adam"].group(4))
+    upper = {opt: int(r["memory"]["upperBytes"]) for opt, r in results.items()}
+    reserved = {opt: int(r["memory"]["reservedPeakBytes"]) for opt, r in results.items()}
+    d_reserved = reserved["adam"] - reserved["sgd_momentum"]
+    assert 0 <= d_reserved <= extra + 64 * 2**20, (d_reserved, extra)
+    assert abs((upper["adam"] - upper["sgd_momentum"]) - factor * d_reserved) <= 2**20
+
+
+def test_an_eager_job_on_a_lazy_calibrated_gpu_is_warned_of(server):
+    """The A100's context was calibrated on GPUMemNet's lazy-loading runs: a job recorded
+    with CUDA_MODULE_LOADING=EAGER takes it times the measured eager/lazy ratio, with a
+    warning, never the lazy figure silently (docs/contexts.md, rule 3)."""
+    target, workdir = server
+    d = describe_dict(torchvision.models.resnet18(), input_shape=(3, 64, 64), batch_size=4,
+                      optimizer="sgd_momentum", name="resnet18")
+    d.setdefault("stack", {})["moduleLoading"] = "LAZY"
+    d["stack"].pop("cudaMajor", None)
+    d["stack"].pop("cudaVersion", None)
+    lazy = _estimate_on(target, workdir, d, "resnet18_lazy")
+    d["stack"]["moduleLoading"] = "EAGER"
+    eager = _estimate_on(target, workdir, d, "resnet18_eager")
+
+    def context_warnings(response):
+        return [w["message"] for w in response.get("warnings", [])
+                if w.get("code") == "WARNING_CODE_ASSUMED_GPU_CONSTANTS"
+                and w.get("estimatorId") == "allocsim"]
+    assert not context_warnings(lazy)
+    [warning] = context_warnings(eager)
+    assert "eager module loading" in warning and "x2.71 for eager loading" in warning, warning
+    grown = int(_allocsim(eager)["memory"]["upperBytes"]) - int(_allocsim(lazy)["memory"]["upperBytes"])
+    assert abs(grown - round(1429 * 2**20 * 2.71) + 1429 * 2**20) <= 2**20, grown

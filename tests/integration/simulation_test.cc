@@ -298,10 +298,10 @@ TEST_F(SimulationTest, ListsTheSimulationsWithHeldOutMetrics) {
     if (e.id() != "allocsim" && e.id() != "analytic") continue;
     ++found;
     EXPECT_EQ(e.kind(), v1::ESTIMATOR_KIND_SIMULATOR);
-    // GPUMemNet's held-out runs score the terms they are served: its CNNs (Adam) the
-    // terms of the Adam-trained, its transformers the clean runs' (one set for every
-    // GPU), which the clean runs scored too.
-    for (const char* family : {"mlp", "cnn-with-two-moment-optimizer", "transformer"}) {
+    // GPUMemNet's held-out runs score the terms they are served: its CNNs the terms of
+    // its generated CNNs, its transformers the clean runs' (one set for every GPU),
+    // which the clean runs scored too.
+    for (const char* family : {"mlp", "cnn-synthetic", "transformer"}) {
       const std::string key = std::string(family) + "_held_out_safe";
       ASSERT_TRUE(e.training_metrics().contains(key)) << e.id() << " " << key;
       EXPECT_GT(e.training_metrics().at(key), 0.5) << e.id() << " " << key;
@@ -325,7 +325,7 @@ TEST_F(SimulationTest, TheBoundsValidationTravelsWithTheAnswer) {
   // one set for every GPU) serve it.
   const allocsim::FamilyTerms* transformer = nullptr;
   for (const auto& f : manifest->families) {
-    if (f.family == "transformer" && !f.without_convolutions && !f.two_moment_optimizer) {
+    if (f.family == "transformer" && !f.without_convolutions && !f.synthetic) {
       transformer = &f;
     }
   }

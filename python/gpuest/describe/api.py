@@ -15,7 +15,7 @@ from .layers import infer_activation, infer_family
 from .losses import LOSSES, STEP_FUNCTION
 from .errors import DescribeError
 from .parallelism import parallelism_json
-from .message import allocator_json, description_json, to_message, trace_json
+from .message import allocator_json, description_json, model_source, to_message, trace_json
 from .optim import ENUM_NAMES as OPTIMIZER_ENUMS
 from .optim import IMPLEMENTATIONS as OPTIMIZER_IMPLEMENTATIONS, OPTIMIZERS
 from .caveats import unwrap_compiled, weight_caveats
@@ -228,7 +228,7 @@ def describe_json(model: nn.Module,
         "; ".join(x for x in ("tracing was turned off", reason) if x),
         allocator=allocator, loss=traced_loss, cudnn_benchmark=cudnn_benchmark,
         parallelism=parallel, trace_caveats=caveats if trace else [],
-        stack=job_stack())
+        stack=job_stack(), model_source=model_source(model))
     return d
 
 

@@ -68,7 +68,8 @@ def description_json(*, name: str, family: str, batch_size: int, input_shape: Li
                      cudnn_benchmark: Optional[bool] = None,
                      parallelism: Optional[dict] = None,
                      trace_caveats: Optional[List[str]] = None,
-                     stack: Optional[dict] = None) -> dict:
+                     stack: Optional[dict] = None,
+                     model_source: str = "") -> dict:
     d: Dict[str, Any] = {}
     _put(d, "name", name)
     _put(d, "family", family)
@@ -96,7 +97,21 @@ def description_json(*, name: str, family: str, batch_size: int, input_shape: Li
         d["traceCaveats"] = list(trace_caveats)
     if stack:
         d["stack"] = stack
+    _put(d, "modelSource", model_source[:MAX_MODEL_SOURCE])
     return d
+
+
+# The server refuses a longer model_source (request_validation.cc).
+MAX_MODEL_SOURCE = 256
+
+
+def model_source(model: Any) -> str:
+    """Where the model's code came from: its class's module and name
+    ("torchvision.models.resnet:ResNet"). The server chooses the population whose
+    measurements calibrate the job by it (a library's or the user's own model is a real
+    one; gpuest.synthetic's, GPUMemNet's generator's, a synthetic one)."""
+    cls = type(model)
+    return f"{cls.__module__}:{cls.__qualname__}"[:MAX_MODEL_SOURCE]
 
 
 def allocator_json(alloc_conf: Optional[str]) -> Optional[dict]:
