@@ -1,15 +1,17 @@
 // gpuest-loadgen: closed-loop load against a gpuest-server. Each of --concurrency
-// slots keeps one Estimate call outstanding for --duration; prints throughput, latency
-// percentiles and errors. With --in_process_models it first measures the same request
-// on an in-process Engine (what the server's work costs without gRPC) in the same run
-// and prints the ratio of the two. It also prints its own CPU time per gRPC call: on a
-// machine it shares with the server, that much of the cores is not the server's.
+// slots keeps one Estimate call outstanding for --duration (or, with
+// --rpc=check_placement, one blocking CheckPlacement per thread); prints throughput,
+// latency percentiles and errors. With --in_process_models it first measures the same
+// request on an in-process Engine (what the server's work costs without gRPC) in the same
+// run and prints the ratio of the two. It also prints its own CPU time per gRPC call: on
+// a machine it shares with the server, that much of the cores is not the server's.
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -33,7 +35,11 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "how long to measure");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1), "unmeasured load before measuring");
 ABSL_FLAG(absl::Duration, deadline, absl::Seconds(1), "deadline of each call");
 ABSL_FLAG(std::string, request, "examples/cnn.json",
-          "ModelDescription JSON to send with every call");
+          "ModelDescription JSON to send with every call (--rpc=check_placement: a "
+          "CheckPlacementRequest in JSON)");
+ABSL_FLAG(std::string, rpc, "estimate",
+          "estimate (asynchronous calls) or check_placement (blocking calls, one thread "
+          "per slot); bench/go_client_vs_cpp.py compares both with the Go client");
 ABSL_FLAG(std::string, estimators, "", "comma-separated estimator ids; empty runs all");
 ABSL_FLAG(std::string, gpu, "", "target GPU model of each request");
 ABSL_FLAG(std::string, in_process_models, "",
@@ -138,11 +144,9 @@ Summary Summarize(Recorder& rec, absl::Duration duration) {
   return s;
 }
 
-// The same closed loop on an in-process engine: `threads` callers, each with one call
-// at a time.
-Summary MeasureInProcess(const gpuest::Engine& engine,
-                         const gpuest::v1::EstimateRequest& request, int threads,
-                         absl::Duration warmup, absl::Duration duration) {
+// A closed loop of `threads` callers, each making one blocking call at a time.
+Summary MeasureThreads(const std::function<absl::Status()>& call, int threads,
+                       absl::Duration warmup, absl::Duration duration) {
   Recorder rec;
   const absl::Time measure_from = absl::Now() + warmup;
   const absl::Time until = measure_from + duration;
@@ -155,13 +159,13 @@ Summary MeasureInProcess(const gpuest::Engine& engine,
       while (true) {
         const absl::Time start = absl::Now();
         if (start >= until) break;
-        auto response = engine.Estimate(request);
+        const absl::Status status = call();
         const absl::Time end = absl::Now();
         if (start < measure_from || end > until) continue;
-        if (response.ok()) {
+        if (status.ok()) {
           mine.push_back(absl::ToDoubleMicroseconds(end - start));
         } else if (errors++ == 0) {
-          first_error = response.status().ToString();
+          first_error = status.ToString();
         }
       }
       absl::MutexLock lock(&rec.mu);
@@ -174,12 +178,60 @@ Summary MeasureInProcess(const gpuest::Engine& engine,
   return Summarize(rec, duration);
 }
 
+// --rpc=check_placement: the CheckPlacementRequest of --request, blocking calls from
+// --concurrency threads; the same output lines as the Estimate loop.
+int RunCheckPlacement(const std::string& text) {
+  gpuest::v1::CheckPlacementRequest request;
+  if (auto s = google::protobuf::util::JsonStringToMessage(text, &request); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", absl::GetFlag(FLAGS_request).c_str(),
+                 std::string(s.message()).c_str());
+    return 2;
+  }
+  gpuest::ClientOptions options;
+  options.targets = absl::StrSplit(absl::GetFlag(FLAGS_target), ',', absl::SkipEmpty());
+  options.default_deadline = absl::GetFlag(FLAGS_deadline);
+  auto client = gpuest::Client::Create(options);
+  if (!client.ok()) {
+    std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
+    return 2;
+  }
+  if (auto r = (*client)->CheckPlacement(request); !r.ok()) {
+    std::fprintf(stderr, "first call failed: %s\n", r.status().ToString().c_str());
+    return 3;
+  }
+  const absl::Duration warmup = absl::GetFlag(FLAGS_warmup);
+  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  absl::Duration client_cpu;
+  std::thread cpu_sampler([&, measure_from = absl::Now() + warmup] {
+    absl::SleepFor(measure_from - absl::Now());
+    const absl::Duration start = ProcessCpuTime();
+    absl::SleepFor(measure_from + duration - absl::Now());
+    client_cpu = ProcessCpuTime() - start;
+  });
+  const Summary grpc =
+      MeasureThreads([&] { return (*client)->CheckPlacement(request).status(); },
+                     absl::GetFlag(FLAGS_concurrency), warmup, duration);
+  cpu_sampler.join();
+  std::printf("target=%s concurrency=%d duration=%.1fs rpc=check_placement request=%s\n",
+              (*client)->channel_target().c_str(), absl::GetFlag(FLAGS_concurrency),
+              absl::ToDoubleSeconds(duration), absl::GetFlag(FLAGS_request).c_str());
+  grpc.Print("grpc");
+  if (!grpc.latencies_us.empty()) {
+    std::printf(
+        "client CPU per gRPC call: %.0fus (this load generator's own share of "
+        "the cores)\n",
+        absl::ToDoubleMicroseconds(client_cpu) / grpc.latencies_us.size());
+  }
+  return grpc.errors > 0 ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   gpuest::ParseFlags(argc, argv,
                      {"gpuest-loadgen [flags]",
-                      "Closed-loop load generator for gpuest-server's Estimate RPC.",
+                      "Closed-loop load generator for gpuest-server's Estimate (or "
+                      "CheckPlacement) RPC.",
                       "Prints: calls, throughput (calls/s), p50/p99/p999 latency in us, "
                       "errors. Exit 1 when any call failed.",
                       __FILE__});
@@ -190,6 +242,16 @@ int main(int argc, char** argv) {
   }
   std::stringstream text;
   text << in.rdbuf();
+  if (absl::GetFlag(FLAGS_concurrency) < 1) {
+    std::fprintf(stderr, "--concurrency must be at least 1\n");
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_rpc) == "check_placement") return RunCheckPlacement(text.str());
+  if (absl::GetFlag(FLAGS_rpc) != "estimate") {
+    std::fprintf(stderr, "--rpc: '%s' is not estimate or check_placement\n",
+                 absl::GetFlag(FLAGS_rpc).c_str());
+    return 2;
+  }
   gpuest::v1::EstimateRequest request;
   if (auto s = google::protobuf::util::JsonStringToMessage(text.str(),
                                                            request.mutable_model());
@@ -224,7 +286,8 @@ int main(int argc, char** argv) {
     const gpuest::Engine engine(std::move(*registry), gpuest::ValidationLimits{});
     const int threads =
         std::min<int>(concurrency, std::max(1u, std::thread::hardware_concurrency()));
-    in_process = MeasureInProcess(engine, request, threads, warmup, duration);
+    in_process = MeasureThreads([&] { return engine.Estimate(request).status(); },
+                                threads, warmup, duration);
   }
 
   gpuest::ClientOptions options;

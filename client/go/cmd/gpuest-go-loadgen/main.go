@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ func main() {
 	request := flag.String("request", "examples/cnn.json",
 		"estimate: a ModelDescription (or EstimateRequest) in JSON; check_placement: a CheckPlacementRequest in JSON")
 	gpu := flag.String("gpu", "", "estimate: target GPU model of each request")
+	cpuProfile := flag.String("cpuprofile", "", "write the measured span's CPU profile here (go tool pprof)")
 	flag.Parse()
 	if *concurrency < 1 {
 		fmt.Fprintln(os.Stderr, "-concurrency must be at least 1")
@@ -126,7 +128,19 @@ func main() {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	cpuBefore := cpuTime()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "-cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+	}
 	time.Sleep(time.Until(until))
+	pprof.StopCPUProfile()
 	runtime.ReadMemStats(&after)
 	cpu := cpuTime() - cpuBefore
 	wg.Wait()
