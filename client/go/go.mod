@@ -8,8 +8,8 @@ go 1.19
 
 require (
 	// 1.5: with an older one, grpc-go marshals protoc-gen-go 1.28 messages through the
-	// old table marshaller and panics (docs: BUILD-NOTES, "Go from Debian's packages").
-	github.com/golang/protobuf v1.5.2
+	// old table marshaller and panics (deploy/install-deps.sh).
+	github.com/golang/protobuf v1.5.2 // indirect
 	// google.rpc.BadRequest (errdetails): the field an INVALID_ARGUMENT names.
 	google.golang.org/genproto v0.0.0-20200526211855-cb27e3aa2013
 	google.golang.org/grpc v1.33.3

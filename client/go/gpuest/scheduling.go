@@ -92,7 +92,11 @@ func (j *PodJob) Estimate(ctx context.Context, c *Client, gpuModel string) (*gpu
 		case <-e.done:
 			return e.response, e.err
 		case <-ctx.Done():
-			return nil, &Error{Method: "Estimate", Code: codes.DeadlineExceeded,
+			code := codes.DeadlineExceeded
+			if ctx.Err() == context.Canceled {
+				code = codes.Canceled
+			}
+			return nil, &Error{Method: "Estimate", Code: code,
 				Message: "waiting for this pod's estimate on " + gpuModel + ": " + ctx.Err().Error()}
 		}
 	}
