@@ -23,7 +23,7 @@ set(GPUEST_INCLUDE_LAYERS
   "placement: common requests estimators placement"
   "integrations/kubernetes: common requests estimators placement integrations/kubernetes"
   "server: common requests estimators placement integrations/kubernetes server"
-  "client: common requests client integrations/kubernetes/pod_patch.h")
+  "client: common requests client integrations/kubernetes/pod_patch.h integrations/kubernetes/dra_claim.h")
 # The project's own top-level folders (an include of another first folder, such as
 # "absl/" or "gpuest/", is a dependency's or generated code's, and not checked).
 set(GPUEST_PROJECT_FOLDERS common requests estimators placement integrations server client

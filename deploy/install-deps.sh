@@ -81,6 +81,34 @@ if ! command -v kubectl >/dev/null 2>&1; then
     kubernetes-client
 fi
 
+# tests/dra: what judges the DRA claims gpuest writes, from npm (its lock file pins
+# them): the resource.k8s.io/v1 schema (kubernetes-models) and a CEL evaluator
+# (@bufbuild/cel), into $PREFIX/node/node_modules. Debian's nodejs and npm, unless a
+# node is installed already. A second run with the same lock does nothing; without the
+# registry it keeps what an earlier run installed.
+if ! command -v npm >/dev/null 2>&1; then
+  log "installing nodejs and npm"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    nodejs npm
+fi
+node_dir="$PREFIX/node"
+dra_tests="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/dra"
+if [ -d "$node_dir/node_modules/kubernetes-models" ] &&
+  cmp -s "$dra_tests/package-lock.json" "$node_dir/installed.lock"; then
+  log "npm packages of tests/dra: present in $node_dir"
+else
+  as_root mkdir -p "$node_dir"
+  as_root cp "$dra_tests/package.json" "$dra_tests/package-lock.json" "$node_dir/"
+  if (cd "$node_dir" && as_root npm ci --no-audit --no-fund --loglevel=error >&2); then
+    as_root cp "$dra_tests/package-lock.json" "$node_dir/installed.lock"
+    log "npm packages of tests/dra installed in $node_dir"
+  elif [ -d "$node_dir/node_modules/kubernetes-models" ]; then
+    log "npm ci failed (offline?): keeping the packages already in $node_dir"
+  else
+    log "npm ci failed: the DRA schema and CEL tests (dra.*) will fail until it succeeds"
+  fi
+fi
+
 if [ -f "$PREFIX/lib/cmake/prometheus-cpp/prometheus-cpp-config.cmake" ]; then
   log "prometheus-cpp: present in $PREFIX"
   exit 0

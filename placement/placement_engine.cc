@@ -264,6 +264,7 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
     v1::GpuRanking& r = *response.add_gpus();
     r.set_gpu(gpu.id);
     r.set_name(gpu.name);
+    for (const std::string& alias : gpu.aliases) r.add_aliases(alias);
     r.set_mig(IsMigProfile(gpu));
     r.set_capacity_bytes(gpu.memory_bytes);
     r.set_peak_bytes(job.memory_bytes);

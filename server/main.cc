@@ -95,6 +95,11 @@ ABSL_FLAG(
     std::string, admission_scheduler, "hami",
     "admission webhook: whose memory request the patch sets: hami "
     "(nvidia.com/gpumem), volcano, kai or alibaba, as gpuest pod-patch --scheduler");
+ABSL_FLAG(std::string, admission_dra_classes, "",
+          "admission webhook: the table of DRA device classes whose ResourceClaims and "
+          "ResourceClaimTemplates it sizes (the shape of "
+          "integrations/kubernetes/dra_device_classes.json); empty: the built-in one "
+          "(gpu.nvidia.com, mig.nvidia.com, gpu-shared.gpuest.io)");
 ABSL_FLAG(std::string, admission_gpu, "",
           "admission webhook: the GPU a description that names none is sized for (a "
           "catalog id, as gpuest --gpu); empty: the catalog's default");
@@ -209,6 +214,15 @@ int main(int argc, char** argv) {
     return 2;
   } else {
     options.admission.sizing.scheduler = *scheduler;
+  }
+  if (absl::StatusOr<gpuest::kubernetes::DraClasses> classes =
+          gpuest::kubernetes::LoadDraClasses(absl::GetFlag(FLAGS_admission_dra_classes));
+      !classes.ok()) {
+    std::fprintf(stderr, "--admission-dra-classes: %s\n",
+                 std::string(classes.status().message()).c_str());
+    return 2;
+  } else {
+    options.admission.sizing.dra_classes = *std::move(classes);
   }
   if (!options.admission.listen_address.empty() &&
       (options.admission.tls_cert_file.empty() ||

@@ -12,7 +12,9 @@
 #include "absl/time/time.h"
 #include "client/cli/render.h"
 #include "common/flags.h"
+#include "google/protobuf/util/json_util.h"
 #include "gpuest/client.h"
+#include "integrations/kubernetes/dra_claim.h"
 #include "integrations/kubernetes/pod_patch.h"
 #include "requests/request_files.h"
 
@@ -57,6 +59,20 @@ ABSL_FLAG(std::string, scheduler, "",
           "pod-patch: hami, volcano, kai or alibaba (which request the patch sets)");
 ABSL_FLAG(int, container, 0, "pod-patch: index of the pod's container to patch");
 ABSL_FLAG(bool, json, false, "print the response as JSON instead of a table");
+ABSL_FLAG(std::string, device_class, "gpu.nvidia.com",
+          "claim: the DRA device class the template's request asks for (one of the "
+          "table's: gpu.nvidia.com, mig.nvidia.com, gpu-shared.gpuest.io built in)");
+ABSL_FLAG(std::string, dra_classes, "",
+          "claim: a table of DRA device classes (the shape of "
+          "integrations/kubernetes/dra_device_classes.json) instead of the built-in one");
+ABSL_FLAG(std::string, name, "",
+          "claim: the ResourceClaimTemplate's name (default gpuest-<model name>)");
+ABSL_FLAG(std::string, description_ref, "",
+          "claim: put this ConfigMap reference (NAME or NAME/KEY, mounted on the "
+          "server) in gpuest.io/description instead of the description itself");
+ABSL_FLAG(bool, unsized, false,
+          "claim: print the template before sizing (what kubectl would send the "
+          "webhook), not after");
 
 namespace {
 
@@ -99,6 +115,14 @@ constexpr char kEpilogue[] =
     "                  for the same pod, byte for byte. Only HAMi enforces the figure\n"
     "                  (HAMi-core); for the others a note on stderr says how the job\n"
     "                  caps itself\n"
+    "  claim FILE      estimate FILE for every GPU model (RankGpus) and print the\n"
+    "                  resource.k8s.io/v1 ResourceClaimTemplate (JSON) whose request\n"
+    "                  asks --device-class for one model of those the job fits, in\n"
+    "                  that order (firstAvailable), each with a CEL selector for the\n"
+    "                  model and, for a shared class, capacity.requests of its own\n"
+    "                  figure, rounded as the class's requestPolicy rounds: the\n"
+    "                  admission webhook's sizing of the same template, byte for byte.\n"
+    "                  --gpu keeps one model; --name, --description-ref, --unsized\n"
     "  models          list the estimators the server has loaded\n"
     "  health          report whether the server is serving\n"
     "\n"
@@ -211,6 +235,74 @@ int PodPatch(const gpuest::Client& client, const std::string& path) {
   return kOk;
 }
 
+// A DNS-1123 name from a model's name: "gpuest-resnet50".
+std::string TemplateName(const gpuest::v1::EstimateRequest& request) {
+  std::string name = "gpuest-";
+  for (const char ch : request.has_model() ? request.model().name() : std::string()) {
+    const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const bool ok = (lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9');
+    if (ok || name.back() != '-') name.push_back(ok ? lower : '-');
+  }
+  while (name.back() == '-') name.pop_back();
+  return name == "gpuest" ? "gpuest-claim" : name.substr(0, 63);
+}
+
+int Claim(const gpuest::Client& client, const std::string& path) {
+  auto classes = gpuest::kubernetes::LoadDraClasses(absl::GetFlag(FLAGS_dra_classes));
+  if (!classes.ok()) return Fail(classes.status());
+  const gpuest::kubernetes::DraDeviceClass* cls =
+      classes->Find(absl::GetFlag(FLAGS_device_class));
+  if (cls == nullptr) {
+    std::string known;
+    for (const auto& c : classes->classes)
+      absl::StrAppend(&known, known.empty() ? "" : ", ", c.device_class);
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--device-class: '", absl::GetFlag(FLAGS_device_class),
+                     "' is not in the table (", known, ")")));
+  }
+  auto request = RequestFromFlags(path);
+  if (!request.ok()) return Fail(request.status());
+  std::string description = absl::GetFlag(FLAGS_description_ref);
+  if (description.empty()) {
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    if (auto printed =
+            google::protobuf::util::MessageToJsonString(*request, &description, options);
+        !printed.ok()) {
+      return Fail(absl::InternalError(std::string(printed.message())));
+    }
+    // Kubernetes holds all of an object's annotations to 256 KiB.
+    if (description.size() > (200 << 10)) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          path, ": ", description.size(),
+          " bytes of description do not fit an annotation: put it in a ConfigMap "
+          "mounted on the server and name it with --description-ref")));
+    }
+  }
+  const std::string name = absl::GetFlag(FLAGS_name).empty() ? TemplateName(*request)
+                                                             : absl::GetFlag(FLAGS_name);
+  if (absl::GetFlag(FLAGS_unsized)) {
+    std::cout << gpuest::kubernetes::ClaimTemplateSkeleton(name, description, *cls);
+    return kOk;
+  }
+  // The description may name one GPU (or --gpu does): that model only.
+  const std::string only_gpu = request->gpu();
+  request->clear_gpu();
+  gpuest::v1::RankGpusRequest rank;
+  *rank.mutable_job()->mutable_description() = *request;
+  auto left = TimeLeft(path);
+  if (!left.ok()) return Fail(left.status());
+  auto ranking = client.RankGpus(rank, *left);
+  if (!ranking.ok()) return Fail(ranking.status());
+  auto sizing = gpuest::kubernetes::SizeClaim(*ranking, *cls, only_gpu, path);
+  if (!sizing.ok()) return Fail(sizing.status());
+  auto text = gpuest::kubernetes::ClaimTemplateJson(name, description, *cls, *sizing);
+  if (!text.ok()) return Fail(text.status());
+  std::cout << *text;
+  for (const std::string& w : sizing->warnings) std::cerr << w << "\n";
+  return kOk;
+}
+
 int Place(const gpuest::Client& client, const std::string& path) {
   gpuest::requests::PlacementReadOptions read_options;
   read_options.job.batch_size = absl::GetFlag(FLAGS_batch_size);
@@ -300,7 +392,8 @@ int main(int argc, char** argv) {
 
   const std::string& command = args.front();
   const bool takes_file = command == "estimate" || command == "place" ||
-                          command == "rank" || command == "pod-patch";
+                          command == "rank" || command == "pod-patch" ||
+                          command == "claim";
   const size_t want_args = takes_file ? 2 : 1;
   if ((takes_file || command == "models" || command == "health") &&
       args.size() != want_args) {
@@ -312,6 +405,7 @@ int main(int argc, char** argv) {
   if (command == "place") return Place(**client, args[1]);
   if (command == "rank") return Rank(**client, args[1]);
   if (command == "pod-patch") return PodPatch(**client, args[1]);
+  if (command == "claim") return Claim(**client, args[1]);
   if (command == "models") return Models(**client);
   if (command == "health") return Health(**client);
   std::fprintf(stderr, "gpuest: unknown command '%s'; see --help\n", command.c_str());

@@ -119,6 +119,112 @@ absl::Status ReadPod(dom::object pod, AdmissionPod& out) {
   return {};
 }
 
+// metadata's name for messages (namespace/name, or namespace/generateName*) into
+// out.pod, and its annotations into annotations (when given).
+absl::Status ReadMetadata(dom::object metadata, const std::string& where,
+                          AdmissionPod& out,
+                          std::map<std::string, std::string>* annotations,
+                          bool* has_annotations) {
+  std::optional<std::string_view> ns, name, generate;
+  GPUEST_RETURN(Optional(metadata, "namespace", where + ".namespace", "a string", ns));
+  GPUEST_RETURN(Optional(metadata, "name", where + ".name", "a string", name));
+  GPUEST_RETURN(
+      Optional(metadata, "generateName", where + ".generateName", "a string", generate));
+  if (ns || name || generate) {
+    out.pod = ns ? std::string(*ns) + "/" : std::string();
+    out.pod += name ? std::string(*name) : std::string(generate.value_or("?")) + "*";
+  }
+  if (annotations == nullptr) return {};
+  std::optional<dom::object> map;
+  GPUEST_RETURN(
+      Optional(metadata, "annotations", where + ".annotations", "an object", map));
+  if (map) {
+    if (has_annotations != nullptr) *has_annotations = true;
+    GPUEST_RETURN(StringMap(*map, *annotations));
+  }
+  return {};
+}
+
+// A ResourceClaimSpec at where (request.object.spec, or a template's .spec.spec).
+absl::Status ReadClaimSpec(dom::object spec, const std::string& where,
+                           AdmissionPod& out) {
+  std::optional<dom::object> devices;
+  GPUEST_RETURN(Optional(spec, "devices", where + ".devices", "an object", devices));
+  if (!devices) return {};
+  std::optional<dom::array> config;
+  GPUEST_RETURN(
+      Optional(*devices, "config", where + ".devices.config", "an array", config));
+  out.has_config = config.has_value();
+  std::optional<dom::array> requests;
+  GPUEST_RETURN(
+      Optional(*devices, "requests", where + ".devices.requests", "an array", requests));
+  if (!requests) return {};
+  if (requests->size() > kMaxClaimRequests) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AdmissionReview.", where, ".devices.requests: ", requests->size(),
+                     " requests, over the API's limit of ", kMaxClaimRequests));
+  }
+  size_t i = 0;
+  for (dom::element item : *requests) {
+    const std::string at = absl::StrCat(where, ".devices.requests[", i, "]");
+    dom::object request;
+    if (item.get_object().get(request) != simdjson::SUCCESS) {
+      return WrongType(at, "an object");
+    }
+    AdmissionClaimRequest& r = out.claim_requests.emplace_back();
+    r.index = i++;
+    std::optional<std::string_view> name;
+    GPUEST_RETURN(Optional(request, "name", at + ".name", "a string", name));
+    if (name) r.name = std::string(*name);
+    std::optional<dom::object> exactly;
+    GPUEST_RETURN(Optional(request, "exactly", at + ".exactly", "an object", exactly));
+    if (!exactly) continue;
+    r.exactly = true;
+    std::optional<std::string_view> device_class;
+    GPUEST_RETURN(Optional(*exactly, "deviceClassName", at + ".exactly.deviceClassName",
+                           "a string", device_class));
+    if (device_class) r.device_class = std::string(*device_class);
+    r.exactly_json = simdjson::minify(*exactly);
+  }
+  return {};
+}
+
+absl::Status ReadClaim(dom::object object, bool is_template, AdmissionPod& out) {
+  std::optional<dom::object> metadata;
+  GPUEST_RETURN(
+      Optional(object, "metadata", "request.object.metadata", "an object", metadata));
+  bool own_annotations = false;
+  out.has_metadata = metadata.has_value();
+  if (metadata) {
+    GPUEST_RETURN(ReadMetadata(*metadata, "request.object.metadata", out,
+                               &out.annotations, &own_annotations));
+  }
+  std::optional<dom::object> spec;
+  GPUEST_RETURN(Optional(object, "spec", "request.object.spec", "an object", spec));
+  if (!is_template) {
+    out.has_annotations = own_annotations;
+    return spec ? ReadClaimSpec(*spec, "request.object.spec", out) : absl::OkStatus();
+  }
+  if (!spec) return {};
+  // What the claims carry wins over the template's own annotations.
+  std::optional<dom::object> claim_metadata;
+  GPUEST_RETURN(Optional(*spec, "metadata", "request.object.spec.metadata", "an object",
+                         claim_metadata));
+  if (claim_metadata) {
+    out.has_spec_metadata = true;
+    std::map<std::string, std::string> carried;
+    AdmissionPod ignored;
+    GPUEST_RETURN(ReadMetadata(*claim_metadata, "request.object.spec.metadata", ignored,
+                               &carried, &out.has_annotations));
+    for (auto& [key, value] : carried) out.annotations[key] = std::move(value);
+  }
+  std::optional<dom::object> claim_spec;
+  GPUEST_RETURN(
+      Optional(*spec, "spec", "request.object.spec.spec", "an object", claim_spec));
+  return claim_spec ? ReadClaimSpec(*claim_spec, "request.object.spec.spec", out)
+                    : absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<AdmissionPod> ParseAdmissionReview(const std::string& body) {
@@ -180,6 +286,9 @@ absl::StatusOr<AdmissionPod> ParseAdmissionReview(const std::string& body) {
   std::optional<dom::object> pod;
   GPUEST_RETURN(Optional(request, "object", "request.object", "an object", pod));
   if (pod && out.kind == "Pod") GPUEST_RETURN(ReadPod(*pod, out));
+  if (pod && (out.kind == "ResourceClaim" || out.kind == "ResourceClaimTemplate")) {
+    GPUEST_RETURN(ReadClaim(*pod, out.kind == "ResourceClaimTemplate", out));
+  }
   return out;
 }
 

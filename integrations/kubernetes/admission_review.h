@@ -3,7 +3,9 @@
 // The admission.k8s.io/v1 AdmissionReview that kube-apiserver POSTs to a mutating
 // webhook, read for a Pod: the request's uid, operation and dryRun, and of the pod
 // (request.object) what sizing it needs: its name, its annotations gpuest reads, and
-// each container's name and resources.limits. Read with simdjson's DOM parser, nesting
+// each container's name and resources.limits; or for a resource.k8s.io/v1
+// ResourceClaim or ResourceClaimTemplate: its annotations (a template's spec.metadata)
+// and each device request's name and `exactly`. Read with simdjson's DOM parser, nesting
 // bounded by kMaxJsonDepth (common/json_guard.h); everything else is skipped. And the
 // AdmissionReview that answers it.
 #pragma once
@@ -33,6 +35,21 @@ struct AdmissionContainer {
   std::map<std::string, std::string> limits;
 };
 
+// More requests than a claim may hold (resource/v1 DeviceRequestsMax is 32).
+inline constexpr size_t kMaxClaimRequests = 32;
+
+// A request of a ResourceClaim (or of a ResourceClaimTemplate's spec.spec):
+// spec.devices.requests[index].
+struct AdmissionClaimRequest {
+  size_t index = 0;
+  std::string name;
+  bool exactly = false;      // Else firstAvailable: a list already, gpuest's to leave.
+  std::string device_class;  // exactly.deviceClassName
+  std::string exactly_json;  // exactly, as minified JSON text.
+};
+
+// The object of the review: a Pod, or a resource.k8s.io ResourceClaim or
+// ResourceClaimTemplate (kind), read for what sizing it needs.
 struct AdmissionPod {
   std::string uid;        // request.uid: echoed in the response.
   std::string operation;  // CREATE, UPDATE, DELETE, CONNECT.
@@ -43,6 +60,14 @@ struct AdmissionPod {
   // The pod's annotations whose values are strings (metadata.annotations).
   std::map<std::string, std::string> annotations;
   std::vector<AdmissionContainer> containers;
+  // A claim's or template's. annotations are then those the claims carry (a template's
+  // spec.metadata.annotations, over its own metadata.annotations), has_annotations
+  // whether that object has them, has_spec_metadata whether a template has
+  // spec.metadata, has_config whether its spec has devices.config.
+  bool has_metadata = false;
+  bool has_spec_metadata = false;
+  bool has_config = false;
+  std::vector<AdmissionClaimRequest> claim_requests;
 };
 
 // InvalidArgument naming the field for a body that is not an AdmissionReview v1 with a

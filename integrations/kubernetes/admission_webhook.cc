@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/json_guard.h"
 #include "integrations/kubernetes/admission_review.h"
 #include "integrations/kubernetes/pod_description.h"
@@ -74,7 +75,115 @@ absl::StatusOr<PodShape> ShapeOf(const AdmissionPod& pod, const MemoryRequest& r
   return shape;
 }
 
+// Why a request of a configured class cannot become a firstAvailable list as it is
+// (the API allows neither adminAccess nor a nested list in a subrequest), or is the
+// user's to size; empty when gpuest sizes it.
+std::string KeptAsIs(const AdmissionClaimRequest& r, const DraDeviceClass& cls) {
+  const nlohmann::json exactly = nlohmann::json::parse(r.exactly_json, nullptr, false);
+  if (!exactly.is_object()) return "its exactly is not an object";
+  if (exactly.value("adminAccess", false)) {
+    return "it asks for adminAccess, which a firstAvailable list cannot carry";
+  }
+  if (exactly.value("allocationMode", "") == "All") {
+    return "allocationMode All takes every matching device, of every model";
+  }
+  if (cls.shared && exactly.contains("capacity") && exactly["capacity"].is_object() &&
+      exactly["capacity"].contains("requests") &&
+      exactly["capacity"]["requests"].is_object() &&
+      exactly["capacity"]["requests"].contains(cls.memory_capacity)) {
+    return absl::StrCat("it asks for its own ", cls.memory_capacity, " capacity");
+  }
+  return "";
+}
+
 }  // namespace
+
+template <typename Fail>
+HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
+                                        const std::string& object,
+                                        const std::string& description,
+                                        const WorkDeadline& deadline, Fail& fail) const {
+  const bool is_template = claim.kind == "ResourceClaimTemplate";
+  const std::string spec = is_template ? "spec.spec" : "spec";
+  std::vector<std::string> warnings;
+  std::vector<SizedRequest> sized;
+  for (const AdmissionClaimRequest& r : claim.claim_requests) {
+    const DraDeviceClass* cls =
+        r.exactly ? options_.dra_classes.Find(r.device_class) : nullptr;
+    if (cls == nullptr) continue;  // Another class's, or a list already: not gpuest's.
+    if (const std::string why = KeptAsIs(r, *cls); !why.empty()) {
+      warnings.push_back(absl::StrCat("gpuest: ", object, ": ", spec,
+                                      ".devices.requests[", r.index, "] (", r.name,
+                                      ") is left as it is: ", why));
+      continue;
+    }
+    SizedRequest& s = sized.emplace_back();
+    s.shape = {r.index, r.name, r.exactly_json};
+    s.cls = cls;
+  }
+  if (sized.empty()) {
+    AdmissionVerdict untouched;
+    std::vector<std::string> classes;
+    for (const DraDeviceClass& c : options_.dra_classes.classes) {
+      classes.push_back(c.device_class);
+    }
+    warnings.push_back(absl::StrCat("gpuest: ", object, " has ", kDescriptionAnnotation,
+                                    " but no request gpuest sizes (an exactly of ",
+                                    absl::StrJoin(classes, ", "), "): left as it is"));
+    for (std::string& w : warnings) {
+      if (untouched.warnings.size() == kMaxWarnings) break;
+      untouched.warnings.push_back(Utf8Prefix(w, kWarningBytes));
+    }
+    return Reply(claim, untouched);
+  }
+
+  const std::string where = absl::StrCat(object, ": annotation ", kDescriptionAnnotation);
+  absl::StatusOr<std::string> text =
+      DescriptionText(description, options_.descriptions_dir, where);
+  absl::StatusOr<v1::EstimateRequest> job =
+      text.ok() ? requests::ParseRequestText(*text, where) : text.status();
+  if (!job.ok()) return fail(job.status());
+  // The description may name one GPU: the claim then asks for that model only.
+  const std::string only_gpu = job->gpu();
+  job->clear_gpu();
+  v1::RankGpusRequest rank;
+  *rank.mutable_job()->mutable_description() = *std::move(job);
+  absl::StatusOr<v1::RankGpusResponse> ranking =
+      models_.Current()->placement().RankGpus(rank, deadline);
+  if (!ranking.ok()) {
+    return fail(absl::Status(ranking.status().code(),
+                             absl::StrCat(where, ": ", ranking.status().message())));
+  }
+  for (SizedRequest& s : sized) {
+    absl::StatusOr<ClaimSizing> sizing =
+        SizeClaim(*ranking, *s.cls, only_gpu,
+                  absl::StrCat(object, ": ", spec, ".devices.requests[", s.shape.index,
+                               "] (", s.shape.name, ")"));
+    if (!sizing.ok()) return fail(sizing.status());
+    s.sizing = *std::move(sizing);
+    for (const std::string& w : s.sizing.warnings) {
+      warnings.push_back(absl::StrCat("gpuest: ", w));
+    }
+  }
+  ClaimShape shape;
+  shape.is_template = is_template;
+  shape.has_metadata = claim.has_metadata;
+  shape.has_spec_metadata = claim.has_spec_metadata;
+  shape.has_annotations = claim.has_annotations;
+  shape.has_config = claim.has_config;
+  absl::StatusOr<std::string> patch = ClaimPatchJson(shape, sized);
+  if (!patch.ok()) return fail(patch.status());
+  AdmissionVerdict verdict;
+  verdict.patch = *std::move(patch);
+  for (const v1::Warning& w : ranking->warnings()) {
+    warnings.push_back(absl::StrCat("gpuest: ", w.message()));
+  }
+  for (std::string& w : warnings) {
+    if (verdict.warnings.size() == kMaxWarnings) break;
+    verdict.warnings.push_back(Utf8Prefix(w, kWarningBytes));
+  }
+  return Reply(claim, verdict);
+}
 
 HttpReply AdmissionWebhook::Mutate(const std::string& body,
                                    const WorkDeadline& deadline) const {
@@ -84,11 +193,16 @@ HttpReply AdmissionWebhook::Mutate(const std::string& body,
             parsed.status().code()};
   }
   const AdmissionPod& pod = *parsed;
+  const bool is_claim =
+      pod.kind == "ResourceClaim" || pod.kind == "ResourceClaimTemplate";
   const auto description = pod.annotations.find(kDescriptionAnnotation);
-  if (pod.kind != "Pod" || pod.operation != "CREATE" ||
+  if ((pod.kind != "Pod" && !is_claim) || pod.operation != "CREATE" ||
       description == pod.annotations.end()) {
     return Reply(pod, AdmissionVerdict{});  // Not gpuest's: untouched.
   }
+  // How messages name the object: "pod ml/train", "ResourceClaimTemplate ml/gpu".
+  const std::string object =
+      is_claim ? absl::StrCat(pod.kind, " ", pod.pod) : absl::StrCat("pod ", pod.pod);
   const auto on_error = pod.annotations.find(kOnErrorAnnotation);
   const std::string on_error_value =
       on_error == pod.annotations.end() ? "refuse" : on_error->second;
@@ -98,7 +212,7 @@ HttpReply AdmissionWebhook::Mutate(const std::string& body,
         std::nullopt,
         {},
         400,
-        absl::StrCat("gpuest: pod ", pod.pod, ": annotation ", kOnErrorAnnotation, ": '",
+        absl::StrCat("gpuest: ", object, ": annotation ", kOnErrorAnnotation, ": '",
                      Utf8Prefix(on_error_value, 64), "' is neither allow nor refuse")};
     return Reply(pod, refused, absl::StatusCode::kInvalidArgument);
   }
@@ -111,8 +225,12 @@ HttpReply AdmissionWebhook::Mutate(const std::string& body,
     if (on_error_value == "allow") {
       AdmissionVerdict unsized;
       nlohmann::ordered_json patch = nlohmann::ordered_json::array();
+      // Where the description was: a template's spec.metadata, or the object's own.
+      const char* annotations = pod.kind == "ResourceClaimTemplate" && pod.has_annotations
+                                    ? "/spec/metadata/annotations"
+                                    : "/metadata/annotations";
       patch.push_back({{"op", "add"},
-                       {"path", "/metadata/annotations/gpuest.io~1not-sized"},
+                       {"path", absl::StrCat(annotations, "/gpuest.io~1not-sized")},
                        {"value", Utf8Prefix(why, 1024)}});
       unsized.patch =
           patch.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
@@ -130,6 +248,7 @@ HttpReply AdmissionWebhook::Mutate(const std::string& body,
                  status.code());
   };
 
+  if (is_claim) return MutateClaim(pod, object, description->second, deadline, fail);
   if (pod.containers.empty()) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("pod ", pod.pod, ": spec.containers: none to set the request on")));

@@ -7,6 +7,13 @@
 // scheduler's memory request and gpuest's annotations: the same patch `gpuest
 // pod-patch` prints for the same pod (pod_patch.h).
 //
+// A resource.k8s.io/v1 ResourceClaim or ResourceClaimTemplate created with
+// gpuest.io/description (a template's in spec.metadata, which its claims carry) has each
+// request of a configured device class (an `exactly` of dra_classes) replaced by one
+// alternative per GPU model the job fits, in RankGpus's order, with that model's figure
+// (dra_claim.h, the same patch `gpuest claim` applies); other requests, and requests
+// already a firstAvailable list, are left as they are.
+//
 // The failure policy, as Kubernetes defines it:
 // - a pod without gpuest.io/description, an operation other than CREATE, or an object
 //   other than a Pod is allowed untouched, without estimating;
@@ -24,10 +31,13 @@
 
 #include "common/http_reply.h"
 #include "common/work_deadline.h"
+#include "integrations/kubernetes/dra_claim.h"
 #include "integrations/kubernetes/pod_patch.h"
 #include "placement/model_set.h"
 
 namespace gpuest::kubernetes {
+
+struct AdmissionPod;  // admission_review.h
 
 // The annotation an unsized pod carries: why it was not sized.
 inline constexpr char kNotSizedAnnotation[] = "gpuest.io/not-sized";
@@ -39,6 +49,8 @@ struct AdmissionOptions {
   std::string gpu;
   // Mounted ConfigMaps, for a description that names one (pod_description.h).
   std::string descriptions_dir;
+  // The DRA device classes whose claims' requests are sized (dra_claim.h).
+  DraClasses dra_classes = BuiltInDraClasses();
 };
 
 class AdmissionWebhook {
@@ -51,6 +63,13 @@ class AdmissionWebhook {
   HttpReply Mutate(const std::string& body, const WorkDeadline& deadline) const;
 
  private:
+  // A ResourceClaim's or ResourceClaimTemplate's requests sized; object names it in
+  // messages, fail applies the failure policy to a status.
+  template <typename Fail>
+  HttpReply MutateClaim(const AdmissionPod& claim, const std::string& object,
+                        const std::string& description, const WorkDeadline& deadline,
+                        Fail& fail) const;
+
   const ModelSetSource& models_;
   const AdmissionOptions options_;
 };

@@ -377,8 +377,12 @@ def check_admission(path, deployment_path, patch_path, known_flags):
         check(hook.get("namespaceSelector", {}).get("matchLabels"),
               f"{where}: namespaces are not selected by label")
         check(hook.get("objectSelector"), f"{where}: no objectSelector")
-        check(all(r.get("operations") == ["CREATE"] and r.get("resources") == ["pods"]
-                  for r in hook.get("rules", [])), f"{where}: sizes pods on CREATE only")
+        # Pods, and DRA's claims and claim templates (DRA.md), on CREATE only.
+        sized = {"": {"pods"}, "resource.k8s.io": {"resourceclaims", "resourceclaimtemplates"}}
+        check(all(r.get("operations") == ["CREATE"] and len(r.get("apiGroups", [])) == 1 and
+                  set(r.get("resources", [])) <= sized.get(r["apiGroups"][0], set())
+                  for r in hook.get("rules", [])),
+              f"{where}: sizes pods, resourceclaims and resourceclaimtemplates on CREATE only")
     if len(FAILURES) == failures_before:
         print("admission webhook manifests: valid")
 

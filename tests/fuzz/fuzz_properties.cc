@@ -1,6 +1,7 @@
 #include "tests/fuzz/fuzz_properties.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,7 @@
 #include "estimators/core/request_validation.h"
 #include "gpuest/v1/estimate.pb.h"
 #include "integrations/kubernetes/admission_review.h"
+#include "integrations/kubernetes/dra_claim.h"
 #include "integrations/kubernetes/extender_args.h"
 #include "integrations/kubernetes/kube_extender.h"
 #include "integrations/kubernetes/kube_nodes.h"
@@ -227,6 +229,45 @@ absl::Status AdmissionReviewProperties(absl::string_view data) {
       if (!nlohmann::json::accept(patch)) {
         return Broken("the patch is JSON", absl::InternalError(patch.substr(0, 200)));
       }
+    }
+    // A claim's (or template's) patch, for each request of a class gpuest sizes,
+    // applies to the very object it was made for (every path it adds to exists).
+    if (pod->claim_requests.size() > kubernetes::kMaxClaimRequests) {
+      return Broken("a claim's requests are bounded", absl::InternalError(pod->pod));
+    }
+    // Read again from its canonical text, as kube-apiserver writes it (one value per
+    // key: with duplicates, simdjson and nlohmann would read different ones).
+    const nlohmann::json review = nlohmann::json::parse(body);
+    std::string canonical = review.dump();
+    canonical.reserve(canonical.size() + kubernetes::kAdmissionBodyPadding);
+    const absl::StatusOr<kubernetes::AdmissionPod> claim =
+        kubernetes::ParseAdmissionReview(canonical);
+    if (!claim.ok()) return absl::OkStatus();
+    std::vector<kubernetes::SizedRequest> sized;
+    const kubernetes::DraClasses& classes = kubernetes::BuiltInDraClasses();
+    for (const kubernetes::AdmissionClaimRequest& r : claim->claim_requests) {
+      if (!r.exactly) continue;
+      kubernetes::SizedRequest& one = sized.emplace_back();
+      one.shape = {r.index, r.name, r.exactly_json};
+      // Alternately a whole and a shared class, whatever the request named.
+      one.cls = &classes.classes[sized.size() % 2 == 0 ? 0 : 2];
+      kubernetes::ClaimAlternative a;
+      a.gpu = a.subrequest = "a100-40gb";
+      a.selector = "true";
+      a.requirement_bytes = a.request_bytes = 1 << 30;
+      one.sizing.alternatives.push_back(a);
+    }
+    if (!sized.empty()) {
+      kubernetes::ClaimShape shape;
+      shape.is_template = claim->kind == "ResourceClaimTemplate";
+      shape.has_metadata = claim->has_metadata;
+      shape.has_spec_metadata = claim->has_spec_metadata;
+      shape.has_annotations = claim->has_annotations;
+      shape.has_config = claim->has_config;
+      const absl::StatusOr<std::string> patch = kubernetes::ClaimPatchJson(shape, sized);
+      if (!patch.ok()) return Broken("a claim's patch is written", patch.status());
+      // Throws (caught below as a finding) when a path does not exist.
+      (void)review.at("request").at("object").patch(nlohmann::json::parse(*patch));
     }
   } catch (const std::exception& e) {
     return Broken("no exception", absl::InternalError(e.what()));
