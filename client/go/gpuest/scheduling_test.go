@@ -2,6 +2,9 @@ package gpuest
 
 import (
 	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -244,5 +247,47 @@ func TestScoreRanking(t *testing.T) {
 	if got := ScorePlacement(&gpuestv1.CheckPlacementResponse{Fits: true, CapacityBytes: 40 * gib,
 		HeadroomBytes: 0, Verdict: gpuestv1.ContentionVerdict_CONTENTION_VERDICT_ALONE}); got != MaxScore {
 		t.Errorf("a fit that fills the GPU exactly: %d", got)
+	}
+}
+
+// The example program walks one pod and one node through PreFilter, Filter, Score and
+// Size; its exit code says fits (0), does not fit (1), refused (2), no opinion (3).
+func TestExampleProgram(t *testing.T) {
+	s := sharedServer(t)
+	program := filepath.Join(env["GPUEST_GO_BIN"], "gpuest-go-example")
+	run := func(args ...string) (int, string) {
+		out, err := exec.Command(program, append([]string{"-target=" + s.target}, args...)...).CombinedOutput()
+		code := 0
+		if exit, ok := err.(*exec.ExitError); ok {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", program, err)
+		}
+		return code, string(out)
+	}
+	c := newClient(t, Options{Targets: []string{s.target}})
+	estimate, err := c.Estimate(within(t, 30*time.Second), exampleRequest(t, "cnn.json", "a100-40gb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := Size(estimate, HAMi)
+	code, out := run("-gpu=a100-40gb", "-total-mib=40960", "-free-mib=40960", example(t, "cnn.json"))
+	if code != 0 || !strings.Contains(out, "filter: fits=true score=") ||
+		!strings.Contains(out, "size: resources.limits nvidia.com/gpumem = "+size.Value()+" (MiB, enforced=true)") ||
+		!strings.Contains(out, "; 1 Estimate call(s)") {
+		t.Errorf("an empty GPU: exit %d\n%s", code, out)
+	}
+	if code, out := run("-gpu=a100-40gb", "-total-mib=40960", "-free-mib=100", example(t, "cnn.json")); code != 1 ||
+		!strings.Contains(out, "filter: fits=false score=0/100") {
+		t.Errorf("a full GPU: exit %d\n%s", code, out)
+	}
+	if code, out := run("-gpu=nope", example(t, "cnn.json")); code != 2 ||
+		!strings.Contains(out, "no opinion: gpuest refused the pod's request") || !strings.Contains(out, "unknown GPU 'nope'") {
+		t.Errorf("an unknown GPU: exit %d\n%s", code, out)
+	}
+	down := exec.Command(program, "-target=127.0.0.1:"+fmt.Sprint(freePort(t)), "-deadline=200ms", example(t, "cnn.json"))
+	if out, err := down.CombinedOutput(); down.ProcessState.ExitCode() != 3 ||
+		!strings.Contains(string(out), "no opinion: gpuest could not answer") {
+		t.Errorf("gpuest down: %v\n%s", err, out)
 	}
 }

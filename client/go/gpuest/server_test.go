@@ -2,8 +2,8 @@ package gpuest
 
 // The tests' real gpuest-server on loopback, the real CLI beside it, and a throw-away
 // PKI, as tests/support/server_process and pki do for the C++ tests. ctest sets
-// GPUEST_SERVER, GPUEST_CLI, GPUEST_MODELS, GPUEST_EXAMPLES and GPUEST_POLICY
-// (client/go/CMakeLists.txt); a missing one fails the run: a skip would let it pass
+// GPUEST_SERVER, GPUEST_CLI, GPUEST_MODELS, GPUEST_EXAMPLES, GPUEST_POLICY and
+// GPUEST_GO_BIN (client/go/CMakeLists.txt); a missing one fails the run: a skip would let it pass
 // without reaching a server.
 
 import (
@@ -30,7 +30,7 @@ var env = map[string]string{}
 
 func TestMain(m *testing.M) {
 	for _, name := range []string{"GPUEST_SERVER", "GPUEST_CLI", "GPUEST_MODELS",
-		"GPUEST_EXAMPLES", "GPUEST_POLICY"} {
+		"GPUEST_EXAMPLES", "GPUEST_POLICY", "GPUEST_GO_BIN"} {
 		env[name] = os.Getenv(name)
 		if env[name] == "" {
 			fmt.Fprintf(os.Stderr, "%s is not set (ctest sets it: client/go/CMakeLists.txt)\n", name)
