@@ -155,6 +155,13 @@ struct Metrics::State {
           .Name("gpuest_models_info")
           .Help("Loaded model repository version and estimator count; always 1.")
           .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& estimator_info =
+      prometheus::BuildGauge()
+          .Name("gpuest_estimator_info")
+          .Help(
+              "Each served estimator and the device it computes on (cpu, or cuda for an "
+              "ML ensemble on a GPU); always 1.")
+          .Register(*registry);
   prometheus::Family<prometheus::Counter>& model_reloads_total =
       prometheus::BuildCounter()
           .Name("gpuest_model_reloads_total")
@@ -181,6 +188,7 @@ struct Metrics::State {
   absl::flat_hash_map<std::string, prometheus::Histogram*> estimator_series
       ABSL_GUARDED_BY(estimators_mu);
   prometheus::Gauge* models_info_series ABSL_GUARDED_BY(estimators_mu) = nullptr;
+  std::vector<prometheus::Gauge*> estimator_info_series ABSL_GUARDED_BY(estimators_mu);
   prometheus::Counter* reload_success = nullptr;
   prometheus::Counter* reload_failure = nullptr;
 
@@ -237,15 +245,27 @@ void Metrics::SetBuildInfo(const std::string& version, const std::string& grpc_v
 }
 
 void Metrics::SetModels(const std::string& models_version,
-                        const std::vector<std::string>& ids) {
+                        const std::vector<ServedEstimator>& estimators) {
   absl::MutexLock lock(&state_->estimators_mu);
   if (state_->models_info_series != nullptr) {
     state_->models_info.Remove(state_->models_info_series);
   }
-  state_->models_info_series = &state_->models_info.Add(
-      {{"models_version", models_version}, {"estimators", std::to_string(ids.size())}});
+  state_->models_info_series =
+      &state_->models_info.Add({{"models_version", models_version},
+                                {"estimators", std::to_string(estimators.size())}});
   state_->models_info_series->Set(1);
-  for (const std::string& id : ids) {
+  for (prometheus::Gauge* series : state_->estimator_info_series) {
+    state_->estimator_info.Remove(series);
+  }
+  state_->estimator_info_series.clear();
+  for (const ServedEstimator& e : estimators) {
+    prometheus::Gauge& series =
+        state_->estimator_info.Add({{"estimator", e.id}, {"device", e.device}});
+    series.Set(1);
+    state_->estimator_info_series.push_back(&series);
+  }
+  for (const ServedEstimator& e : estimators) {
+    const std::string& id = e.id;
     if (state_->estimator_series.contains(id)) continue;
     state_->estimator_series[id] =
         &state_->estimator_duration.Add({{"estimator", id}}, LatencyBuckets());

@@ -29,6 +29,12 @@ enum class RpcMethod {
 };
 inline constexpr int kRpcMethodCount = 7;
 
+// An estimator of the served set and the device it computes on ("cpu", "cuda").
+struct ServedEstimator {
+  std::string id;
+  std::string device;
+};
+
 class Metrics {
  public:
   static std::unique_ptr<Metrics> Create();
@@ -39,9 +45,10 @@ class Metrics {
 
   void SetBuildInfo(const std::string& version, const std::string& grpc_version);
   // The models served from now on: their version in gpuest_models_info (the previous
-  // version's series goes) and their estimators' latency series. At start and after
-  // each reload.
-  void SetModels(const std::string& models_version, const std::vector<std::string>& ids);
+  // version's series goes), each estimator's device in gpuest_estimator_info (likewise
+  // replaced) and their estimators' latency series. At start and after each reload.
+  void SetModels(const std::string& models_version,
+                 const std::vector<ServedEstimator>& estimators);
   // One model reload (SIGHUP or the Admin RPC) and whether the new set was taken.
   void ModelsReloaded(bool succeeded);
 

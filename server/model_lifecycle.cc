@@ -64,19 +64,19 @@ absl::StatusOr<std::shared_ptr<const ModelSet>> ModelLifecycle::LoadSet(
 
 void ModelLifecycle::Announce(const ModelSet& set) {
   const EstimatorRegistry& registry = set.registry();
-  std::vector<std::string> ids;
+  std::vector<ServedEstimator> served;
   for (const auto& e : registry.estimators()) {
     const v1::EstimatorInfo& info = e->Info();
-    ids.push_back(info.id());
+    served.push_back({info.id(), e->Device()});
     spdlog::info("loaded estimator {} (version {}, family {}) on {}", info.id(),
-                 info.version(), FamilyName(info.family()), device_);
+                 info.version(), FamilyName(info.family()), served.back().device);
   }
   spdlog::info("model repository {}: version {}, {} estimators, {} GPU profiles",
-               options_.directory, registry.models_version(), ids.size(),
+               options_.directory, registry.models_version(), served.size(),
                registry.gpus().All().size());
   spdlog::info("contention model {} from {}", set.contention().version,
                ContentionModelPath(options_.directory));
-  metrics_.SetModels(registry.models_version(), ids);
+  metrics_.SetModels(registry.models_version(), served);
 }
 
 ReloadOutcome ModelLifecycle::Reload() {

@@ -259,7 +259,7 @@ std::string RenderEstimate(const v1::EstimateResponse& response,
 
 std::string RenderEstimators(const v1::ListEstimatorsResponse& response) {
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "KIND", "FAMILY", "VERSION", "TARGETS", "HELD-OUT METRICS"}};
+      {"ID", "KIND", "FAMILY", "VERSION", "DEVICE", "TARGETS", "HELD-OUT METRICS"}};
   for (const v1::EstimatorInfo& e : response.estimators()) {
     std::vector<std::string> targets;
     if (e.estimates_memory()) targets.push_back("memory");
@@ -273,8 +273,9 @@ std::string RenderEstimators(const v1::ListEstimatorsResponse& response) {
         absl::StrJoin(metrics, " ", [](std::string* o, const auto& kv) {
           absl::StrAppendFormat(o, "%s=%.3g", kv.first, kv.second);
         });
+    // A server from before the device field says none.
     rows.push_back({e.id(), KindName(e.kind()), FamilyName(e.family()), e.version(),
-                    absl::StrJoin(targets, ","),
+                    e.device().empty() ? "-" : e.device(), absl::StrJoin(targets, ","),
                     metric_text.empty() ? "-" : metric_text});
   }
   return absl::StrCat(Table(rows), "\nmodels ", response.models_version(), "\n");

@@ -109,7 +109,11 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
 
 v1::ListEstimatorsResponse Engine::ListEstimators() const {
   v1::ListEstimatorsResponse response;
-  for (const auto& e : registry_->estimators()) *response.add_estimators() = e->Info();
+  for (const auto& e : registry_->estimators()) {
+    v1::EstimatorInfo& info = *response.add_estimators();
+    info = e->Info();
+    info.set_device(e->Device());
+  }
   response.set_models_version(registry_->models_version());
   return response;
 }

@@ -50,6 +50,10 @@ class Estimator {
   // Work that can run long checks input.deadline and returns its status when it fails.
   virtual absl::Status Estimate(const EstimationInput& input, v1::EstimatorResult& result,
                                 std::vector<v1::Warning>& warnings) const = 0;
+
+  // Where Estimate computes: libtorch's device for the ML ensembles ("cpu", "cuda");
+  // plain C++ runs on the CPU. ListEstimators, the log and /metrics report it.
+  virtual std::string Device() const { return "cpu"; }
 };
 
 }  // namespace gpuest

@@ -80,6 +80,7 @@ class GpuMemNetEstimator final : public Estimator {
                                                          const std::string& device);
 
   const v1::EstimatorInfo& Info() const override { return info_; }
+  std::string Device() const override { return device_.str(); }
 
   bool AppliesTo(const EstimationInput& input) const override {
     if (input.features.family() != spec_.family) return false;

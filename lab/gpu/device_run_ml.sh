@@ -43,7 +43,7 @@ CUDA_ARGS=(); command -v nvcc >/dev/null && CUDA_ARGS=(-DCMAKE_CUDA_COMPILER="$(
   echo "nvcc: $(nvcc --version 2>&1 | tail -1 || echo missing)"
   { nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader \
     2>/dev/null || echo "no nvidia-smi"; } | sed 's/^/gpu: /'
-  echo "kernel driver: $(cat /proc/driver/nvidia/version 2>/dev/null | head -1 || echo none)"
+  echo "kernel driver: $(head -1 /proc/driver/nvidia/version 2>/dev/null || echo none)"
   "$PY" - <<'EOF' 2>&1
 import torch
 print("python torch:", torch.__version__, "cuda", torch.version.cuda,

@@ -4,14 +4,17 @@
 // warning.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "gpuest/v1/estimate.pb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/cli_fixture.h"
+#include "tests/support/prometheus_text.h"
 #include "tests/support/server_process.h"
 
 namespace gpuest {
@@ -130,6 +133,85 @@ TEST_F(GpuMemNetCliTest, ModelsListsTheEnsembles) {
     EXPECT_GT(e.training_metrics().at("memory_accuracy"), 0.5) << e.id();
   }
   EXPECT_EQ(gpumemnet, 6);
+}
+
+// Where the ensembles run, said three ways by a server started with --device auto:
+// the models command (JSON and table), /metrics and the log. This build's libtorch is
+// Debian's CPU-only one, so "cpu"; a run on a CUDA build sets
+// GPUEST_TEST_EXPECT_DEVICE=cuda.
+TEST(ServerDevice, AutoSaysWhereEachEstimatorRuns) {
+  const char* env = std::getenv("GPUEST_TEST_EXPECT_DEVICE");
+  const std::string ml_device = env != nullptr ? env : "cpu";
+  auto server = ServerProcess::Start({"--device", "auto"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string target = "--target=" + (*server)->target();
+
+  const CommandResult json = RunCommand({GPUEST_CLI_PATH, target, "--json", "models"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  v1::ListEstimatorsResponse list;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &list).ok())
+      << json.out;
+  ASSERT_GT(list.estimators_size(), 6);
+  int ml = 0;
+  for (const v1::EstimatorInfo& e : list.estimators()) {
+    const bool is_ml = absl::StartsWith(e.id(), "gpumemnet-");
+    ml += is_ml;
+    EXPECT_EQ(e.device(), is_ml ? ml_device : "cpu") << e.id();
+  }
+  EXPECT_EQ(ml, 6);
+
+  // The table's DEVICE column, the fifth.
+  const CommandResult table = RunCommand({GPUEST_CLI_PATH, target, "models"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  bool header = false, row = false;
+  for (absl::string_view line : absl::StrSplit(table.out, '\n')) {
+    const std::vector<absl::string_view> cells =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (cells.size() < 5) continue;
+    header = header || (cells[0] == "ID" && cells[4] == "DEVICE");
+    row = row || (cells[0] == "gpumemnet-cnn-transformer" && cells[4] == ml_device);
+  }
+  EXPECT_TRUE(header && row) << table.out;
+
+  auto text = testing::HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto samples = testing::ParsePrometheusText(*text);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  EXPECT_EQ(testing::SumSamples(*samples, "gpuest_estimator_info"),
+            list.estimators_size());
+  for (const v1::EstimatorInfo& e : list.estimators()) {
+    EXPECT_EQ(testing::SumSamples(*samples, "gpuest_estimator_info",
+                                  {{"estimator", e.id()}, {"device", e.device()}}),
+              1)
+        << e.id();
+  }
+
+  const std::string log = (*server)->Log();
+  EXPECT_TRUE(absl::StrContains(log, "device=auto")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "loaded estimator gpumemnet-mlp-mlp (version ") &&
+              absl::StrContains(log, "family mlp) on " + ml_device))
+      << log;
+}
+
+// --device cuda where libtorch sees no CUDA device: the server does not start, and
+// says why in one line.
+TEST(ServerDevice, CudaWithoutCudaRefusesToStartInOneLine) {
+  if (std::getenv("GPUEST_TEST_EXPECT_DEVICE") != nullptr) {
+    GTEST_SKIP() << "a CUDA machine: --device cuda starts there";
+  }
+  auto server = ServerProcess::Start({"--device", "cuda"});
+  ASSERT_FALSE(server.ok()) << "started with --device cuda on a machine without CUDA";
+  const std::string message(server.status().message());
+  EXPECT_TRUE(absl::StrContains(message, "exited with 1")) << message;
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit(message, '\n')) {
+    if (!absl::StrContains(line, "cannot start")) continue;
+    ++lines;
+    EXPECT_TRUE(absl::StrContains(
+        line, "device 'cuda' requested, but libtorch sees no CUDA device"))
+        << line;
+  }
+  EXPECT_EQ(lines, 1) << message;
 }
 
 }  // namespace

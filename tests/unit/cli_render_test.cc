@@ -240,23 +240,25 @@ TEST(CliRender, TheEstimatorList) {
   horus->set_id("horus");
   horus->set_kind(v1::ESTIMATOR_KIND_ANALYTICAL);
   horus->set_version("1");
-  horus->set_estimates_memory(true);
+  horus->set_estimates_memory(true);  // No device: a server from before the field.
   v1::EstimatorInfo* net = list.add_estimators();
   net->set_id("gpumemnet-mlp-mlp");
   net->set_kind(v1::ESTIMATOR_KIND_CLASSIFIER);
   net->set_family(v1::MODEL_FAMILY_MLP);
   net->set_version("2025-01");
   net->set_estimates_memory(true);
+  net->set_device("cuda");
   net->add_utilization_metrics(v1::UTILIZATION_METRIC_SMACT);
   net->add_utilization_metrics(v1::UTILIZATION_METRIC_FP32A);
   (*net->mutable_training_metrics())["memory_accuracy"] = 0.8712;
   (*net->mutable_training_metrics())["cv_accuracy"] = 0.85;
   const std::string text = RenderEstimators(list);
-  EXPECT_EQ(Cells(LineStartingWith(text, "horus")),
-            (std::vector<std::string>{"horus", "analytical", "any", "1", "memory", "-"}));
+  EXPECT_EQ(
+      Cells(LineStartingWith(text, "horus")),
+      (std::vector<std::string>{"horus", "analytical", "any", "1", "-", "memory", "-"}));
   EXPECT_EQ(Cells(LineStartingWith(text, "gpumemnet-mlp-mlp")),
             (std::vector<std::string>{"gpumemnet-mlp-mlp", "classifier", "mlp", "2025-01",
-                                      "memory,smact,fp32a",
+                                      "cuda", "memory,smact,fp32a",
                                       "cv_accuracy=0.85 memory_accuracy=0.871"}));
   EXPECT_EQ(LineStartingWith(text, "models"), "models 3-0000000000000abc");
 }

@@ -58,7 +58,7 @@ TEST(MetricsTable, DurationsLandInTheirBuckets) {
 TEST(MetricsTable, EstimatorsAndInfoGauges) {
   auto metrics = Metrics::Create();
   metrics->SetBuildInfo("9.9.9", "1.51.1");
-  metrics->SetModels("2-00000000000000ff", {"horus", "allocsim"});
+  metrics->SetModels("2-00000000000000ff", {{"horus", "cpu"}, {"allocsim", "cpu"}});
   metrics->EstimatorObserved("horus", 30e-6);
   metrics->EstimatorObserved("allocsim", 0.02);
   metrics->EstimatorObserved("allocsim", 0.03);
@@ -78,19 +78,23 @@ TEST(MetricsTable, EstimatorsAndInfoGauges) {
   EXPECT_EQ(SumSamples(s, "gpuest_models_info",
                        {{"models_version", "2-00000000000000ff"}, {"estimators", "2"}}),
             1);
+  EXPECT_EQ(
+      SumSamples(s, "gpuest_estimator_info", {{"estimator", "horus"}, {"device", "cpu"}}),
+      1);
 }
 
 // After a reload: one models_info series, the new version's; the estimators of both
 // sets keep their latency series; each outcome counted apart, both shown from 0.
 TEST(MetricsTable, AReloadReplacesTheModelsInfoAndCountsItsOutcome) {
   auto metrics = Metrics::Create();
-  metrics->SetModels("2-00000000000000ff", {"horus", "allocsim"});
+  metrics->SetModels("2-00000000000000ff", {{"horus", "cpu"}, {"allocsim", "cpu"}});
   std::vector<testing::Sample> s = Scrape(*metrics);
   EXPECT_EQ(SumSamples(s, "gpuest_model_reloads_total", {{"outcome", "success"}}), 0);
   EXPECT_EQ(SumSamples(s, "gpuest_model_reloads_total", {{"outcome", "failure"}}), 0);
 
   metrics->ModelsReloaded(false);
-  metrics->SetModels("3-0000000000000abc", {"horus", "allocsim", "analytic"});
+  metrics->SetModels("3-0000000000000abc",
+                     {{"horus", "cpu"}, {"allocsim", "cpu"}, {"analytic", "cuda"}});
   metrics->ModelsReloaded(true);
   metrics->ModelsReloaded(false);
   metrics->EstimatorObserved("analytic", 0.01);
@@ -98,6 +102,10 @@ TEST(MetricsTable, AReloadReplacesTheModelsInfoAndCountsItsOutcome) {
 
   s = Scrape(*metrics);
   EXPECT_EQ(SumSamples(s, "gpuest_models_info"), 1) << "one series: the new version";
+  EXPECT_EQ(SumSamples(s, "gpuest_estimator_info"), 3) << "the new set's estimators";
+  EXPECT_EQ(SumSamples(s, "gpuest_estimator_info",
+                       {{"estimator", "analytic"}, {"device", "cuda"}}),
+            1);
   EXPECT_EQ(SumSamples(s, "gpuest_models_info",
                        {{"models_version", "3-0000000000000abc"}, {"estimators", "3"}}),
             1);
