@@ -19,6 +19,11 @@ constexpr int kFusedAttentionSaved = 5;
 // the product, group_std's expand().reshape() copy and the quotient.
 constexpr int kEvoNormSaved = 4;
 
+// How far back a layer's input is looked for among earlier outputs (a skip connection's
+// source): a ResNet bottleneck's downsample reads the block input 9 layers back; a
+// longer reach would take a DenseNet block's concatenation for an older feature map.
+constexpr int kSkipLookBack = 16;
+
 using Saves = SavedForBackward;
 
 int BytesPerElement(v1::DType dtype) {
@@ -36,6 +41,11 @@ class TraceBuilder {
   }
   void Free(int index) {
     if (index >= 0 && trace_.free_at(index) == 0) trace_.set_free_at(index, ++clock_);
+  }
+  // A tensor freed by the rules that a later layer turns out to read (a skip
+  // connection's source) was alive all along: its free is undone.
+  void KeepAlive(int index) {
+    if (index >= 0) trace_.set_free_at(index, 0);
   }
   v1::AllocationTrace Take() { return std::move(trace_); }
 
@@ -70,54 +80,85 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   b.Alloc(batch * 8, v1::ALLOCATION_CATEGORY_INPUT);
 
   // Forward. A layer's output is freed after the next layer ran, unless a layer saved
-  // it for backward; saved tensors are freed by their layer's backward.
+  // it for backward; saved tensors are freed by their layer's backward, when the last
+  // layer holding them is done (a tensor read by two layers, a skip connection's
+  // source, is held by both).
   std::vector<std::vector<int>> saved(n);
   std::vector<uint64_t> in_bytes(n);
+  std::vector<int> holders;  // By trace index: the saved lists holding the tensor.
+  auto hold = [&](int i, int tensor) {
+    if (static_cast<int>(holders.size()) <= tensor) holders.resize(tensor + 1, 0);
+    ++holders[tensor];
+    saved[i].push_back(tensor);
+  };
+  auto held = [&](int tensor) {
+    return tensor < static_cast<int>(holders.size()) && holders[tensor] > 0;
+  };
+  // Each layer's output tensor and its elements, to find a skip connection's source.
+  std::vector<int> outputs(n, -1);
+  std::vector<uint64_t> output_elements(n, 0);
   int previous = batch_input;
   uint64_t previous_bytes = batch * input_elements * 4;
   uint64_t previous_elements = batch * input_elements;
-  bool previous_kept = true;
+  int merging = -1;  // A branch's other operand, alive until the branches merge.
   for (int i = 0; i < n; ++i) {
     const v1::Layer& layer = model.layers(i);
     const uint64_t elements = batch * static_cast<uint64_t>(layer.output_activations());
     const uint64_t input = batch * static_cast<uint64_t>(layer.input_activations());
     if (input > 0 && input != previous_elements) {
-      // An operation between modules made this input (a DenseNet block's torch.cat of
+      // The layer reads something other than the previous layer's output. Where a
+      // recent layer's output (or the batch) is of its size, it reads that: a skip
+      // connection (a ResNet block's downsample reads the block's input), which stays
+      // alive until then, and the previous output stays alive until the branches
+      // merge (after this layer's successor, as the block's add follows its branch).
+      // Else an operation between modules made it (a DenseNet block's torch.cat of
       // every earlier feature map): a tensor of its own, which the layer keeps for
-      // backward where it saves its input. The tensor it was made from goes as an
+      // backward where it saves its input; the tensor it was made from goes as an
       // output does.
-      const int made = b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
-      if (!previous_kept) b.Free(previous);
-      previous = made;
-      previous_bytes = input * act_bytes;
-      previous_kept = false;
+      int source = -1;
+      for (int j = i - 2; j >= std::max(0, i - kSkipLookBack) && source < 0; --j) {
+        if (output_elements[j] == input) source = outputs[j];
+      }
+      if (source < 0 && input == batch * input_elements) source = batch_input;
+      if (source >= 0) {
+        if (source != batch_input) b.KeepAlive(source);
+        if (merging >= 0 && !held(merging)) b.Free(merging);
+        merging = previous != batch_input ? previous : -1;
+        previous = source;
+        previous_bytes = input * act_bytes;
+      } else {
+        const int made = b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
+        if (previous != batch_input && !held(previous)) b.Free(previous);
+        previous = made;
+        previous_bytes = input * act_bytes;
+      }
     }
     const int output = b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
+    outputs[i] = output;
+    output_elements[i] = elements;
     in_bytes[i] = previous_bytes;
     const Saves saves = ClassifyLayerType(layer.type()).saves;
     switch (saves) {
       case Saves::kInputAndStats:
-        saved[i].push_back(b.Alloc(2 * 4 * 1024, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        hold(i, b.Alloc(2 * 4 * 1024, v1::ALLOCATION_CATEGORY_ACTIVATION));
         break;
       case Saves::kInputAndIndices:
-        saved[i].push_back(b.Alloc(elements * 8, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        hold(i, b.Alloc(elements * 8, v1::ALLOCATION_CATEGORY_ACTIVATION));
         break;
       case Saves::kMask:
-        saved[i].push_back(b.Alloc(elements, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        hold(i, b.Alloc(elements, v1::ALLOCATION_CATEGORY_ACTIVATION));
         break;
       case Saves::kOutput:
-        saved[i].push_back(output);
+        hold(i, output);
         break;
       case Saves::kFusedAttention:
         for (int k = 0; k < kFusedAttentionSaved; ++k) {
-          saved[i].push_back(
-              b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
+          hold(i, b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
         }
         break;
       case Saves::kInputAndEvoNorm:
         for (int k = 0; k < kEvoNormSaved; ++k) {
-          saved[i].push_back(
-              b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
+          hold(i, b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
         }
         break;
       default:
@@ -127,18 +168,23 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
                              saves == Saves::kInputAndIndices ||
                              saves == Saves::kFusedAttention ||
                              saves == Saves::kInputAndEvoNorm;
-    if (saves_input && previous != batch_input) saved[i].push_back(previous);
-    if (!saves_input && !previous_kept) b.Free(previous);
+    if (saves_input && previous != batch_input) hold(i, previous);
+    if (previous != batch_input && !held(previous)) b.Free(previous);
+    if (merging >= 0 && merging != previous && i > 0 && outputs[i - 1] != merging) {
+      // The branch merged after this layer's predecessor's successor: done with it.
+      if (!held(merging)) b.Free(merging);
+      merging = -1;
+    }
     previous = output;
     previous_bytes = elements * act_bytes;
     previous_elements = elements;
-    previous_kept = saves == Saves::kOutput;
   }
+  if (merging >= 0 && !held(merging)) b.Free(merging);
 
   // The loss keeps the logits until backward begins; then, in reverse, each layer's
   // input gradient, its parameters' gradients (kept), and its saved tensors go.
   int grad = b.Alloc(previous_bytes, v1::ALLOCATION_CATEGORY_TEMPORARY);
-  if (!previous_kept) b.Free(previous);
+  if (!held(previous)) b.Free(previous);
   for (int i = n - 1; i >= 0; --i) {
     const v1::Layer& layer = model.layers(i);
     const int grad_input = b.Alloc(in_bytes[i], v1::ALLOCATION_CATEGORY_TEMPORARY);
@@ -146,7 +192,9 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
       b.Alloc(layer.parameters() * param_bytes, v1::ALLOCATION_CATEGORY_GRADIENT);
     }
     b.Free(grad);
-    for (int s : saved[i]) b.Free(s);
+    for (int s : saved[i]) {
+      if (--holders[s] == 0) b.Free(s);
+    }
     grad = grad_input;
   }
   b.Free(grad);

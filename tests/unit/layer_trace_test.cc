@@ -1,6 +1,7 @@
 #include "estimators/allocsim/layer_trace.h"
 
 #include <map>
+#include <vector>
 
 #include "estimators/allocsim/trace_replay.h"
 #include "estimators/core/request_validation.h"
@@ -166,6 +167,59 @@ TEST(LayerTrace, AnInputNoModuleMadeIsCountedAndKept) {
   }
   EXPECT_EQ(TraceFromLayers(plain).SerializeAsString(),
             TraceFromLayers(SmallMlp(8, v1::OPTIMIZER_ADAM)).SerializeAsString());
+}
+
+// A block with a skip connection as its layer list shows it: Conv2d and ReLU make the
+// block input X (512 floats per sample), the main path pools and normalises it (256),
+// then a downsample Conv2d reads X again (its input_activations are X's, not the
+// previous layer's), BatchNorm2d and ReLU after the add.
+v1::ModelDescription SkipBlock() {
+  v1::ModelDescription m;
+  m.set_batch_size(2);
+  m.set_optimizer(v1::OPTIMIZER_SGD);
+  for (int64_t d : {16, 8, 8}) m.add_input_shape(d);
+  const struct {
+    const char* type;
+    int64_t in, out, params;
+  } layers[] = {{"Conv2d", 1024, 512, 16 * 8 * 9 + 8},
+                {"ReLU", 512, 512, 0},
+                {"AdaptiveAvgPool2d", 512, 256, 0},
+                {"BatchNorm2d", 256, 256, 32},
+                {"Conv2d", 512, 256, 8 * 16 + 16},
+                {"BatchNorm2d", 256, 256, 32},
+                {"ReLU", 256, 256, 0}};
+  for (const auto& l : layers) {
+    AddLayer(m, l.type, l.out, l.params);
+    m.mutable_layers(m.layers_size() - 1)->set_input_activations(l.in);
+  }
+  return m;
+}
+
+TEST(LayerTrace, ASkipConnectionReadsItsSourceAndKeepsItAlive) {
+  const v1::AllocationTrace t = TraceFromLayers(SkipBlock());
+  // The activations of X's size: the conv's output and X itself, no tensor made for
+  // the downsample's input (it reads X: a skip connection, not an operation's output).
+  std::vector<int> x_sized, quarter;
+  for (int i = 0; i < t.size_bytes_size(); ++i) {
+    if (t.category(i) != v1::ALLOCATION_CATEGORY_ACTIVATION) continue;
+    if (t.size_bytes(i) == 2u * 512 * 4) x_sized.push_back(i);
+    if (t.size_bytes(i) == 2u * 256 * 4) quarter.push_back(i);
+  }
+  ASSERT_EQ(x_sized.size(), 2u);
+  ASSERT_EQ(quarter.size(), 5u);  // The outputs of layers 2 to 6.
+  const int x = x_sized[1];
+  // X outlives the pooling (which saves nothing) until the downsample's backward: alive
+  // when backward starts.
+  uint32_t backward = 0;
+  for (int i = 0; i < t.size_bytes_size() && backward == 0; ++i) {
+    if (t.category(i) == v1::ALLOCATION_CATEGORY_TEMPORARY) backward = t.alloc_at(i);
+  }
+  EXPECT_TRUE(t.free_at(x) == 0 || t.free_at(x) > backward) << t.free_at(x);
+  // The main path's output (layer 3's) lives through the branch (layers 4 and 5) until
+  // the add, and goes before the last ReLU's output is made.
+  const int main_path = quarter[1];
+  EXPECT_GT(t.free_at(main_path), t.alloc_at(quarter[3]));
+  EXPECT_LT(t.free_at(main_path), t.alloc_at(quarter[4]));
 }
 
 }  // namespace
