@@ -24,6 +24,11 @@ constexpr int kEvoNormSaved = 4;
 // longer reach would take a DenseNet block's concatenation for an older feature map.
 constexpr int kSkipLookBack = 16;
 
+// A layer's input this many times the previous layer's output, with a source of the
+// input's size among recent outputs, is that source scaled by a per-channel gate (the
+// previous output): squeeze-and-excitation over at least a 2 x 2 map.
+constexpr uint64_t kGateSpread = 4;
+
 using Saves = SavedForBackward;
 
 int BytesPerElement(v1::DType dtype) {
@@ -120,7 +125,23 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
         if (output_elements[j] == input) source = outputs[j];
       }
       if (source < 0 && input == batch * input_elements) source = batch_input;
-      if (source >= 0) {
+      if (source >= 0 && previous_elements < input && input % previous_elements == 0 &&
+          input / previous_elements >= kGateSpread) {
+        // The previous layer made a per-channel gate (squeeze-and-excitation: pool,
+        // two 1x1 convolutions, a sigmoid), and the layer reads the source times the
+        // gate: torch.mul makes a tensor of its own and saves both operands for its
+        // backward (derivatives.yaml mul: grad * other, grad * self), so the source
+        // stays alive until then (here: this layer's backward, which comes just
+        // before), beside the product.
+        if (source != batch_input) {
+          b.KeepAlive(source);
+          hold(i, source);
+        }
+        const int made = b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
+        if (previous != batch_input && !held(previous)) b.Free(previous);
+        previous = made;
+        previous_bytes = input * act_bytes;
+      } else if (source >= 0) {
         if (source != batch_input) b.KeepAlive(source);
         if (merging >= 0 && !held(merging)) b.Free(merging);
         merging = previous != batch_input ? previous : -1;

@@ -14,6 +14,13 @@
 //   projection's input, never the L x L weights; EvoNorm2dS0 / S0a save their input
 //   and four tensors of their output's size made inside them. A layer's output lives
 //   until the last layer that needs it is done with it.
+// - Between modules, read from each layer's input_activations: an input of a recent
+//   layer's output size is that output (a skip connection: a ResNet block's downsample
+//   reads the block input, alive until then, and the main path lives until the
+//   branches merge); such an input several times the previous layer's output is that
+//   source times a per-channel gate (squeeze-and-excitation: torch.mul makes the
+//   product and saves both operands); any other input is a tensor an operation made
+//   (a DenseNet block's torch.cat).
 // - Backward, in reverse: the gradient of each layer's output, a temporary of its input
 //   size, and each parameter's gradient on first use (kept).
 // - The optimizer step creates its state (Adam/AdamW two buffers, SGD with momentum

@@ -222,5 +222,48 @@ TEST(LayerTrace, ASkipConnectionReadsItsSourceAndKeepsItAlive) {
   EXPECT_LT(t.free_at(main_path), t.alloc_at(quarter[4]));
 }
 
+// Squeeze-and-excitation as its layer list shows it: Conv2d and SiLU make X (8
+// channels, 4 x 4), pooling and two 1x1 convolutions with a Sigmoid make a per-channel
+// gate (8), and the next Conv2d reads X times the gate (torch.mul between modules).
+TEST(LayerTrace, ASqueezeExcitationGateMakesAProductAndKeepsItsSource) {
+  v1::ModelDescription m;
+  m.set_batch_size(2);
+  m.set_optimizer(v1::OPTIMIZER_SGD);
+  for (int64_t d : {4, 4, 4}) m.add_input_shape(d);
+  const struct {
+    const char* type;
+    int64_t in, out, params;
+  } layers[] = {{"Conv2d", 64, 128, 4 * 8 * 9 + 8},
+                {"SiLU", 128, 128, 0},
+                {"AdaptiveAvgPool2d", 128, 8, 0},
+                {"Conv2d", 8, 2, 18},
+                {"SiLU", 2, 2, 0},
+                {"Conv2d", 2, 8, 24},
+                {"Sigmoid", 8, 8, 0},
+                {"Conv2d", 128, 64, 8 * 4 + 4}};
+  for (const auto& l : layers) {
+    AddLayer(m, l.type, l.out, l.params);
+    m.mutable_layers(m.layers_size() - 1)->set_input_activations(l.in);
+  }
+  const v1::AllocationTrace t = TraceFromLayers(m);
+  std::vector<int> x_sized;
+  uint32_t backward = 0;
+  for (int i = 0; i < t.size_bytes_size(); ++i) {
+    if (t.category(i) == v1::ALLOCATION_CATEGORY_TEMPORARY && backward == 0) {
+      backward = t.alloc_at(i);
+    }
+    if (t.category(i) == v1::ALLOCATION_CATEGORY_ACTIVATION &&
+        t.size_bytes(i) == 2u * 128 * 4) {
+      x_sized.push_back(i);
+    }
+  }
+  // The conv's output, X, and the product: mul saves X, the last conv the product.
+  ASSERT_EQ(x_sized.size(), 3u);
+  for (int k : {1, 2}) {
+    const int i = x_sized[k];
+    EXPECT_TRUE(t.free_at(i) == 0 || t.free_at(i) > backward) << k;
+  }
+}
+
 }  // namespace
 }  // namespace gpuest::analytic
