@@ -9,7 +9,8 @@
 # Usage: deploy/calibrate-memory.sh [extra gpuest-calibrate-memory flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DATA="${GPUEST_DATA_DIR:-../shared/data/gpumemnet}"
+# GPUEST_DATA_DIR: the folder holding the measured datasets (README.md, "The measured data").
+DATA="${GPUEST_DATA_DIR:-../shared/data}/gpumemnet"
 bash deploy/build.sh
 mkdir -p build/datasets
 export PYTHONPATH=python:build/python
@@ -34,7 +35,7 @@ fi
 #   describe_timm.py --layers-only --out L
 #   lab/data/merge_layer_inputs.py --traced ROWS --layers L --out MERGED
 # Give such a file as GPUEST_TIMM_ROWS to use it as is.
-TIMM_CSV="${GPUEST_TIMM_CSV:-../shared/data/timm/timm_a100.csv}"
+TIMM_CSV="${GPUEST_TIMM_CSV:-${GPUEST_DATA_DIR:-../shared/data}/timm/timm_a100.csv}"
 TIMM_SRC_TARBALL="${GPUEST_TIMM_SOURCE:-../shared/vendor/timm-src-aa4b5850.tar.gz}"
 timm_rows="${GPUEST_TIMM_ROWS:-build/datasets/timm_traced.jsonl}"
 if [[ ! -d build/timm-src/timm/timm ]]; then

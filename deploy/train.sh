@@ -6,7 +6,8 @@
 # Usage: deploy/train.sh [extra gpuest-train flags, e.g. --seed 7]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DATA="${GPUEST_DATA_DIR:-../shared/data/gpumemnet}"
+# GPUEST_DATA_DIR: the folder holding the measured datasets (README.md, "The measured data").
+DATA="${GPUEST_DATA_DIR:-../shared/data}/gpumemnet"
 bash deploy/build.sh
 mkdir -p build/datasets
 # The Transformer sample has no layer list: rebuild each row's model and describe it.

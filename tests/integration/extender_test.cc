@@ -578,7 +578,8 @@ TEST(ExtenderBodies, ABodyIsHeldAgainstTheInFlightBoundBeforeItIsRead) {
       "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
       "Content-Length: ",
       body.size(), "\r\n\r\n", body.substr(0, body.size() / 2));
-  ASSERT_EQ(send(slow, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+  ASSERT_EQ(send(slow, head.data(), head.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(head.size()));
   absl::SleepFor(absl::Milliseconds(300));  // Let the server take its bytes.
 
   httplib::Client http("127.0.0.1", port);

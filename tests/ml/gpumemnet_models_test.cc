@@ -12,6 +12,7 @@
 #include "estimators/default_factories.h"
 #include "gtest/gtest.h"
 #include "lab/data/measured_rows.h"
+#include "tests/support/datasets.h"
 #include "tests/support/examples.h"
 
 namespace gpuest {
@@ -87,10 +88,10 @@ TEST_F(ShippedModels, EveryFamilyHasBothKindsWithTheirTargets) {
 // to it, for most rows (these include training rows: a check of the plumbing and the
 // encoding agreeing with training, not of accuracy, which docs/accuracy.md reports).
 TEST_F(ShippedModels, AnswerRealRowsPlausibly) {
+  GPUEST_DATASET_OR_SKIP(gpumemnet_dir, "gpumemnet");
   for (const auto& [family, name] : std::map<v1::ModelFamily, std::string>{
            {v1::MODEL_FAMILY_MLP, "mlp"}, {v1::MODEL_FAMILY_CNN, "cnn"}}) {
-    auto read = data::ReadGpuMemNetCsv(std::string(GPUEST_DATA_DIR) + "/" + name + ".csv",
-                                       family);
+    auto read = data::ReadGpuMemNetCsv(gpumemnet_dir + "/" + name + ".csv", family);
     ASSERT_TRUE(read.ok()) << read.status();
     const std::vector<data::MeasuredRow>& runs = read->rows;
     for (const char* kind : {"mlp", "transformer"}) {
@@ -127,6 +128,43 @@ TEST_F(ShippedModels, AnswerRealRowsPlausibly) {
       // does run.
       EXPECT_EQ(oom_rows > 0, family == v1::MODEL_FAMILY_CNN) << id << ": " << oom_rows;
       EXPECT_GE(oom_top * 2, oom_rows) << id << ": OOM rows predicted > 40 GiB";
+    }
+  }
+}
+
+// The project's own generated rows (tests/data/fixture-datasets), through the same
+// reader, encoding and every member: each answer is a distribution over the bins with its
+// point in the predicted bin. Their memory column is made up, so nothing here is about
+// accuracy.
+TEST_F(ShippedModels, AnswerFixtureRowsAsDistributions) {
+  for (const auto& [family, name] : std::map<v1::ModelFamily, std::string>{
+           {v1::MODEL_FAMILY_MLP, "mlp"}, {v1::MODEL_FAMILY_CNN, "cnn"}}) {
+    auto read = data::ReadGpuMemNetCsv(
+        testing::FixtureRoot() + "/gpumemnet/" + name + ".csv", family);
+    ASSERT_TRUE(read.ok()) << read.status();
+    for (const char* kind : {"mlp", "transformer"}) {
+      const std::string id = "gpumemnet-" + name + "-" + kind;
+      int answered = 0;
+      for (size_t i = 0; i < read->rows.size(); i += 8) {
+        const data::MeasuredRow& run = read->rows[i];
+        if (run.model.layers_size() == 0) continue;
+        v1::EstimateRequest request;
+        *request.mutable_model() = run.model;
+        const v1::EstimatorResult r = Run(id, request);
+        ASSERT_TRUE(r.has_memory()) << id << " " << run.file_name;
+        const v1::MemoryEstimate& m = r.memory();
+        double sum = 0;
+        for (const auto& bin : m.bins()) sum += bin.probability();
+        EXPECT_NEAR(sum, 1.0, 1e-4) << id << " " << run.file_name;
+        ASSERT_GE(m.predicted_bin(), 0);
+        ASSERT_LT(m.predicted_bin(), m.bins_size());
+        if (m.predicted_bin() < m.bins_size() - 1) {
+          EXPECT_GE(m.point_bytes(), m.bins(m.predicted_bin()).lower_bytes()) << id;
+          EXPECT_LT(m.point_bytes(), m.upper_bytes()) << id;
+        }
+        ++answered;
+      }
+      EXPECT_GT(answered, 30) << id;
     }
   }
 }

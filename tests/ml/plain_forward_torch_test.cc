@@ -19,6 +19,7 @@
 #include "estimators/gpumemnet/plain_forward.h"
 #include "gtest/gtest.h"
 #include "lab/data/measured_rows.h"
+#include "tests/support/datasets.h"
 #include "tests/support/examples.h"
 
 namespace gpuest::ml {
@@ -60,14 +61,15 @@ std::vector<float> TorchLogits(GpuMemNet& net, std::vector<float> global,
                             logits.data_ptr<float>() + logits.numel());
 }
 
-// The requests of a family: every few rows of its measured dataset (where it has one
-// with layer lists) and its example.
-std::vector<v1::ModelDescription> RealModels(const std::string& family) {
+// The requests of a family: every few rows of a dataset in GPUMemNet's format under
+// gpumemnet_dir (where the family has layer lists) and its example.
+std::vector<v1::ModelDescription> RowModels(const std::string& gpumemnet_dir,
+                                            const std::string& family) {
   std::vector<v1::ModelDescription> models;
   models.push_back(testing::ExampleRequest(family + ".json").model());
   if (family == "transformer") return models;  // Its sample has no layer lists.
   auto read = data::ReadGpuMemNetCsv(
-      std::string(GPUEST_DATA_DIR) + "/" + family + ".csv",
+      gpumemnet_dir + "/" + family + ".csv",
       family == "cnn" ? v1::MODEL_FAMILY_CNN : v1::MODEL_FAMILY_MLP);
   EXPECT_TRUE(read.ok()) << read.status();
   if (!read.ok()) return models;
@@ -77,11 +79,12 @@ std::vector<v1::ModelDescription> RealModels(const std::string& family) {
   return models;
 }
 
-TEST(PlainForwardAgainstLibtorch, ShippedMembersOnRealRows) {
+// Every shipped member's plain forward against libtorch on the rows of gpumemnet_dir.
+void CheckShippedMembersOn(const std::string& gpumemnet_dir, size_t min_rows) {
   torch::set_num_threads(1);
   for (const std::string family : {"mlp", "cnn", "transformer"}) {
-    const std::vector<v1::ModelDescription> models = RealModels(family);
-    ASSERT_GT(models.size(), family == "transformer" ? 0u : 100u) << family;
+    const std::vector<v1::ModelDescription> models = RowModels(gpumemnet_dir, family);
+    ASSERT_GT(models.size(), family == "transformer" ? 0u : min_rows) << family;
     for (const std::string kind : {"mlp", "transformer"}) {
       const std::string dir =
           std::string(GPUEST_MODELS_DIR) + "/gpumemnet-" + family + "-" + kind;
@@ -130,6 +133,17 @@ TEST(PlainForwardAgainstLibtorch, ShippedMembersOnRealRows) {
       }
     }
   }
+}
+
+TEST(PlainForwardAgainstLibtorch, ShippedMembersOnRealRows) {
+  GPUEST_DATASET_OR_SKIP(gpumemnet_dir, "gpumemnet");
+  CheckShippedMembersOn(gpumemnet_dir, 100);
+}
+
+// The project's own generated rows (tests/data/fixture-datasets): a clone without the
+// measured data still compares every member on real layer lists, not only examples.
+TEST(PlainForwardAgainstLibtorch, ShippedMembersOnFixtureRows) {
+  CheckShippedMembersOn(testing::FixtureRoot() + "/gpumemnet", 20);
 }
 
 // A randomly initialised Transformer-based member of the given shape.

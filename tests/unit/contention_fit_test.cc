@@ -14,12 +14,12 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "placement/contention_model.h"
+#include "tests/support/datasets.h"
 
 namespace gpuest {
 namespace {
 
 const std::string kContentionFile = ContentionModelPath(GPUEST_MODELS_DIR);
-const std::string kLucidDir = std::string(GPUEST_DATA_DIR) + "/../lucid";
 
 TEST(ContentionFitTest, LeastSquaresRecoversAnExactLine) {
   // y = 1 + 2a - 3b, checked by hand at four points.
@@ -35,7 +35,8 @@ TEST(ContentionFitTest, LeastSquaresRecoversAnExactLine) {
 }
 
 TEST(ContentionFitTest, EveryLucidPairJoinsItsSingleProfiles) {
-  auto data = contention::ReadLucid(kLucidDir);
+  GPUEST_DATASET_OR_SKIP(lucid_dir, "lucid");
+  auto data = contention::ReadLucid(lucid_dir);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->pairs, 913);
   EXPECT_EQ(data->joined, 913);
@@ -43,10 +44,36 @@ TEST(ContentionFitTest, EveryLucidPairJoinsItsSingleProfiles) {
   EXPECT_EQ(data->models.size(), 9u);
 }
 
-TEST(ContentionFitTest, ModelBeatsBothRulesLeavingModelsOut) {
+// The fitter's whole path on the project's own made-up pairs (7 jobs, every pair once,
+// tests/data/fixture-datasets): they join, and every fold, interval and curve is made.
+// Their speeds come from a formula, so nothing here says how good the fit is.
+TEST(ContentionFitTest, FitsTheFixturePairsEndToEnd) {
+  const std::string root = testing::FixtureRoot();
+  auto data = contention::ReadLucid(root + "/lucid");
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->pairs, 28);
+  EXPECT_EQ(data->joined, 28);
+  EXPECT_EQ(data->samples.size(), 2u * 28);
+  EXPECT_EQ(data->models.size(), 7u);
   contention::FitOptions options;
-  options.lucid_dir = kLucidDir;
-  options.gpumemnet_dir = GPUEST_DATA_DIR;
+  options.lucid_dir = root + "/lucid";
+  options.gpumemnet_dir = root + "/gpumemnet";
+  auto result = contention::FitContention(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->table.size(), 6u);
+  for (const double c : result->model.coefficients) EXPECT_TRUE(std::isfinite(c));
+  EXPECT_TRUE(std::isfinite(result->model.smact_slope));
+  EXPECT_GT(result->interval_level, 0.5);
+  EXPECT_LE(result->interval_level, 1.0);
+  EXPECT_FALSE(result->pr_curve.empty());
+}
+
+TEST(ContentionFitTest, ModelBeatsBothRulesLeavingModelsOut) {
+  GPUEST_DATASET_OR_SKIP(lucid_dir, "lucid");
+  GPUEST_DATASET_OR_SKIP(gpumemnet_dir, "gpumemnet");
+  contention::FitOptions options;
+  options.lucid_dir = lucid_dir;
+  options.gpumemnet_dir = gpumemnet_dir;
   auto result = contention::FitContention(options);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->table.size(), 6u);

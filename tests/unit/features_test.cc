@@ -2,6 +2,7 @@
 
 #include "gtest/gtest.h"
 #include "lab/data/measured_rows.h"
+#include "tests/support/datasets.h"
 
 namespace gpuest {
 namespace {
@@ -62,12 +63,14 @@ TEST(Features, FeatureVectorRequestsAreCanonicalised) {
   EXPECT_TRUE(UnknownLayerTypes(f).empty());
 }
 
-// The feature function agrees with the totals the study computed for every row.
-void CheckDataset(const std::string& file, v1::ModelFamily family,
-                  const std::map<std::string, std::string>& count_columns) {
-  auto read = data::ReadGpuMemNetCsv(std::string(GPUEST_DATA_DIR) + "/" + file, family);
+// The feature function agrees with the totals the file's maker computed for every row:
+// the study's (measured data) or the Python generator's (the project's fixture rows).
+void CheckDataset(const std::string& path, v1::ModelFamily family,
+                  const std::map<std::string, std::string>& count_columns,
+                  size_t min_rows) {
+  auto read = data::ReadGpuMemNetCsv(path, family);
   ASSERT_TRUE(read.ok()) << read.status();
-  ASSERT_GT(read->rows.size(), 1000u);
+  ASSERT_GT(read->rows.size(), min_rows);
   for (const data::MeasuredRow& run : read->rows) {
     const v1::FeatureVector f = ExtractFeatures(run.model);
     ASSERT_EQ(f.total_parameters(), run.columns.at("Total Parameters")) << run.file_name;
@@ -83,19 +86,35 @@ void CheckDataset(const std::string& file, v1::ModelFamily family,
   }
 }
 
+const std::map<std::string, std::string> kMlpCounts = {
+    {"BatchNorm1d", "Batch Normalization Layers"}, {"Dropout", "Dropout Layers"}};
+const std::map<std::string, std::string> kCnnCounts = {
+    {"Conv2d", "Conv2d Count"},
+    {"BatchNorm2d", "BatchNorm2d Count"},
+    {"Dropout", "Dropout Count"},
+    {"AdaptiveAvgPool2d", "AdaptiveAvgPool2d Count"},
+    {"Linear", "Linear Count"}};
+
 TEST(Features, MatchTheMlpDatasetTotals) {
-  CheckDataset(
-      "mlp.csv", v1::MODEL_FAMILY_MLP,
-      {{"BatchNorm1d", "Batch Normalization Layers"}, {"Dropout", "Dropout Layers"}});
+  GPUEST_DATASET_OR_SKIP(path, "gpumemnet/mlp.csv");
+  CheckDataset(path, v1::MODEL_FAMILY_MLP, kMlpCounts, 1000);
 }
 
 TEST(Features, MatchTheCnnDatasetTotals) {
-  CheckDataset("cnn.csv", v1::MODEL_FAMILY_CNN,
-               {{"Conv2d", "Conv2d Count"},
-                {"BatchNorm2d", "BatchNorm2d Count"},
-                {"Dropout", "Dropout Count"},
-                {"AdaptiveAvgPool2d", "AdaptiveAvgPool2d Count"},
-                {"Linear", "Linear Count"}});
+  GPUEST_DATASET_OR_SKIP(path, "gpumemnet/cnn.csv");
+  CheckDataset(path, v1::MODEL_FAMILY_CNN, kCnnCounts, 1000);
+}
+
+// The same reader and features on rows the project's generator wrote: the C++ totals and
+// counts agree with gpuest.synthetic's recorder (tests/data/fixture-datasets).
+TEST(Features, MatchTheFixtureMlpTotals) {
+  CheckDataset(testing::FixtureRoot() + "/gpumemnet/mlp.csv", v1::MODEL_FAMILY_MLP,
+               kMlpCounts, 300);
+}
+
+TEST(Features, MatchTheFixtureCnnTotals) {
+  CheckDataset(testing::FixtureRoot() + "/gpumemnet/cnn.csv", v1::MODEL_FAMILY_CNN,
+               kCnnCounts, 250);
 }
 
 }  // namespace
