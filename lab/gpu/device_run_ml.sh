@@ -121,6 +121,11 @@ have_pc libmicrohttpd || missing+=("libmicrohttpd (Debian libmicrohttpd-dev)")
 have_pc gnutls || missing+=("GnuTLS (Debian libgnutls28-dev)")
 ls /opt/gpuest-deps/lib*/cmake/prometheus-cpp >/dev/null 2>&1 ||
   missing+=("prometheus-cpp in /opt/gpuest-deps (deploy/install-deps.sh builds it)")
+# The main configure also generates the Python stubs and builds the Go client.
+[ -x /usr/bin/python3 ] || missing+=("/usr/bin/python3 (proto/CMakeLists.txt: the Python stubs)")
+for tool in go gofmt protoc-gen-go protoc-gen-go-grpc; do
+  command -v $tool >/dev/null || missing+=("$tool (client/go; Debian golang-go, protoc-gen-go, protoc-gen-go-grpc)")
+done
 {
   echo "== the full server with --device cuda"
   if [ "${GPUEST_ML_SERVER:-1}" = 0 ]; then
