@@ -10,10 +10,18 @@ Starts gpuest-server with the webhook over HTTPS (a throw-away certificate), the
    through POST /mutate (HTTPS, kept alive), the same description in its annotation.
 Prints each one's client-side p50/p99 and the ratio of the p99s: the goal is <= 2x.
 
+--mode claim (issue 48, deploy/kubernetes/DRA.md) does step 2 with a
+ResourceClaimTemplate instead of a pod: its spec.metadata carries the description and
+its request asks for --device-class; the webhook answers one alternative per GPU model
+the job fits (RankGpus: an estimate per catalog GPU). The goal is the same: the p99 of
+a sized claim within 2x that of one Estimate RPC, measured as a ratio in one run.
+
   PYTHONPATH=python:build/python bench/admission_latency.py --calls 500
+  PYTHONPATH=python:build/python bench/admission_latency.py --mode claim --calls 500
 """
 
 import argparse
+import base64
 import http.client
 import json
 import os
@@ -29,6 +37,20 @@ sys.path[:0] = [os.path.join(REPO, "python"), os.path.join(REPO, "build", "pytho
 import gpuest  # noqa: E402
 
 
+def classes_table(args, workdir):
+    """The built-in DRA table, --device-class's entry limited to --gpus (the models a
+    cluster has: the only ones estimated); None without --gpus."""
+    if not args.gpus:
+        return None
+    table = json.load(open(os.path.join(REPO, "integrations/kubernetes/dra_device_classes.json")))
+    for entry in table["device_classes"]:
+        if entry["device_class"] == args.device_class:
+            entry["gpus"] = args.gpus.split(",")
+    path = os.path.join(workdir, "dra_device_classes.json")
+    json.dump(table, open(path, "w"))
+    return path
+
+
 def start_server(args, workdir):
     cert, key = os.path.join(workdir, "tls.crt"), os.path.join(workdir, "tls.key")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
@@ -40,7 +62,8 @@ def start_server(args, workdir):
         [args.server, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
          f"--models={os.path.join(REPO, 'models')}", f"--ready-file={ready}",
          "--admission-listen=127.0.0.1:0", f"--admission-tls-cert={cert}",
-         f"--admission-tls-key={key}", f"--admission-gpu={args.gpu}", "--log-level=warn"],
+         f"--admission-tls-key={key}", f"--admission-gpu={args.gpu}", "--log-level=warn"] +
+        ([f"--admission-dra-classes={args.classes}"] if args.classes else []),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 60
     while not os.path.exists(ready):
@@ -51,12 +74,25 @@ def start_server(args, workdir):
 
 
 def review(pod):
+    kind = pod["kind"]
+    group = "" if kind == "Pod" else "resource.k8s.io"
+    resource = {"Pod": "pods", "ResourceClaim": "resourceclaims",
+                "ResourceClaimTemplate": "resourceclaimtemplates"}[kind]
     return json.dumps({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": "bench", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                    "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "request": {"uid": "bench", "kind": {"group": group, "version": "v1", "kind": kind},
+                    "resource": {"group": group, "version": "v1", "resource": resource},
                     "namespace": "ml", "operation": "CREATE", "object": pod,
                     "oldObject": None, "dryRun": False}}).encode()
+
+
+def claim_template(description_text, device_class):
+    """A ResourceClaimTemplate as deploy/kubernetes/dra-example.yaml writes one."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "train-gpu", "namespace": "ml"},
+            "spec": {"metadata": {"annotations": {"gpuest.io/description": description_text}},
+                     "spec": {"devices": {"requests": [
+                         {"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}}}
 
 
 def pod(annotations):
@@ -89,10 +125,18 @@ def main():
     p.add_argument("--calls", type=int, default=500)
     p.add_argument("--gpu", default="a100-80gb")
     p.add_argument("--example", default=os.path.join(REPO, "examples", "cnn.json"))
+    p.add_argument("--mode", choices=["pod", "claim"], default="pod",
+                   help="what the webhook sizes against the Estimate RPC")
+    p.add_argument("--device-class", default="gpu-shared.gpuest.io",
+                   help="--mode claim: the request's deviceClassName")
+    p.add_argument("--gpus", default="",
+                   help="--mode claim: the class's models (ids, comma-separated), as an "
+                        "operator lists the cluster's; default: every catalog model")
     args = p.parse_args()
     description_text = open(args.example).read()
     description = json.loads(description_text)
     with tempfile.TemporaryDirectory() as workdir:
+        args.classes = classes_table(args, workdir)
         proc, ports, cert = start_server(args, workdir)
         try:
             context = ssl.create_default_context(cafile=cert)
@@ -109,8 +153,10 @@ def main():
                 assert reply.status == 200 and answer["response"]["allowed"], answer
                 return elapsed, answer["response"]
 
-            untouched, sized = review(pod({"team": "web"})), review(
-                pod({"gpuest.io/description": description_text}))
+            untouched = review(pod({"team": "web"}))
+            sized = review(claim_template(description_text, args.device_class)
+                           if args.mode == "claim"
+                           else pod({"gpuest.io/description": description_text}))
             for _ in range(50):  # Warm: connections, caches, the parser's buffers.
                 mutate(untouched)
             before = mutation_histogram(ports["metrics_port"])
@@ -137,10 +183,44 @@ def main():
                 elapsed, response = mutate(sized)
                 assert "patch" in response, response
                 webhook.append(elapsed)
+            if args.mode == "claim":
+                # What each pod's claim costs afterwards: kube-controller-manager makes it
+                # from the sized template (its spec.metadata and spec), a list already.
+                template = claim_template(description_text, args.device_class)
+                response = mutate(sized)[1]
+                made = json.loads(json.dumps(template))
+                for op in json.loads(base64.b64decode(response["patch"])):
+                    parts = [p.replace("~1", "/").replace("~0", "~")
+                             for p in op["path"].split("/")[1:]]
+                    node = made
+                    for key in parts[:-1]:
+                        node = node[int(key)] if isinstance(node, list) else node[key]
+                    last = parts[-1]
+                    if isinstance(node, list):
+                        node[int(last)] = op["value"]
+                    else:
+                        node[last] = op["value"]
+                claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                         "metadata": dict(made["spec"]["metadata"], name="train-0-gpu",
+                                          namespace="ml"),
+                         "spec": made["spec"]["spec"]}
+                body = review(claim)
+                from_template = []
+                for _ in range(args.calls):
+                    elapsed, response = mutate(body)
+                    assert "patch" not in response, response
+                    from_template.append(elapsed)
+                print(f"claim made from the sized template (left as it is): p50 "
+                      f"{quantile(from_template, 0.5) * 1e3:.3f} ms "
+                      f"p99 {quantile(from_template, 0.99) * 1e3:.3f} ms")
+                alternatives = len(made["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"])
+                print(f"the sized template lists {alternatives} alternatives; "
+                      f"models estimated per sizing: {args.gpus or 'every catalog GPU'}")
             e99, w99 = quantile(estimate, 0.99), quantile(webhook, 0.99)
             print(f"Estimate RPC (gRPC):    p50 {quantile(estimate, 0.5) * 1e3:.3f} ms "
                   f"p99 {e99 * 1e3:.3f} ms")
-            print(f"sized pod (/mutate):    p50 {quantile(webhook, 0.5) * 1e3:.3f} ms "
+            what = f"sized claim ({args.device_class})" if args.mode == "claim" else "sized pod"
+            print(f"{what} (/mutate): p50 {quantile(webhook, 0.5) * 1e3:.3f} ms "
                   f"p99 {w99 * 1e3:.3f} ms")
             print(f"ratio of p99s: {w99 / e99:.2f}x (goal <= 2x); {args.calls} calls each, "
                   f"interleaved, {args.example}, --gpu {args.gpu}")

@@ -252,8 +252,20 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
   if (!request.has_job()) return absl::InvalidArgumentError("job: missing");
   v1::RankGpusResponse response;
   response.set_models_version(engine_.registry()->models_version());
+  const GpuProfiles& catalog = engine_.registry()->gpus();
+  std::set<std::string> only;  // Catalog ids; empty: all.
+  for (int i = 0; i < request.gpus_size(); ++i) {
+    const GpuProfile* named = catalog.Find(request.gpus(i));
+    if (named == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gpus[", i, "]: '", request.gpus(i).substr(0, 128),
+                       "' is not in the catalog; known: ", catalog.KnownIds()));
+    }
+    only.insert(named->id);
+  }
   std::set<std::string> seen;
-  for (const GpuProfile& gpu : engine_.registry()->gpus().All()) {
+  for (const GpuProfile& gpu : catalog.All()) {
+    if (!only.empty() && only.count(gpu.id) == 0) continue;
     // Each GPU is one more estimate: none starts past the deadline.
     GPUEST_RETURN_IF_ERROR(deadline.Check());
     GPUEST_ASSIGN_OR_RETURN(

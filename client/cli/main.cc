@@ -288,8 +288,8 @@ int Claim(const gpuest::Client& client, const std::string& path) {
   // The description may name one GPU (or --gpu does): that model only.
   const std::string only_gpu = request->gpu();
   request->clear_gpu();
-  gpuest::v1::RankGpusRequest rank;
-  *rank.mutable_job()->mutable_description() = *request;
+  const gpuest::v1::RankGpusRequest rank =
+      gpuest::kubernetes::RankRequestFor(*request, {cls});
   auto left = TimeLeft(path);
   if (!left.ok()) return Fail(left.status());
   auto ranking = client.RankGpus(rank, *left);

@@ -146,8 +146,9 @@ HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
   // The description may name one GPU: the claim then asks for that model only.
   const std::string only_gpu = job->gpu();
   job->clear_gpu();
-  v1::RankGpusRequest rank;
-  *rank.mutable_job()->mutable_description() = *std::move(job);
+  std::vector<const DraDeviceClass*> classes;
+  for (const SizedRequest& s : sized) classes.push_back(s.cls);
+  const v1::RankGpusRequest rank = RankRequestFor(*job, classes);
   absl::StatusOr<v1::RankGpusResponse> ranking =
       models_.Current()->placement().RankGpus(rank, deadline);
   if (!ranking.ok()) {

@@ -135,6 +135,16 @@ absl::StatusOr<DraDeviceClass> ParseClass(const Json& entry, const std::string& 
     }
     c.cap_parameters = cap;
   }
+  if (entry.contains("gpus") && !entry["gpus"].is_null()) {
+    const Json& gpus = entry["gpus"];
+    if (!gpus.is_array()) return Bad(where + ".gpus", "not a list of catalog GPUs");
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (!gpus[i].is_string() || gpus[i].get<std::string>().empty()) {
+        return Bad(absl::StrCat(where, ".gpus[", i, "]"), "not a non-empty string");
+      }
+      c.gpus.push_back(gpus[i].get<std::string>());
+    }
+  }
   return c;
 }
 
@@ -360,6 +370,24 @@ std::optional<uint64_t> RoundedByPolicy(uint64_t bytes, const DraRequestPolicy& 
   return rounded;
 }
 
+v1::RankGpusRequest RankRequestFor(const v1::EstimateRequest& job,
+                                   const std::vector<const DraDeviceClass*>& classes) {
+  v1::RankGpusRequest rank;
+  *rank.mutable_job()->mutable_description() = job;
+  bool every_class_lists = !classes.empty();
+  for (const DraDeviceClass* c : classes) every_class_lists &= !c->gpus.empty();
+  if (every_class_lists) {
+    for (const DraDeviceClass* c : classes) {
+      for (const std::string& gpu : c->gpus) {
+        if (std::find(rank.gpus().begin(), rank.gpus().end(), gpu) == rank.gpus().end()) {
+          rank.add_gpus(gpu);
+        }
+      }
+    }
+  }
+  return rank;
+}
+
 absl::StatusOr<ClaimSizing> SizeClaim(const v1::RankGpusResponse& ranking,
                                       const DraDeviceClass& cls,
                                       const std::string& only_gpu,
@@ -367,15 +395,24 @@ absl::StatusOr<ClaimSizing> SizeClaim(const v1::RankGpusResponse& ranking,
   ClaimSizing out;
   out.models_version = ranking.models_version();
   bool named_seen = only_gpu.empty();
+  auto named_by = [](const v1::GpuRanking& gpu, const std::string& name) {
+    bool named = absl::EqualsIgnoreCase(gpu.gpu(), name) ||
+                 absl::EqualsIgnoreCase(gpu.name(), name);
+    for (const std::string& alias : gpu.aliases()) {
+      named = named || absl::EqualsIgnoreCase(alias, name);
+    }
+    return named;
+  };
   for (const v1::GpuRanking& gpu : ranking.gpus()) {
     if (gpu.mig() != cls.mig) continue;
+    // The class's own models, when it lists them (the ranking may hold other classes').
+    if (!cls.gpus.empty() &&
+        std::none_of(cls.gpus.begin(), cls.gpus.end(),
+                     [&](const std::string& name) { return named_by(gpu, name); })) {
+      continue;
+    }
     if (!only_gpu.empty()) {
-      bool named = absl::EqualsIgnoreCase(gpu.gpu(), only_gpu) ||
-                   absl::EqualsIgnoreCase(gpu.name(), only_gpu);
-      for (const std::string& alias : gpu.aliases()) {
-        named = named || absl::EqualsIgnoreCase(alias, only_gpu);
-      }
-      if (!named) continue;
+      if (!named_by(gpu, only_gpu)) continue;
       named_seen = true;
     }
     if (gpu.fits() && out.alternatives.size() == kMaxAlternatives) {
@@ -421,6 +458,15 @@ absl::StatusOr<ClaimSizing> SizeClaim(const v1::RankGpusResponse& ranking,
     return absl::FailedPreconditionError(
         absl::StrCat(where, ": no GPU model of device class ", cls.device_class,
                      " fits the job: ", absl::StrJoin(out.left_out, ", ")));
+  }
+  if (std::any_of(out.left_out.begin(), out.left_out.end(), [](const std::string& why) {
+        return absl::StrContains(why, "alternatives)");
+      })) {
+    out.warnings.push_back(absl::StrCat(
+        "note: the job fits more GPU models than the ", kMaxAlternatives,
+        " alternatives a request may list; the tightest fits are kept. List the models "
+        "the cluster has in the gpus of ",
+        cls.device_class, "'s entry (dra_device_classes.json)"));
   }
   if (cls.shared && cls.cap_parameters.empty()) {
     const ClaimAlternative& first = out.alternatives.front();

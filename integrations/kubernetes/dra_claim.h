@@ -56,6 +56,10 @@ struct DraDeviceClass {
   // The opaque parameters that hold the job to its share, as JSON text in which the
   // string "$LIMIT" stands for the share; empty: no mechanism (the answer warns).
   std::string cap_parameters;
+  // The catalog GPUs the cluster has of this class (ids, aliases or names): the only
+  // alternatives, and the only models estimated. Empty: every model of the catalog of
+  // the class's kind (at most kMaxAlternatives of them make the list).
+  std::vector<std::string> gpus;
 };
 
 struct DraClasses {
@@ -104,6 +108,11 @@ struct ClaimSizing {
   std::vector<std::string> warnings;
   std::string models_version;
 };
+
+// The RankGpus request for job sized for classes: restricted to their gpus when each
+// of them lists some.
+v1::RankGpusRequest RankRequestFor(const v1::EstimateRequest& job,
+                                   const std::vector<const DraDeviceClass*>& classes);
 
 // The models of cls's kind that the job fits (ranking: RankGpus's answer for it), in
 // the ranking's order; only_gpu (a catalog id or nvidia-smi name; empty: any) keeps one.

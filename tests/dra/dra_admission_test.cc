@@ -40,7 +40,10 @@ const Json kExtraClasses = Json::parse(R"([
    "request_policy": {"validRange": {"min": "1Gi", "step": "512Mi", "max": "40Gi"}}},
   {"device_class": "gpu-nocap.example.com", "driver": "gpu.nvidia.com",
    "devices": "whole_gpus", "product_attribute": "productName", "shared": true,
-   "memory_capacity": "memory"}
+   "memory_capacity": "memory"},
+  {"device_class": "gpu-cluster.example.com", "driver": "gpu.nvidia.com",
+   "devices": "whole_gpus", "product_attribute": "productName", "shared": false,
+   "gpus": ["h100-80gb", "NVIDIA A100-SXM4-80GB"]}
 ])");
 
 Json Review(const Json& object, const std::string& operation = "CREATE") {
@@ -166,7 +169,7 @@ std::string* DraAdmissionTest::classes_path_ = nullptr;
 TEST_F(DraAdmissionTest, TheWebhooksSizingOfATemplateIsGpuestClaimsByteForByte) {
   for (const std::string cls :
        {"gpu.nvidia.com", "gpu-shared.gpuest.io", "mig.nvidia.com",
-        "gpu-policy.example.com", "gpu-nocap.example.com"}) {
+        "gpu-policy.example.com", "gpu-nocap.example.com", "gpu-cluster.example.com"}) {
     SCOPED_TRACE(cls);
     const testing::CommandResult unsized =
         Cli({"claim", "--unsized", "--device-class", cls, "--name", "mlp", kMlp});
@@ -184,10 +187,21 @@ TEST_F(DraAdmissionTest, TheWebhooksSizingOfATemplateIsGpuestClaimsByteForByte) 
     ASSERT_FALSE(alternatives.empty());
     EXPECT_LE(alternatives.size(), 8u);
     for (const Json& a : alternatives) EXPECT_EQ(a["deviceClassName"], cls);
+    // A class listing the cluster's models asks for those alone, in RankGpus's order
+    // (the tighter fit first); one listing none keeps the 8 tightest and says so.
+    if (cls == "gpu-cluster.example.com") {
+      ASSERT_EQ(alternatives.size(), 2u);
+      EXPECT_EQ(alternatives[0]["name"], "h100-80gb");
+      EXPECT_EQ(alternatives[1]["name"], "a100-80gb");
+    }
+    if (cls == "gpu.nvidia.com") {
+      EXPECT_EQ(alternatives.size(), 8u);
+      EXPECT_TRUE(absl::StrContains(response["warnings"].dump(), "gpus")) << response;
+    }
     // A shared class without a cap mechanism says how the job caps itself, on both.
     if (cls == "gpu-nocap.example.com") {
       ASSERT_TRUE(response.contains("warnings"));
-      EXPECT_TRUE(absl::StrContains(response["warnings"][0].get<std::string>(),
+      EXPECT_TRUE(absl::StrContains(response["warnings"].dump(),
                                     "set_per_process_memory_fraction"));
       EXPECT_TRUE(absl::StrContains(sized.err, "set_per_process_memory_fraction"));
     }
