@@ -367,6 +367,7 @@ std::string Quote(const std::string& s) {
 }
 
 std::string Number(double x) {
+  if (!std::isfinite(x)) return "null";  // JSON has no NaN; the failure line says it.
   char buffer[40];
   std::snprintf(buffer, sizeof buffer, "%.6g", x);
   return buffer;
@@ -663,7 +664,8 @@ int Run(int argc, char** argv) {
            << ",\n     \"cpu_vs_reference\": "
            << ComparisonJson(r.cpu_vs_reference, "the rows carry no reference")
            << ",\n     \"cuda_vs_cpu\": "
-           << ComparisonJson(r.cuda_vs_cpu, gpu_half.c_str())
+           << ComparisonJson(r.cuda_vs_cpu, run_cuda ? "did not load on cuda (failures)"
+                                                     : gpu_half.c_str())
            << ",\n     \"cpu_batch64_vs_batch1\": "
            << ComparisonJson(r.batch64_vs_batch1, "")
            << ",\n     \"us_per_request\": {\"cpu\": {\"batch1\": " << Micros(r.cpu_b1)
