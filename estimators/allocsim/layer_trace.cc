@@ -102,6 +102,7 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   // Each layer's output tensor and its elements, to find a skip connection's source.
   std::vector<int> outputs(n, -1);
   std::vector<uint64_t> output_elements(n, 0);
+  std::vector<bool> alias(n, false);  // A view of its input: no tensor, no gradient.
   int previous = batch_input;
   uint64_t previous_bytes = batch * input_elements * 4;
   uint64_t previous_elements = batch * input_elements;
@@ -154,11 +155,21 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
         previous_bytes = input * act_bytes;
       }
     }
+    const LayerTypeInfo info = ClassifyLayerType(layer.type());
+    if (info.kind == LayerKind::kShape && elements == previous_elements &&
+        layer.parameters() == 0) {
+      // nn.Identity returns its input and nn.Flatten a view of it (torch.flatten of a
+      // contiguous tensor): no tensor of its own, nothing for backward.
+      alias[i] = true;
+      outputs[i] = previous;
+      output_elements[i] = elements;
+      continue;
+    }
     const int output = b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
     outputs[i] = output;
     output_elements[i] = elements;
     in_bytes[i] = previous_bytes;
-    const Saves saves = ClassifyLayerType(layer.type()).saves;
+    const Saves saves = info.saves;
     switch (saves) {
       case Saves::kInputAndStats:
         hold(i, b.Alloc(2 * 4 * 1024, v1::ALLOCATION_CATEGORY_ACTIVATION));
@@ -207,6 +218,7 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   int grad = b.Alloc(previous_bytes, v1::ALLOCATION_CATEGORY_TEMPORARY);
   if (!held(previous)) b.Free(previous);
   for (int i = n - 1; i >= 0; --i) {
+    if (alias[i]) continue;  // Its gradient is its output's.
     const v1::Layer& layer = model.layers(i);
     const int grad_input = b.Alloc(in_bytes[i], v1::ALLOCATION_CATEGORY_TEMPORARY);
     if (layer.parameters() > 0) {

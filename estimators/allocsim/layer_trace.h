@@ -21,6 +21,8 @@
 //   source times a per-channel gate (squeeze-and-excitation: torch.mul makes the
 //   product and saves both operands); any other input is a tensor an operation made
 //   (a DenseNet block's torch.cat).
+// - Identity and Flatten (shape layers of the input's size, no parameters) are views of
+//   their input: no tensor, no gradient of their own.
 // - Backward, in reverse: the gradient of each layer's output, a temporary of its input
 //   size, and each parameter's gradient on first use (kept).
 // - The optimizer step creates its state (Adam/AdamW two buffers, SGD with momentum

@@ -132,6 +132,25 @@ TEST(LayerTrace, SavedActivationsFollowTheRules) {
   }
 }
 
+TEST(LayerTrace, AnIdentityOrFlattenIsAViewOfItsInput) {
+  // Linear, ReLU (saves its output), Identity, Flatten, Linear (saves its input: the
+  // ReLU's output itself, through the two views): at backward, the ReLU's output and
+  // the logits, no copies; the views take no gradient of their own.
+  v1::ModelDescription m = SmallMlp(8, v1::OPTIMIZER_SGD);
+  m.mutable_layers()->DeleteSubrange(2, 2);
+  AddLayer(m, "Identity", 50, 0);
+  AddLayer(m, "Flatten", 50, 0);
+  AddLayer(m, "Linear", 10, 510);
+  const v1::AllocationTrace t = TraceFromLayers(m);
+  EXPECT_EQ(LiveActivationsAtBackward(t), 8u * 4 * (50 + 10));
+  // The temporaries: the loss gradient and one input gradient per non-view layer.
+  int temporaries = 0;
+  for (int i = 0; i < t.size_bytes_size(); ++i) {
+    temporaries += t.category(i) == v1::ALLOCATION_CATEGORY_TEMPORARY;
+  }
+  EXPECT_EQ(temporaries, 1 + 3);
+}
+
 // A dense block as its layer list shows it: Conv2d(16 -> 8) and Tanh, then a second
 // Conv2d whose input is the torch.cat of the block input and the first conv's output
 // (24 channels, 8 x 8): a tensor no module made. Per sample, in floats.
