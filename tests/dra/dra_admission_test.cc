@@ -425,5 +425,44 @@ TEST_F(DraAdmissionTest, ABadDescriptionFollowsTheOnErrorPolicy) {
   EXPECT_TRUE(absl::StrContains(r->body, "requests[0]")) << r->body;
 }
 
+// When the server cannot size a claim in time, the answer is an HTTP error for the
+// configuration's failurePolicy, never a refusal of the claim.
+TEST(DraAdmissionDeadline, AClaimPastItsTimeIsAnHttpErrorForTheFailurePolicy) {
+  testing::Pki pki;
+  pki.MakeCa("ca");
+  pki.MakeLeaf("webhook", "ca", "IP:127.0.0.1");
+  auto server = ServerProcess::Start({"--admission-listen=127.0.0.1:0",
+                                      "--admission-tls-cert=" + pki.Path("webhook.pem"),
+                                      "--admission-tls-key=" + pki.Path("webhook.key"),
+                                      "--admission-timeout=1us"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  httplib::SSLClient https("127.0.0.1", (*server)->admission_port());
+  https.set_ca_cert_path(pki.Path("ca.pem").c_str());
+  https.enable_server_certificate_verification(true);
+  Json claim = {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata",
+       {{"name", "late"},
+        {"namespace", "ml"},
+        {"annotations", {{"gpuest.io/description", testing::ReadFileOrDie(kMlp)}}}}},
+      {"spec",
+       {{"devices",
+         {{"requests",
+           Json::array({{{"name", "gpu"},
+                         {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}})}}}}}};
+  auto r = https.Post("/mutate", Review(claim).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_TRUE(absl::StrContains(r->body, "deadline")) << r->body;
+  // As for a pod: a call shed before its work starts is 503 whatever the claim says
+  // (its body is not read); gpuest.io/on-error: allow covers an estimate that ran out
+  // of time, which a 1 us deadline never reaches.
+  claim["metadata"]["annotations"]["gpuest.io/on-error"] = "allow";
+  r = https.Post("/mutate", Review(claim).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+}
+
 }  // namespace
 }  // namespace gpuest
