@@ -1,11 +1,12 @@
 // gpuest-ml-rows: the rows gpuest-ml-check feeds the ensembles, made by the project
-// itself. For each served GPUMemNet ensemble: GPUMemNet's measured rows of its family
-// (mlp.csv, cnn.csv under --data-dir) through the one feature function and the
-// manifest's encoding, or, where the family has no CSV rows here (the Transformer
-// sample needs the exporter's JSON lines), the check's own generated rows; and for
-// each row the probabilities of the served CPU path, the plain forward, with the
-// served estimator's arithmetic (softmax per head in double, the mean over members).
-// gpuest-ml-check --rows FILE compares libtorch on the CPU and on a GPU to those.
+// itself. For each served GPUMemNet ensemble: the rows of its family's CSV in GPUMemNet's
+// format (mlp.csv, cnn.csv under --data-dir: the measured ones, or the tests' fixtures)
+// through the one feature function and the manifest's encoding, or, where the family has
+// no CSV rows here (the Transformer sample needs the exporter's JSON lines), the check's
+// own generated rows; and for each row the probabilities of the served CPU path, the
+// plain forward, with the served estimator's arithmetic (softmax per head in double, the
+// mean over members). gpuest-ml-check --rows FILE compares libtorch on the CPU and on a
+// GPU to those.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -152,8 +153,8 @@ int Run() {
       absl::StatusOr<std::vector<Row>> rows = MeasuredRows(*m, csv, n);
       if (!rows.ok()) return Fail(std::string(rows.status().message()));
       set.rows = std::move(*rows);
-      set.source = absl::StrCat("GPUMemNet's measured rows (", family,
-                                ".csv, evenly spread), encoded by the project");
+      set.source =
+          absl::StrCat("the rows of ", csv, " (evenly spread), encoded by the project");
     } else {
       set.rows = GenerateRows(GenerationOf(*m), SeedOf(m->id), n);
       set.source =
