@@ -610,15 +610,15 @@ int Run(int argc, char** argv) {
   // The table.
   std::printf("gpuest-ml-check: libtorch %s, %d CPU thread(s); GPU half: %s\n",
               TORCH_VERSION, o.threads, gpu_half.c_str());
-  std::printf("%-34s %4s %5s  %-13s %-13s %-13s  %9s %9s %9s %9s\n", "ensemble", "mem",
-              "rows", "cpu~reference", "cuda~cpu", "b64~b1 (cpu)", "cpu b1", "cpu b64",
-              "cuda b1", "cuda b64");
+  std::printf("%-34s %7s %5s  %-13s %-13s %-13s  %9s %9s %9s %9s\n", "ensemble",
+              "members", "rows", "cpu~reference", "cuda~cpu", "b64~b1 (cpu)", "cpu b1",
+              "cpu b64", "cuda b1", "cuda b64");
   for (const Result& r : results) {
     if (!r.error.empty()) {
       std::printf("%-34s ERROR: %s\n", r.id.c_str(), r.error.c_str());
       continue;
     }
-    std::printf("%-34s %4zu %5zu  %-13s %-13s %-13s  %9s %9s %9s %9s\n", r.id.c_str(),
+    std::printf("%-34s %7zu %5zu  %-13s %-13s %-13s  %9s %9s %9s %9s\n", r.id.c_str(),
                 r.members, r.rows, Cell(r.cpu_vs_reference).c_str(),
                 Cell(r.cuda_vs_cpu).c_str(), Cell(r.batch64_vs_batch1).c_str(),
                 Cell(r.cpu_b1).c_str(), Cell(r.cpu_b64).c_str(), Cell(r.cuda_b1).c_str(),
