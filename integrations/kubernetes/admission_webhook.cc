@@ -81,10 +81,11 @@ absl::StatusOr<PodShape> ShapeOf(const AdmissionPod& pod, const MemoryRequest& r
 std::string KeptAsIs(const AdmissionClaimRequest& r, const DraDeviceClass& cls) {
   const nlohmann::json exactly = nlohmann::json::parse(r.exactly_json, nullptr, false);
   if (!exactly.is_object()) return "its exactly is not an object";
-  if (exactly.value("adminAccess", false)) {
+  // Compared, never converted: a field of the wrong type is the API server's to refuse.
+  if (exactly.contains("adminAccess") && exactly["adminAccess"] == true) {
     return "it asks for adminAccess, which a firstAvailable list cannot carry";
   }
-  if (exactly.value("allocationMode", "") == "All") {
+  if (exactly.contains("allocationMode") && exactly["allocationMode"] == "All") {
     return "allocationMode All takes every matching device, of every model";
   }
   if (cls.shared && exactly.contains("capacity") && exactly["capacity"].is_object() &&

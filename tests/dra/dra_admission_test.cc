@@ -5,6 +5,7 @@
 // `gpuest estimate --gpu MODEL`. Every patched object is written to
 // GPUEST_DRA_OBJECTS_DIR, where dra.SchemaAndSelectors (validate_claims.mjs) judges it
 // against the resource.k8s.io/v1 schema and evaluates its CEL selectors.
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -69,6 +70,8 @@ Json Review(const Json& object, const std::string& operation = "CREATE") {
 class DraAdmissionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    // A connection the server closes must fail a write, not kill the test.
+    std::signal(SIGPIPE, SIG_IGN);
     pki_ = new testing::Pki();
     pki_->MakeCa("ca");
     pki_->MakeLeaf("webhook", "ca", "IP:127.0.0.1");
@@ -351,6 +354,14 @@ TEST_F(DraAdmissionTest, OnlyConfiguredRequestsOnCreateAreSizedAndTheRestIsKept)
                           {"metadata", sized["metadata"]},
                           {"spec", sized["spec"]}};
   EXPECT_FALSE(Mutate(Review(made_from)).contains("patch"));
+
+  // Fields of the wrong type are the API server's to refuse, not the webhook's to
+  // trip on: answered, the server still up.
+  Json odd = claim;
+  odd["spec"]["devices"]["requests"][1]["exactly"]["adminAccess"] = "yes";
+  odd["spec"]["devices"]["requests"][1]["exactly"]["allocationMode"] = 5;
+  odd["spec"]["devices"]["requests"][1]["exactly"]["selectors"] = "all";
+  EXPECT_EQ(Mutate(Review(odd))["allowed"], true);
 
   // adminAccess and allocationMode All cannot become a list: kept, with a warning.
   Json admin = claim;

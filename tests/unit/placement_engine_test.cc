@@ -347,6 +347,26 @@ TEST_F(PlacementEngineTest, RanksEveryCatalogGpuAndMigProfile) {
   EXPECT_TRUE(r->gpus(0).fits());
 }
 
+// RankGpusRequest.gpus: only the GPUs a cluster has (ids, aliases or nvidia-smi names),
+// each with its catalog aliases; one the catalog does not know is refused naming it.
+TEST_F(PlacementEngineTest, RanksOnlyTheGpusNamedAndRefusesAnUnknownOne) {
+  v1::RankGpusRequest request;
+  *request.mutable_job() = testing::MeasuredJob("job", 15 * kGiB, 50);
+  request.add_gpus("h100-80gb");
+  request.add_gpus("NVIDIA A100-SXM4-40GB");
+  auto r = placement_->RankGpus(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->gpus_size(), 2);
+  EXPECT_EQ(r->gpus(0).gpu(), "a100-40gb");  // The tighter fit first.
+  EXPECT_EQ(r->gpus(1).gpu(), "h100-80gb");
+  EXPECT_FALSE(r->gpus(0).aliases().empty());
+  request.add_gpus("b300");
+  auto unknown = placement_->RankGpus(request);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(unknown.status().message(), "gpus[2]"))
+      << unknown.status();
+}
+
 namespace field_bounds {
 
 using google::protobuf::Descriptor;
