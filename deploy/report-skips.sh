@@ -8,7 +8,7 @@ log="${1:-build}/Testing/Temporary/LastTest.log"
 [[ -f "$log" ]] || exit 0
 awk '
   # gtest: the skip message line, then "[  SKIPPED ] Suite.Name (N ms)".
-  /dataset [^ ]+ not found under/ && !/^SKIPPED \[/ {
+  /skipped: dataset [^ ]+ not found under/ {
     match($0, /dataset [^ ]+/); pending = substr($0, RSTART + 8, RLENGTH - 8)
   }
   /^\[  SKIPPED \] [A-Za-z].*\([0-9]+ ms\)$/ { cpp++; per[pending == "" ? "(no reason given)" : pending]++; pending = "" }

@@ -41,7 +41,7 @@ std::string FixtureRoot();
   if (auto found_##var = ::gpuest::testing::FindDataset(relative); found_##var.ok()) { \
     var = *found_##var;                                                                \
   } else if (::gpuest::testing::DataRequired()) {                                      \
-    GTEST_FAIL() << found_##var.status().message();                                    \
+    GTEST_FAIL() << "GPUEST_REQUIRE_DATA=1: " << found_##var.status().message();       \
   } else {                                                                             \
-    GTEST_SKIP() << found_##var.status().message();                                    \
+    GTEST_SKIP() << "skipped: " << found_##var.status().message();                     \
   }
