@@ -30,8 +30,9 @@ PACKAGES=(
   # the HTTP entry points (server/http_front: the extender, the admission webhook) and the on-demand
   # JSON parser that reads kube-scheduler's bodies (integrations/kubernetes/extender_args)
   libmicrohttpd-dev libgnutls28-dev libsimdjson-dev
-  # the tests' and benchmarks' HTTP(S) client
-  libcpp-httplib-dev
+  # the tests' and benchmarks' HTTP(S) client; HTTP/2 peers for the hostile suite's
+  # transport rows (tests/hostile/h2_peer.py) and nghttp2's tools for poking by hand
+  libcpp-httplib-dev python3-h2 nghttp2-client
   # integrations/slurm/tests: the job_submit plugin (integrations/slurm) on a real Slurm 22.05: the
   # controller, a node daemon, sbatch/scontrol, munge for their authentication
   # (job_submit_lua.so and cli_filter_lua.so come with slurm-wlm-basic-plugins, which

@@ -11,14 +11,17 @@
 
 namespace gpuest {
 
-class AdminService final : public v1::Admin::CallbackService {
+// Raw, as the other services (server/raw_messages.h): an undecodable request is
+// INVALID_ARGUMENT, not UNIMPLEMENTED.
+class AdminService final
+    : public v1::Admin::WithRawCallbackMethod_ReloadModels<v1::Admin::Service> {
  public:
   // The lifecycle and the pool must outlive the service.
   AdminService(ModelLifecycle& models, WorkerPool& pool) : models_(models), pool_(pool) {}
 
   grpc::ServerUnaryReactor* ReloadModels(grpc::CallbackServerContext* context,
-                                         const v1::ReloadModelsRequest* request,
-                                         v1::ReloadModelsResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
 
  private:
   ModelLifecycle& models_;

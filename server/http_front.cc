@@ -49,8 +49,9 @@ void LowerThisThreadsPriority() {
 struct Connection {
   int fd = -1;
   absl::Time request_began;
-  bool at_work = false;  // Its call waits for a worker: bounded by its deadline.
-  bool cut = false;      // Shut for taking too long; closing.
+  bool headers_in = false;  // Its request's line and headers have all arrived.
+  bool at_work = false;     // Its call waits for a worker: bounded by its deadline.
+  bool cut = false;         // Shut for taking too long; closing.
 };
 
 // One request, from its headers to its answer (MHD's per-request closure).
@@ -206,6 +207,9 @@ absl::StatusOr<int> HttpFront::Impl::Start() {
       {MHD_OPTION_SOCK_ADDR, 0, found->ai_addr},
       {MHD_OPTION_THREAD_POOL_SIZE, 2, nullptr},
       {MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, nullptr},
+      // One address's connections beyond this are closed on accept: a crowd from one
+      // peer cannot fill the front for the others (the scheduler, the probes).
+      {MHD_OPTION_PER_IP_CONNECTION_LIMIT, kMaxConnectionsPerPeer, nullptr},
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(kConnectionMemory),
        nullptr},
       {MHD_OPTION_CONNECTION_TIMEOUT, kIdleSeconds, nullptr},
@@ -252,6 +256,10 @@ MHD_Result HttpFront::Impl::Access(void* cls, MHD_Connection* connection, const 
   Impl& self = *static_cast<Impl*>(cls);
   auto* call = static_cast<Call*>(*request_closure);
   if (call == nullptr) {  // The headers are in; no byte of the body is read yet.
+    if (Connection* c = self.ConnectionOf(connection)) {
+      absl::MutexLock lock(&self.mu_);
+      c->headers_in = true;
+    }
     call = new Call();
     *request_closure = call;
     call->arrived = absl::Now();
@@ -423,6 +431,7 @@ void HttpFront::Impl::Completed(void* cls, MHD_Connection* connection,
   if (Connection* c = self.ConnectionOf(connection)) {
     absl::MutexLock lock(&self.mu_);
     c->request_began = absl::Now();  // The next request's clock starts now.
+    c->headers_in = false;
     c->at_work = false;
   }
 }
@@ -471,14 +480,20 @@ void HttpFront::Impl::Reap() {
     const absl::Time now = absl::Now();
     int cut = 0;
     for (Connection* c : connections_) {
-      if (c->cut || c->at_work || now - c->request_began <= request_time_) continue;
+      if (c->cut || c->at_work) continue;
+      // Headers have a deadline of their own, far shorter than the route's: a peer that
+      // trickles them holds its socket seconds, not the route's whole time.
+      const absl::Duration allowed = c->headers_in ? request_time_ : kHeaderTime;
+      if (now - c->request_began <= allowed) continue;
       if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
       c->cut = true;
       ++cut;
     }
     if (cut > 0) {
-      spdlog::debug("{}: shut {} connection(s) whose request took over {}", options_.name,
-                    cut, absl::FormatDuration(request_time_));
+      spdlog::debug(
+          "{}: shut {} connection(s) whose headers took over {} or request over {}",
+          options_.name, cut, absl::FormatDuration(kHeaderTime),
+          absl::FormatDuration(request_time_));
     }
   }
 }

@@ -11,6 +11,9 @@
 // The rules, the same for every route, enforced where the bytes enter:
 // - a connection holds at most kMaxConnections sockets' worth of the front, each with
 //   a buffer of kConnectionMemory bytes for its request line and headers;
+// - one client address holds at most kMaxConnectionsPerPeer of them, so that one peer's
+//   crowd leaves room for the others;
+// - its headers must arrive within kHeaderTime, apart from the route's time;
 // - time per request, not per read: a request may take request_time from its first
 //   byte (or the end of the one before it on the connection) to its answer's last,
 //   after which its socket is shut; an idle connection closes after kIdleSeconds;
@@ -79,6 +82,12 @@ class HttpFront {
  public:
   // Connections served at once; more wait in the listen backlog.
   static constexpr unsigned kMaxConnections = 2048;
+  // Connections one client address may hold at once (kube-scheduler and kube-apiserver
+  // keep a few alive); more are closed as they are accepted.
+  static constexpr unsigned kMaxConnectionsPerPeer = 128;
+  // A request's line and headers must have arrived this long after its first byte (or
+  // the end of the request before it), whatever the route's timeout.
+  static constexpr absl::Duration kHeaderTime = absl::Seconds(3);
   static constexpr size_t kConnectionMemory = 32 * 1024;
   static constexpr unsigned kIdleSeconds = 2;
   static constexpr int kWorkThreads = 16;

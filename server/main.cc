@@ -32,6 +32,20 @@ ABSL_FLAG(std::string, device, "auto",
           "cuda");
 ABSL_FLAG(int, workers, 0, "estimator worker threads; 0 means one per CPU core");
 ABSL_FLAG(int, max_message_size, 16 << 20, "largest request or response, in bytes");
+ABSL_FLAG(int, grpc_max_streams_per_connection, 32,
+          "gRPC streams one connection may have open at once (advertised as HTTP/2 "
+          "MAX_CONCURRENT_STREAMS); 0 leaves gRPC's default, no limit");
+ABSL_FLAG(int64_t, grpc_transport_memory, int64_t{256} << 20,
+          "bytes the gRPC transport may hold for all connections together (read "
+          "buffers, calls: gRPC's ResourceQuota); 0 leaves it unbounded");
+ABSL_FLAG(int, grpc_max_metadata_size, 16 << 10,
+          "largest header block a gRPC request may send, in bytes");
+ABSL_FLAG(absl::Duration, grpc_max_connection_idle, absl::Minutes(5),
+          "a gRPC connection with no call for this long is closed with GOAWAY; 0 keeps "
+          "idle connections");
+ABSL_FLAG(int, grpc_max_resets_per_second, 200,
+          "a gRPC connection whose client cancels (RST_STREAM) more calls than this in "
+          "a second is cut (HTTP/2 rapid reset, CVE-2023-44487); 0 never cuts");
 ABSL_FLAG(int, max_queued, 128,
           "calls that may wait for a worker; beyond, calls are refused at once "
           "(RESOURCE_EXHAUSTED), as are calls whose deadline the queue would outlast");
@@ -117,6 +131,14 @@ gpuest::ServerOptions OptionsFromFlags() {
   gpuest::ServerOptions o;
   o.grpc.listen_address = absl::GetFlag(FLAGS_listen);
   o.grpc.max_message_bytes = absl::GetFlag(FLAGS_max_message_size);
+  o.grpc.transport.max_concurrent_streams =
+      absl::GetFlag(FLAGS_grpc_max_streams_per_connection);
+  o.grpc.transport.memory_bytes = absl::GetFlag(FLAGS_grpc_transport_memory);
+  o.grpc.transport.max_metadata_bytes = absl::GetFlag(FLAGS_grpc_max_metadata_size);
+  o.grpc.transport.max_resets_per_second =
+      absl::GetFlag(FLAGS_grpc_max_resets_per_second);
+  o.grpc.transport.max_connection_idle_ms = static_cast<int>(
+      absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_grpc_max_connection_idle)));
   o.grpc.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   o.grpc.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   o.grpc.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
@@ -198,7 +220,12 @@ int main(int argc, char** argv) {
       options.work.limits.max_layers <= 0 || options.work.limits.max_trace_events < 0 ||
       options.grace_period < absl::ZeroDuration() ||
       absl::GetFlag(FLAGS_max_queued) < 1 || options.work.max_bytes_in_flight <= 0 ||
-      options.extender.max_body_bytes <= 0) {
+      options.extender.max_body_bytes <= 0 ||
+      options.grpc.transport.max_concurrent_streams < 0 ||
+      options.grpc.transport.memory_bytes < 0 ||
+      options.grpc.transport.max_metadata_bytes <= 0 ||
+      options.grpc.transport.max_connection_idle_ms < 0 ||
+      options.grpc.transport.max_resets_per_second < 0) {
     std::fprintf(stderr,
                  "sizes, counts and the grace period must be positive; see --help\n");
     return 2;

@@ -170,6 +170,14 @@ struct Metrics::State {
               "failure (the old models kept serving).")
           .Register(*registry);
 
+  prometheus::Family<prometheus::Counter>& connections_cut_total =
+      prometheus::BuildCounter()
+          .Name("gpuest_grpc_connections_cut_total")
+          .Help(
+              "gRPC connections the server shut for resetting their streams faster than "
+              "--grpc-max-resets-per-second (HTTP/2 rapid reset).")
+          .Register(*registry);
+
   // Series cached on first use: prometheus-cpp's Add() is a slow, locked lookup.
   struct Series {
     std::atomic<prometheus::Histogram*> duration{nullptr};
@@ -189,6 +197,7 @@ struct Metrics::State {
       ABSL_GUARDED_BY(estimators_mu);
   prometheus::Gauge* models_info_series ABSL_GUARDED_BY(estimators_mu) = nullptr;
   std::vector<prometheus::Gauge*> estimator_info_series ABSL_GUARDED_BY(estimators_mu);
+  prometheus::Counter* connections_cut = &connections_cut_total.Add({});
   prometheus::Counter* reload_success = nullptr;
   prometheus::Counter* reload_failure = nullptr;
 
@@ -290,6 +299,8 @@ void Metrics::RequestFinished(RpcMethod method, absl::StatusCode code, double se
 void Metrics::RequestShed(RpcMethod method, ShedReason reason) {
   state_->shed_series[static_cast<int>(method)][static_cast<int>(reason)]->Increment();
 }
+
+void Metrics::ConnectionCut() { state_->connections_cut->Increment(); }
 
 void Metrics::RanOnGrpcThread(RpcMethod method) {
   state_->run_on_grpc_thread_series[static_cast<int>(method)]->Increment();

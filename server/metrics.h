@@ -57,6 +57,8 @@ class Metrics {
   void EstimatorObserved(const std::string& estimator_id, double seconds);
   // A call refused without being worked on; it is also counted by RequestFinished.
   void RequestShed(RpcMethod method, ShedReason reason);
+  // A gRPC connection shut for resetting its streams too fast (server/stream_guard.h).
+  void ConnectionCut();
   // An admitted call worked on by the gRPC thread that received it, not a worker.
   void RanOnGrpcThread(RpcMethod method);
   // Request bytes held by admitted calls, and calls waiting for a worker.

@@ -11,6 +11,7 @@
 #include "estimators/core/request_validation.h"
 #include "integrations/kubernetes/admission_webhook.h"
 #include "integrations/kubernetes/extender_options.h"
+#include "server/grpc_transport.h"
 
 namespace gpuest {
 
@@ -28,6 +29,7 @@ struct GrpcOptions {
   std::string listen_address = "127.0.0.1:50051";
   int max_message_bytes = 16 << 20;
   TlsOptions tls;
+  GrpcTransportOptions transport;
 };
 
 struct ModelOptions {

@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -127,9 +128,32 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   s->admission_ = std::make_unique<Admission>(options.work.max_bytes_in_flight, threads);
   // The extender's calls may hold half the workers (at least one): a flood of them
   // leaves the others to the gRPC API.
+  if (options.grpc.transport.max_resets_per_second > 0) {
+    Metrics* metrics = s->metrics_.get();
+    const int limit = options.grpc.transport.max_resets_per_second;
+    // One warning per 10 s at most, with the count: a peer that reconnects and resets
+    // again must not choose the log's volume.
+    auto last_warning = std::make_shared<std::atomic<int64_t>>(0);
+    auto unlogged = std::make_shared<std::atomic<int>>(0);
+    s->stream_guard_ = std::make_unique<StreamGuard>(
+        limit, [metrics, limit, last_warning, unlogged](const std::string& peer) {
+          metrics->ConnectionCut();
+          const int64_t now = absl::ToUnixSeconds(absl::Now());
+          int64_t last = last_warning->load();
+          if (now - last < 10 || !last_warning->compare_exchange_strong(last, now)) {
+            ++*unlogged;
+            return;
+          }
+          spdlog::warn(
+              "gRPC: cut the connection of {}, which reset over {} streams in a second "
+              "(HTTP/2 rapid reset); {} more cut since the last such warning",
+              peer.substr(0, 64), limit, unlogged->exchange(0));
+        });
+  }
   s->dispatcher_ = std::make_unique<CallDispatcher>(
       *s->metrics_, *s->pool_, *s->admission_, options.grpc.max_message_bytes,
-      options.work.inline_max_request_bytes, std::max(1, static_cast<int>(threads) / 2));
+      options.work.inline_max_request_bytes, std::max(1, static_cast<int>(threads) / 2),
+      s->stream_guard_.get());
   s->service_ = std::make_unique<EstimatorService>(*s->models_, *s->dispatcher_);
   s->placement_service_ =
       std::make_unique<PlacementService>(*s->models_, *s->dispatcher_);
@@ -143,6 +167,9 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   builder.AddListeningPort(options.grpc.listen_address, credentials, &s->grpc_port_);
   builder.SetMaxReceiveMessageSize(options.grpc.max_message_bytes);
   builder.SetMaxSendMessageSize(options.grpc.max_message_bytes);
+  ApplyTransportBounds(options.grpc.transport, "grpc", builder);
+  spdlog::info("gRPC transport bounds: {}",
+               DescribeTransportBounds(options.grpc.transport));
   AcceptUncompressedOnly(builder);
   builder.RegisterService(s->service_.get());
   builder.RegisterService(s->placement_service_.get());
@@ -151,11 +178,13 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.grpc.listen_address));
   }
+  if (s->stream_guard_) s->stream_guard_->SetLocalPort(s->grpc_port_);
   if (!options.admin_listen_address.empty()) {
     s->admin_pool_ = std::make_unique<WorkerPool>(1, 4);
     s->admin_service_ = std::make_unique<AdminService>(*s->models_, *s->admin_pool_);
     grpc::ServerBuilder admin;
     admin.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    ApplyTransportBounds(options.grpc.transport, "admin", admin);
     AcceptUncompressedOnly(admin);
     admin.AddListeningPort(options.admin_listen_address,
                            grpc::InsecureServerCredentials(), &s->admin_port_);

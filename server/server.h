@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "server/model_lifecycle.h"
 #include "server/options.h"
+#include "server/stream_guard.h"
 
 namespace grpc {
 class Server;
@@ -61,6 +62,7 @@ class GpuestServer {
   std::unique_ptr<ModelLifecycle> models_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<Admission> admission_;
+  std::unique_ptr<StreamGuard> stream_guard_;  // Null when not bounded.
   std::unique_ptr<CallDispatcher> dispatcher_;
   std::unique_ptr<EstimatorService> service_;
   std::unique_ptr<PlacementService> placement_service_;

@@ -6,6 +6,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "server/raw_messages.h"
 #include "server/status_util.h"
 #include "spdlog/spdlog.h"
 
@@ -25,7 +26,33 @@ absl::Status Admissible(const WorkDeadline& deadline, bool queued, ShedReason& r
                                             : " before its work started"));
 }
 
+// A unary call's reactor that tells the stream guard when its client cancels it before
+// its deadline (RST_STREAM). gRPC calls OnCancel once the cancellation is processed,
+// which for a HEADERS + DATA + RST_STREAM burst is often after the method has begun (or
+// even answered), so the method's own IsCancelled() cannot see it.
+class GuardedReactor final : public grpc::ServerUnaryReactor {
+ public:
+  GuardedReactor(StreamGuard* guard, grpc::CallbackServerContext* context)
+      : guard_(guard), context_(context) {}
+  void OnCancel() override {
+    if (absl::Now() < absl::FromChrono(context_->deadline())) {
+      guard_->CallCancelled(context_->peer());
+    }
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  StreamGuard* const guard_;
+  grpc::CallbackServerContext* const context_;  // Valid until OnDone.
+};
+
 }  // namespace
+
+grpc::ServerUnaryReactor* CallDispatcher::NewReactor(
+    grpc::CallbackServerContext* context) {
+  if (guard_ == nullptr) return context->DefaultReactor();
+  return new GuardedReactor(guard_, context);
+}
 
 // Works on an admitted call with its deadline, unless the deadline passed or the
 // caller cancelled before it started; then releases its bytes and finishes it.
@@ -168,17 +195,17 @@ grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
     RpcMethod method, grpc::CallbackServerContext* context,
     const google::protobuf::Message& request, google::protobuf::Message* response,
     Work work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = NewReactor(context);
   const absl::Time start = absl::Now();
   metrics_.RequestStarted(method);
   // What the request holds in memory while the call is admitted.
   const int64_t bytes = static_cast<int64_t>(request.SpaceUsedLong());
+  const absl::Time deadline = absl::FromChrono(context->deadline());
   auto finish = [this, reactor, method, start](const absl::Status& status) {
     metrics_.RequestFinished(method, status.code(),
                              absl::ToDoubleSeconds(absl::Now() - start));
     reactor->Finish(ToGrpcStatus(status));
   };
-  const absl::Time deadline = absl::FromChrono(context->deadline());
   if (absl::Status s = Admit(method, bytes, start, deadline); !s.ok()) {
     finish(s);
     return reactor;
@@ -207,80 +234,124 @@ grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
   return reactor;
 }
 
+template <typename Request, typename Response, typename Work>
+grpc::ServerUnaryReactor* CallDispatcher::DispatchRaw(
+    RpcMethod method, grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+    grpc::ByteBuffer* out, Work work) {
+  struct Messages {
+    Request request;
+    Response response;
+  };
+  // A stream its client reset before its message was read reaches the method all the
+  // same, with no message at all (not an empty one): answered CANCELLED, and counted
+  // against its connection, since its RST_STREAM may be processed only after this call
+  // is over (when OnCancel is no longer called).
+  if (!in->Valid() || context->IsCancelled()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    metrics_.RequestStarted(method);
+    metrics_.RequestFinished(method, absl::StatusCode::kCancelled, 0);
+    if (guard_ != nullptr) guard_->CallCancelled(context->peer());
+    reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                                 "the call's stream ended before its request arrived"));
+    return reactor;
+  }
+  auto messages = std::make_shared<Messages>();
+  if (absl::Status decoded = DecodeRequest(*in, messages->request); !decoded.ok()) {
+    grpc::ServerUnaryReactor* reactor = NewReactor(context);
+    metrics_.RequestStarted(method);
+    metrics_.RequestFinished(method, decoded.code(), 0);
+    reactor->Finish(ToGrpcStatus(decoded));
+    return reactor;
+  }
+  // The work's copy of messages keeps both alive until the call finishes.
+  return Dispatch(method, context, messages->request, &messages->response,
+                  [messages, out, work](absl::Time start,
+                                        const WorkDeadline& deadline) -> absl::Status {
+                    GPUEST_RETURN_IF_ERROR(
+                        work(messages->request, messages->response, start, deadline));
+                    EncodeResponse(messages->response, *out);
+                    return absl::OkStatus();
+                  });
+}
+
 grpc::ServerUnaryReactor* EstimatorService::Estimate(grpc::CallbackServerContext* context,
-                                                     const v1::EstimateRequest* request,
-                                                     v1::EstimateResponse* response) {
-  return dispatcher_.Dispatch(
-      RpcMethod::kEstimate, context, *request, response,
-      [this, request, response](absl::Time start,
-                                const WorkDeadline& deadline) -> absl::Status {
+                                                     const grpc::ByteBuffer* in,
+                                                     grpc::ByteBuffer* out) {
+  return dispatcher_.DispatchRaw<v1::EstimateRequest, v1::EstimateResponse>(
+      RpcMethod::kEstimate, context, in, out,
+      [this](const v1::EstimateRequest& request, v1::EstimateResponse& response,
+             absl::Time start, const WorkDeadline& deadline) -> absl::Status {
         // The set current now answers the whole call, whatever is reloaded meanwhile.
         const std::shared_ptr<const ModelSet> models = models_.Current();
         absl::StatusOr<v1::EstimateResponse> result =
-            models->engine().Estimate(*request, deadline);
+            models->engine().Estimate(request, deadline);
         if (!result.ok()) {
           spdlog::debug("Estimate: {}", result.status().ToString());
           return result.status();
         }
-        *response = std::move(*result);
-        for (const v1::EstimatorResult& r : response->results()) {
+        response = std::move(*result);
+        for (const v1::EstimatorResult& r : response.results()) {
           dispatcher_.metrics().EstimatorObserved(r.estimator_id(),
                                                   r.latency_us() * 1e-6);
         }
-        response->set_server_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
-        spdlog::debug("Estimate: {} results in {} us", response->results_size(),
-                      response->server_latency_us());
+        response.set_server_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
+        spdlog::debug("Estimate: {} results in {} us", response.results_size(),
+                      response.server_latency_us());
         return absl::OkStatus();
       });
 }
 
 grpc::ServerUnaryReactor* EstimatorService::ListEstimators(
-    grpc::CallbackServerContext* context, const v1::ListEstimatorsRequest* request,
-    v1::ListEstimatorsResponse* response) {
-  return dispatcher_.Dispatch(
-      RpcMethod::kListEstimators, context, *request, response,
-      [this, response](absl::Time, const WorkDeadline&) -> absl::Status {
-        *response = models_.Current()->engine().ListEstimators();
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+    grpc::ByteBuffer* out) {
+  return dispatcher_.DispatchRaw<v1::ListEstimatorsRequest, v1::ListEstimatorsResponse>(
+      RpcMethod::kListEstimators, context, in, out,
+      [this](const v1::ListEstimatorsRequest&, v1::ListEstimatorsResponse& response,
+             absl::Time, const WorkDeadline&) -> absl::Status {
+        response = models_.Current()->engine().ListEstimators();
         return absl::OkStatus();
       });
 }
 
 // A placement answer: the engine's response, or its status, with the latency set.
 template <typename Response, typename Answer>
-absl::Status PlacementAnswer(const char* method, absl::Time start, Response* response,
+absl::Status PlacementAnswer(const char* method, absl::Time start, Response& response,
                              Answer answer) {
   absl::StatusOr<Response> result = answer();
   if (!result.ok()) {
     spdlog::debug("{}: {}", method, result.status().ToString());
     return result.status();
   }
-  *response = std::move(*result);
-  response->set_server_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
+  response = std::move(*result);
+  response.set_server_latency_us(absl::ToInt64Microseconds(absl::Now() - start));
   return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* PlacementService::CheckPlacement(
-    grpc::CallbackServerContext* context, const v1::CheckPlacementRequest* request,
-    v1::CheckPlacementResponse* response) {
-  return dispatcher_.Dispatch(
-      RpcMethod::kCheckPlacement, context, *request, response,
-      [this, request, response](absl::Time start, const WorkDeadline& deadline) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+    grpc::ByteBuffer* out) {
+  return dispatcher_.DispatchRaw<v1::CheckPlacementRequest, v1::CheckPlacementResponse>(
+      RpcMethod::kCheckPlacement, context, in, out,
+      [this](const v1::CheckPlacementRequest& request,
+             v1::CheckPlacementResponse& response, absl::Time start,
+             const WorkDeadline& deadline) {
         const std::shared_ptr<const ModelSet> models = models_.Current();
         return PlacementAnswer("CheckPlacement", start, response, [&] {
-          return models->placement().CheckPlacement(*request, deadline);
+          return models->placement().CheckPlacement(request, deadline);
         });
       });
 }
 
 grpc::ServerUnaryReactor* PlacementService::RankGpus(grpc::CallbackServerContext* context,
-                                                     const v1::RankGpusRequest* request,
-                                                     v1::RankGpusResponse* response) {
-  return dispatcher_.Dispatch(
-      RpcMethod::kRankGpus, context, *request, response,
-      [this, request, response](absl::Time start, const WorkDeadline& deadline) {
+                                                     const grpc::ByteBuffer* in,
+                                                     grpc::ByteBuffer* out) {
+  return dispatcher_.DispatchRaw<v1::RankGpusRequest, v1::RankGpusResponse>(
+      RpcMethod::kRankGpus, context, in, out,
+      [this](const v1::RankGpusRequest& request, v1::RankGpusResponse& response,
+             absl::Time start, const WorkDeadline& deadline) {
         const std::shared_ptr<const ModelSet> models = models_.Current();
         return PlacementAnswer("RankGpus", start, response, [&] {
-          return models->placement().RankGpus(*request, deadline);
+          return models->placement().RankGpus(request, deadline);
         });
       });
 }

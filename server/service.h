@@ -15,6 +15,7 @@
 #include "placement/model_set.h"
 #include "server/admission.h"
 #include "server/metrics.h"
+#include "server/stream_guard.h"
 #include "server/worker_pool.h"
 
 namespace gpuest {
@@ -31,15 +32,18 @@ class CallDispatcher {
   // gRPC thread that received it while the pool has room (WorkerPool::RunHereIfRoom);
   // 0 sends every call to a worker. RunBlocking's calls hold at most blocking_share
   // workers (running or queued) at once: the rest are the gRPC API's.
+  // guard (may be null) is told of every call its client cancelled before its
+  // deadline, and cuts connections that do so too fast (stream_guard.h).
   CallDispatcher(Metrics& metrics, WorkerPool& pool, Admission& admission,
                  int64_t max_response_bytes, int64_t inline_max_request_bytes,
-                 int blocking_share)
+                 int blocking_share, StreamGuard* guard = nullptr)
       : metrics_(metrics),
         pool_(pool),
         admission_(admission),
         max_response_bytes_(max_response_bytes),
         inline_max_request_bytes_(inline_max_request_bytes),
-        blocking_share_(blocking_share) {}
+        blocking_share_(blocking_share),
+        guard_(guard) {}
 
   // work(start, deadline) -> absl::Status fills response; it runs on a worker, or for
   // a short request on the calling gRPC thread.
@@ -48,6 +52,15 @@ class CallDispatcher {
                                      grpc::CallbackServerContext* context,
                                      const google::protobuf::Message& request,
                                      google::protobuf::Message* response, Work work);
+
+  // Dispatch for a raw method: decodes the request (INVALID_ARGUMENT, counted, when it
+  // does not decode), then work(request, response, start, deadline) as Dispatch's, and
+  // encodes the response into out. Request and response live until the call finishes.
+  template <typename Request, typename Response, typename Work>
+  grpc::ServerUnaryReactor* DispatchRaw(RpcMethod method,
+                                        grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
+                                        Work work);
 
   // For an entry point that answers on a thread of its own (the scheduler extender's
   // HTTP): the same admission, queue bound, deadline and metrics as a gRPC call, within
@@ -85,6 +98,9 @@ class CallDispatcher {
   Metrics& metrics() { return metrics_; }
 
  private:
+  // The call's reactor: gRPC's default, or one that reports the client's cancellations
+  // to the guard.
+  grpc::ServerUnaryReactor* NewReactor(grpc::CallbackServerContext* context);
   template <typename Work, typename Finish, typename Release>
   void Run(RpcMethod method, grpc::CallbackServerContext* context, absl::Time start,
            absl::Time deadline, bool queued, google::protobuf::Message& response,
@@ -111,9 +127,17 @@ class CallDispatcher {
   const int64_t max_response_bytes_;
   const int64_t inline_max_request_bytes_;
   EntryPointShare blocking_share_;
+  StreamGuard* const guard_;
 };
 
-class EstimatorService final : public v1::Estimator::CallbackService {
+// The services take their methods raw (server/raw_messages.h): an undecodable request is
+// INVALID_ARGUMENT naming its type, where gRPC 1.51 would answer UNIMPLEMENTED.
+using EstimatorServiceBase = v1::Estimator::WithRawCallbackMethod_Estimate<
+    v1::Estimator::WithRawCallbackMethod_ListEstimators<v1::Estimator::Service>>;
+using PlacementServiceBase = v1::Placement::WithRawCallbackMethod_CheckPlacement<
+    v1::Placement::WithRawCallbackMethod_RankGpus<v1::Placement::Service>>;
+
+class EstimatorService final : public EstimatorServiceBase {
  public:
   // Each call answers with the set models holds at its start; models and dispatcher
   // must outlive the service.
@@ -121,12 +145,12 @@ class EstimatorService final : public v1::Estimator::CallbackService {
       : models_(models), dispatcher_(dispatcher) {}
 
   grpc::ServerUnaryReactor* Estimate(grpc::CallbackServerContext* context,
-                                     const v1::EstimateRequest* request,
-                                     v1::EstimateResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
 
   grpc::ServerUnaryReactor* ListEstimators(grpc::CallbackServerContext* context,
-                                           const v1::ListEstimatorsRequest* request,
-                                           v1::ListEstimatorsResponse* response) override;
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
 
  private:
   const ModelSetSource& models_;
@@ -134,19 +158,19 @@ class EstimatorService final : public v1::Estimator::CallbackService {
 };
 
 // gpuest.v1.Placement on the same workers, bounds and metrics as the Estimator service.
-class PlacementService final : public v1::Placement::CallbackService {
+class PlacementService final : public PlacementServiceBase {
  public:
   // As EstimatorService.
   PlacementService(const ModelSetSource& models, CallDispatcher& dispatcher)
       : models_(models), dispatcher_(dispatcher) {}
 
   grpc::ServerUnaryReactor* CheckPlacement(grpc::CallbackServerContext* context,
-                                           const v1::CheckPlacementRequest* request,
-                                           v1::CheckPlacementResponse* response) override;
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
 
   grpc::ServerUnaryReactor* RankGpus(grpc::CallbackServerContext* context,
-                                     const v1::RankGpusRequest* request,
-                                     v1::RankGpusResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
 
  private:
   const ModelSetSource& models_;

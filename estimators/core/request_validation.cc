@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "requests/trace_batch.h"
@@ -184,6 +185,43 @@ absl::Status ValidateParallelism(const v1::Parallelism& p) {
   return absl::OkStatus();
 }
 
+// Fields that state the same thing must agree: a contradiction is refused naming both,
+// never answered (a description whose sequence_length says 2^31 while its layers were
+// described at 128 tokens would otherwise be sized at 128 and found to fit).
+absl::Status CheckFieldsAgree(const v1::ModelDescription& model) {
+  const int64_t sequence = model.sequence_length();
+  if (sequence <= 0) return absl::OkStatus();
+  // A token model's input is one id (or one feature vector) per token: a per-sample
+  // shape of rank 1 or 2 starts with the sequence. (An image's [C, H, W] does not: its
+  // sequence is its patches.)
+  const int rank = model.input_shape_size();
+  if ((rank == 1 || rank == 2) && model.input_shape(0) != sequence) {
+    return Invalid("model.sequence_length",
+                   absl::StrCat(sequence, " disagrees with model.input_shape[0] (",
+                                model.input_shape(0),
+                                "): a token input holds one position per token"));
+  }
+  // An embedding of the tokens gives one vector per token (torch.nn.Embedding.forward:
+  // the input's shape + (embedding_dim,)), a whole multiple of the sequence. Other
+  // embeddings (a class label's) may not, so one that does suffices.
+  int first_embedding = -1;
+  for (int i = 0; i < model.layers_size(); ++i) {
+    const v1::Layer& layer = model.layers(i);
+    if (!absl::EqualsIgnoreCase(layer.type(), "Embedding")) continue;
+    const int64_t out = layer.output_activations();
+    if (out >= sequence && out % sequence == 0) return absl::OkStatus();
+    if (first_embedding < 0) first_embedding = i;
+  }
+  if (first_embedding < 0) return absl::OkStatus();
+  return Invalid(
+      "model.sequence_length",
+      absl::StrCat(sequence, " disagrees with model.layers[", first_embedding,
+                   "].output_activations (",
+                   model.layers(first_embedding).output_activations(),
+                   "): no embedding gives one vector per token of that sequence (a "
+                   "multiple of it); describe the model at the sequence it runs"));
+}
+
 absl::Status ValidateModel(const v1::ModelDescription& model,
                            const ValidationLimits& limits) {
   if (static_cast<int64_t>(model.name().size()) > limits.max_name_length) {
@@ -294,6 +332,7 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
     return Invalid("model.model_source",
                    absl::StrCat("longer than ", kMaxModelSourceLength, " characters"));
   }
+  GPUEST_RETURN_IF_ERROR(CheckFieldsAgree(model));
   return ValidateParallelism(model.parallelism());
 }
 

@@ -443,7 +443,9 @@ TEST_F(ExtenderTest, HostileBodiesGetAJsonErrorAndTheServerGoesOn) {
 TEST_F(ExtenderTest, IdleConnectionsDoNotStopTheExtender) {
   std::vector<int> idle;
   for (int i = 0; i < 200; ++i) {
-    const int fd = testing::OpenConnection(server_->extender_port());
+    // From two addresses, each under the front's per-peer limit.
+    const int fd = testing::OpenConnection(server_->extender_port(), "",
+                                           absl::StrCat("127.0.0.", 10 + i % 2));
     ASSERT_GE(fd, 0);
     idle.push_back(fd);
   }

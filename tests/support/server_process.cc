@@ -1,5 +1,6 @@
 #include "tests/support/server_process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -74,9 +75,18 @@ absl::StatusOr<int> Reap(int pid, absl::Duration timeout) {
 
 }  // namespace
 
-int OpenConnection(int port, const std::string& bytes) {
+int OpenConnection(int port, const std::string& bytes, const std::string& source) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
+  if (!source.empty()) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    if (inet_pton(AF_INET, source.c_str(), &from.sin_addr) != 1 ||
+        bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) {
+      close(fd);
+      return -1;
+    }
+  }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));

@@ -55,7 +55,10 @@ class ServerProcess {
 
 // A TCP connection to 127.0.0.1:port that sends bytes (MSG_NOSIGNAL) and then stays
 // open; -1 when it cannot connect or send. The caller closes it.
-int OpenConnection(int port, const std::string& bytes = "");
+// source: the loopback address it connects from ("127.0.0.2" ...; empty: the kernel's
+// choice, 127.0.0.1), for a crowd spread over peers (the front's per-peer limit).
+int OpenConnection(int port, const std::string& bytes = "",
+                   const std::string& source = "");
 
 // Polls cond, every `every`, until it holds or timeout passes; whether it holds.
 bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
