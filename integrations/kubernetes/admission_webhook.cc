@@ -1,5 +1,6 @@
 #include "integrations/kubernetes/admission_webhook.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/json_guard.h"
+#include "estimators/core/gpu_profiles.h"
 #include "integrations/kubernetes/admission_review.h"
 #include "integrations/kubernetes/pod_description.h"
 #include "nlohmann/json.hpp"
@@ -149,9 +151,21 @@ HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
   job->clear_gpu();
   std::vector<const DraDeviceClass*> classes;
   for (const SizedRequest& s : sized) classes.push_back(s.cls);
-  const v1::RankGpusRequest rank = RankRequestFor(*job, classes);
+  v1::RankGpusRequest rank = RankRequestFor(*job, classes);
+  const auto set = models_.Current();
+  const bool whole = std::any_of(classes.begin(), classes.end(),
+                                 [](const DraDeviceClass* c) { return !c->mig; });
+  const bool mig = std::any_of(classes.begin(), classes.end(),
+                               [](const DraDeviceClass* c) { return c->mig; });
+  if (rank.gpus().empty() && whole != mig) {
+    // Only the kind the classes ask for is estimated: a whole-GPU class needs no MIG
+    // profile's figure (the answer is the same, SizeClaim keeps the class's kind).
+    for (const GpuProfile& gpu : set->registry().gpus().All()) {
+      if (IsMigProfile(gpu) == mig) rank.add_gpus(gpu.id);
+    }
+  }
   absl::StatusOr<v1::RankGpusResponse> ranking =
-      models_.Current()->placement().RankGpus(rank, deadline);
+      set->placement().RankGpus(rank, deadline);
   if (!ranking.ok()) {
     return fail(absl::Status(ranking.status().code(),
                              absl::StrCat(where, ": ", ranking.status().message())));
