@@ -20,6 +20,10 @@ ABSL_FLAG(std::string, models, "models",
 ABSL_FLAG(bool, write_models, false,
           "write the calibrated allocsim/ and analytic/ estimators and the A100's "
           "calibrated constants into --models");
+ABSL_FLAG(bool, score_models, false,
+          "score the allocsim/ and analytic/ manifests in --models as they are (the "
+          "shipped models) instead of this run's fits, which the report shows for "
+          "comparison only; not with --write-models");
 ABSL_FLAG(int, steps, 2, "training steps replayed (2: first step, then steady state)");
 ABSL_FLAG(double, safe_quantile, 0.95,
           "share of training rows the upper bound keeps safe");
@@ -92,6 +96,12 @@ int main(int argc, char** argv) {
   options.datasets_dir = absl::GetFlag(FLAGS_datasets_dir);
   options.models_dir = absl::GetFlag(FLAGS_models);
   options.write_models = absl::GetFlag(FLAGS_write_models);
+  options.score_models = absl::GetFlag(FLAGS_score_models);
+  if (options.write_models && options.score_models) {
+    return Fail(absl::InvalidArgumentError(
+        "--score-models scores the manifests in --models as they are: it cannot be "
+        "given with --write-models, which replaces them"));
+  }
   options.steps = absl::GetFlag(FLAGS_steps);
   options.safe_quantile = absl::GetFlag(FLAGS_safe_quantile);
   options.seed = absl::GetFlag(FLAGS_seed);

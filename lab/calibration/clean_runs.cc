@@ -151,7 +151,7 @@ std::optional<allocsim::GpuTerms> GpuTermsOf(const CleanRunsCalibration& c,
 
 std::string RenderCleanRunsSection(const CleanRunsCalibration& c,
                                    const std::string& calibrated_gpu,
-                                   double safe_quantile) {
+                                   double safe_quantile, bool scored_shipped) {
   std::string md = absl::StrFormat(
       "### %s: its own clean runs\n\n"
       "`%s`: runs on the %s with cuDNN benchmark mode off and no cap "
@@ -165,12 +165,16 @@ std::string RenderCleanRunsSection(const CleanRunsCalibration& c,
       "architecture group; `%s's terms`: the terms above, which saw none of these "
       "runs. The own fit is served for the %s, in place of "
       "those, where it keeps %.0f %% of the runs safe and more of them safe and tight, "
-      "or where those keep fewer than %.0f %% safe.\n\n"
+      "or where those keep fewer than %.0f %% safe.%s\n\n"
       "| family | estimator | runs | architecture groups | MAPE | safe | safe and "
       "tight | point MAPE | margin quantile | served |\n"
       "|---|---|---|---|---|---|---|---|---|---|\n",
       c.gpu, c.file, c.gpu, c.gpu, c.context_mib, 100 * safe_quantile, calibrated_gpu,
-      c.gpu, 100 * safe_quantile, 100 * safe_quantile);
+      c.gpu, 100 * safe_quantile, 100 * safe_quantile,
+      scored_shipped ? " Here both are this run's fits, and `served` what its rule "
+                       "would choose: the terms served are the shipped ones (\"The "
+                       "terms served\", above)."
+                     : "");
   for (const auto& [id, families] : c.by_simulation) {
     for (const CleanRunsFamily& f : families) {
       for (const bool own : {true, false}) {

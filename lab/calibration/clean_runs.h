@@ -70,8 +70,10 @@ std::optional<allocsim::GpuTerms> GpuTermsOf(const CleanRunsCalibration& c,
 
 // Markdown: the out-of-group scores per simulation and family.
 // calibrated_gpu: the GPU whose terms are served elsewhere ("a100-40gb").
+// scored_shipped: the report scores the shipped manifests (--score-models), so the
+// `served` column is what this run's rule would choose, not what is served.
 std::string RenderCleanRunsSection(const CleanRunsCalibration& c,
                                    const std::string& calibrated_gpu,
-                                   double safe_quantile);
+                                   double safe_quantile, bool scored_shipped = false);
 
 }  // namespace gpuest::calibration

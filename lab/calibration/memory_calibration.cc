@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/model_family.h"
 #include "common/quantile.h"
 #include "common/status_macros.h"
@@ -594,6 +595,7 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
                                "lab/data/describe_timm.py)");
   report.safe_quantile = o.safe_quantile;
   report.card_mib = gpu.memory_bytes / kMiB;
+  report.scored_shipped = o.score_models;
   report.rows_csv =
       "family,architecture_family,run,status,measured_mib,allocsim_reserved_mib,"
       "analytic_reserved_mib,allocsim_upper_mib,analytic_upper_mib,transient\n";
@@ -794,6 +796,52 @@ std::string SyntheticMechanismSection(const std::vector<Row>& rows, double conte
       RankCorrelation(residual, state), RankCorrelation(residual, conv));
 }
 
+// --score-models: the terms of the manifests scored, as shipped, with what each was
+// fitted on (a digest unlike this run's dataset's: fitted on other inputs).
+// inputs: this run's datasets, file -> sha256.
+std::string ShippedTermsSection(const std::vector<SimulationManifest>& shipped,
+                                const std::string& models_dir,
+                                const std::map<std::string, std::string>& inputs) {
+  if (shipped.empty()) return "";
+  std::string md = absl::StrCat(
+      "\n### The terms served (`", models_dir,
+      "/`, as shipped)\n\n"
+      "Every estimate in this section's tables, above and below, is the server's from "
+      "these manifests as they are (`gpuest-calibrate-memory --score-models`); this "
+      "run's own fits appear only where named as such (the calibration table above, "
+      "`(out-of-group fit, not served)`, the clean runs' `own fit` and the goal "
+      "table's rows `each run by the fit without its architecture group`). A "
+      "dataset's digest says which version of it the terms were fitted on; `*`: not "
+      "the version this run read.\n\n"
+      "| estimator | terms | upper: intercept b | upper: factor k_safe | upper: conv c | "
+      "point: intercept | point: factor | fitted on (sha256, first 12) |\n"
+      "|---|---|---|---|---|---|---|---|\n");
+  auto add = [&md, &inputs](const std::string& id, const std::string& gpu,
+                            const allocsim::FamilyTerms& t) {
+    std::vector<std::string> files;
+    for (const manifest::DatasetDigest& d : t.datasets) {
+      const auto read = inputs.find(d.file);
+      const bool other = read != inputs.end() && read->second != d.sha256;
+      files.push_back(
+          absl::StrCat("`", d.file, "` ", d.sha256.substr(0, 12), other ? " *" : ""));
+    }
+    const FamilyCalibration& c = t.calibration;
+    absl::StrAppendFormat(
+        &md, "| %s | %s%s | %.0f MiB | %.4f | %.2f | %.0f MiB | %.4f | %s |\n", id,
+        allocsim::TermsName(t), gpu, c.intercept_mib, c.safe_factor, c.conv_output_factor,
+        c.point_intercept_mib, c.point_factor, absl::StrJoin(files, ", "));
+  };
+  for (const SimulationManifest& m : shipped) {
+    for (const allocsim::FamilyTerms& t : m.families) add(m.id, "", t);
+    for (const allocsim::GpuTerms& g : m.by_gpu) {
+      for (const allocsim::FamilyTerms& t : g.families) {
+        add(m.id, absl::StrCat(" (", g.gpu, " only)"), t);
+      }
+    }
+  }
+  return md + "\n";
+}
+
 // The step built from the layers against the traced one, on the real rows (issue
 // "layers": the layer rules should reproduce what the trace records).
 std::string LayerAgreementSection(const RealRows& real) {
@@ -940,6 +988,24 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
                           {}));
   }
 
+  // --score-models: the manifests in models/ as they are, in place of this run's fits;
+  // each real row is then scored by the shipped terms, the out-of-group fit as the
+  // candidate not served.
+  std::vector<SimulationManifest> shipped;
+  if (o.score_models) {
+    for (const SimulationModel& s : Simulations()) {
+      const std::string dir = o.models_dir + "/" + s.id;
+      const std::string path = dir + "/manifest.json";
+      GPUEST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+      GPUEST_ASSIGN_OR_RETURN(SimulationManifest m,
+                              SimulationManifest::Parse(text, path));
+      GPUEST_ASSIGN_OR_RETURN(
+          served[s.id], allocsim::CreateSimulationEstimator({s.id, dir, text, {}}, {}));
+      shipped.push_back(std::move(m));
+    }
+    if (real != nullptr) real->serves_fit.clear();
+  }
+
   std::string real_section;
   // Id -> family -> the served upper bound's scores on the real models.
   std::map<std::string, std::map<std::string, Scores>> unseen_architectures;
@@ -958,8 +1024,9 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
     }
   }
 
-  SimulationReport section{context.split,           context_mib, o.steps, o.safe_quantile,
-                           gpu.memory_bytes / kMiB, {}};
+  SimulationReport section{
+      context.split,           context_mib, o.steps,       o.safe_quantile,
+      gpu.memory_bytes / kMiB, {},          o.score_models};
   std::map<std::string, std::map<std::string, Scores>> held_out;  // Id -> family.
   for (const Population& f : populations) {
     GPUEST_ASSIGN_OR_RETURN(FamilyReport family,
@@ -1024,11 +1091,21 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
     }
   }
   GPUEST_ASSIGN_OR_RETURN(const std::string goal_section, RenderBoundGoals(goals));
-  return absl::StrCat(
-      RenderSimulationSection(section),
-      SyntheticMechanismSection(traced["cnn"].rows, context_mib), real_section,
-      clean ? RenderCleanRunsSection(*clean, kCalibratedGpu, o.safe_quantile) : "",
-      goal_section);
+  std::map<std::string, std::string> inputs;  // This run's datasets: file -> sha256.
+  for (auto& [name, population] : traced) {
+    for (const train::DatasetFile& file : population.files)
+      inputs[file.name] = file.sha256;
+  }
+  if (real != nullptr) inputs[real->file.name] = real->file.sha256;
+  if (clean) inputs[clean->file] = clean->sha256;
+  return absl::StrCat(RenderSimulationSection(section),
+                      ShippedTermsSection(shipped, o.models_dir, inputs),
+                      SyntheticMechanismSection(traced["cnn"].rows, context_mib),
+                      real_section,
+                      clean ? RenderCleanRunsSection(*clean, kCalibratedGpu,
+                                                     o.safe_quantile, o.score_models)
+                            : "",
+                      goal_section);
 }
 
 }  // namespace gpuest::calibration

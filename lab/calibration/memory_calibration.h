@@ -45,6 +45,11 @@ struct MemoryCalibrationOptions {
   std::string models_dir;    // The model repository read (and written).
   // Write models/allocsim, models/analytic and the A100's context in gpu_profiles.json.
   bool write_models = false;
+  // Score the simulation manifests in models_dir as they are (the shipped models) in
+  // place of this run's fits, which the report then shows only for comparison: the
+  // report describes what is served even where the shipped terms were fitted on
+  // inputs this machine does not have. Not with write_models.
+  bool score_models = false;
   int steps = 2;  // Training steps replayed.
   double safe_quantile = 0.95;
   uint64_t seed = 2025;  // GPUMemNet's split.

@@ -13,7 +13,7 @@ std::string RenderSimulationSection(const SimulationReport& report) {
   std::string md = absl::StrFormat(
       "## Memory from first principles: allocator simulation (accuracy)\n\n"
       "Written by `deploy/calibrate-memory.sh` (the traced export, then "
-      "`build/lab/calibration/gpuest-calibrate-memory --write-models --report "
+      "`build/lab/calibration/gpuest-calibrate-memory %s --report "
       "docs/accuracy.md`). Held-out rows: %s, so every estimator below is scored on "
       "rows none of them saw. The simulation estimators are calibrated on the training "
       "rows only: A100 context %.0f MiB (median of measured - simulated over the MLP "
@@ -35,8 +35,8 @@ std::string RenderSimulationSection(const SimulationReport& report) {
       "estimate (context + its own intercept + k_point x simulated peak).\n\n"
       "| family | estimator | held-out rows | MAPE | P50 abs error | P90 abs error | "
       "safe | safe and tight | point MAPE |\n|---|---|---|---|---|---|---|---|---|\n",
-      report.split, report.context_mib, report.steps, 100 * report.safe_quantile,
-      kTightFactor);
+      report.scored_shipped ? "--score-models" : "--write-models", report.split,
+      report.context_mib, report.steps, 100 * report.safe_quantile, kTightFactor);
   std::string calibration_table =
       "\n| estimator | family | upper: intercept b | upper: factor k_safe | upper: "
       "conv c | point: intercept | point: factor |\n|---|---|---|---|---|---|---|\n";
@@ -66,7 +66,11 @@ std::string RenderSimulationSection(const SimulationReport& report) {
                             absl::StrJoin(above, ", "));
     }
   }
-  absl::StrAppend(&md, "\n", oom_lines, "\nThe calibration (training rows only):\n",
+  absl::StrAppend(&md, "\n", oom_lines,
+                  report.scored_shipped
+                      ? "\nThis run's calibration (training rows only), for comparison: "
+                        "not served, not scored above (the terms served are below):\n"
+                      : "\nThe calibration (training rows only):\n",
                   calibration_table, "\n");
   return md;
 }
@@ -134,6 +138,13 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
       "shows "
       "the fit it replaces; elsewhere it is GPUMemNet's fit, which never saw any row "
       "here, and `(out-of-group fit, not served)` shows the candidate";
+  // --score-models: every served row is the shipped manifests' estimate.
+  const std::string shipped =
+      "`allocsim`, `analytic`: the terms served, as shipped (the manifests in models/, "
+      "above), on every row: the real models' terms, fitted on clean runs (benchmark "
+      "off), so these benchmark-on peaks can sit above them (the goal table below "
+      "allows for the search's workspace); `(out-of-group fit, not served)`: this "
+      "run's out-of-group fit on these rows, the candidate";
   std::string md = absl::StrFormat(
       "### Real models: leave-architecture-group-out\n\n"
       "%s: %d models of %d architecture groups (the leading letters of the model "
@@ -155,8 +166,9 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
       "| family | estimator | rows | MAPE | P50 abs error | P90 abs error | safe | safe "
       "and tight | point MAPE | OOM rows above %.0f MiB |\n"
       "|---|---|---|---|---|---|---|---|---|---|\n",
-      report.source, report.models, report.architecture_families, served,
-      100 * report.safe_quantile, kTightFactor, report.card_mib);
+      report.source, report.models, report.architecture_families,
+      report.scored_shipped ? shipped : served, 100 * report.safe_quantile, kTightFactor,
+      report.card_mib);
   for (const RealModelsFamily& f : report.families) {
     for (const EstimatorScores& e : f.estimators) {
       const Scores& s = e.upper;

@@ -39,6 +39,9 @@ struct SimulationReport {
   double safe_quantile = 0;
   double card_mib = 0;  // The measured card's memory.
   std::vector<FamilyReport> families;
+  // The manifests in models/ were scored as they are (--score-models), not this run's
+  // fits (whose calibration table is then for comparison).
+  bool scored_shipped = false;
 };
 
 // The real models' rows of one family, each scored by estimators that never saw its
@@ -87,6 +90,7 @@ struct RealModelsReport {
   double safe_quantile = 0;
   double card_mib = 0;
   std::vector<RealModelsFamily> families;
+  bool scored_shipped = false;  // As SimulationReport::scored_shipped.
 };
 
 // Markdown, from the section's heading to its calibration table.

@@ -166,6 +166,32 @@ TEST(SimulationReport, RendersTheTablesAndTheOutOfMemoryLine) {
       << md;
 }
 
+// --score-models: the report scores the shipped manifests, so it names that command and
+// labels this run's calibration table as a comparison, not what is served.
+TEST(SimulationReport, ScoringTheShippedModelsSaysSoAndLabelsThisRunsFits) {
+  SimulationReport report;
+  report.split = "a test split";
+  FamilyReport& cnn = report.families.emplace_back();
+  cnn.family = "cnn";
+  cnn.calibration.emplace_back("allocsim", allocsim::FamilyCalibration{});
+  const std::string written = RenderSimulationSection(report);
+  EXPECT_TRUE(
+      absl::StrContains(written, "gpuest-calibrate-memory --write-models --report"));
+  EXPECT_TRUE(absl::StrContains(written, "\nThe calibration (training rows only):\n"));
+  report.scored_shipped = true;
+  const std::string scored = RenderSimulationSection(report);
+  EXPECT_TRUE(
+      absl::StrContains(scored, "gpuest-calibrate-memory --score-models --report"))
+      << scored;
+  EXPECT_FALSE(absl::StrContains(scored, "--write-models"));
+  EXPECT_TRUE(absl::StrContains(
+      scored, "This run's calibration (training rows only), for comparison: not served"));
+  RealModelsReport real;
+  real.scored_shipped = true;
+  EXPECT_TRUE(absl::StrContains(RenderRealModelsSection(real),
+                                "`allocsim`, `analytic`: the terms served, as shipped"));
+}
+
 // Real-model rows: measured = context + 200 + 1.1 x simulated for every group.
 std::vector<GroupedRow> ExactGroups(int groups, const std::string& dataset) {
   std::vector<GroupedRow> rows;
@@ -418,6 +444,11 @@ TEST(CleanRuns, AnOwnFitThatIsSafeAndTighterServesTheGpu) {
   EXPECT_EQ(terms->families[0].unseen_architectures->rows, 24);
   EXPECT_TRUE(absl::StrContains(RenderCleanRunsSection(*c, "a100-40gb", 0.95),
                                 "| cnn | allocsim (own fit) | 24 | 6 |"));
+  // Scoring the shipped models, the column says what this run's rule would choose.
+  EXPECT_FALSE(absl::StrContains(RenderCleanRunsSection(*c, "a100-40gb", 0.95),
+                                 "the terms served are the shipped ones"));
+  EXPECT_TRUE(absl::StrContains(RenderCleanRunsSection(*c, "a100-40gb", 0.95, true),
+                                "the terms served are the shipped ones"));
 }
 
 TEST(CleanRuns, TermsAsTightElsewhereKeepServing) {
