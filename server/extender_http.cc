@@ -10,12 +10,15 @@
 namespace gpuest {
 
 absl::StatusOr<std::unique_ptr<HttpFront>> StartExtenderHttp(
-    KubeExtender& extender, const std::string& listen_address, size_t max_body_bytes,
-    absl::Duration timeout, CallDispatcher& dispatcher) {
+    KubeExtender& extender, const std::string& listen_address, const TlsOptions& tls,
+    size_t max_body_bytes, absl::Duration timeout, CallDispatcher& dispatcher) {
   HttpFrontOptions options;
   options.name = "scheduler extender";
   options.flag = "--extender-listen";
   options.listen_address = listen_address;
+  options.tls_cert_file = tls.cert_file;
+  options.tls_key_file = tls.key_file;
+  options.tls_client_ca_file = tls.client_ca_file;
   options.max_body_bytes = max_body_bytes;
   options.body_padding = kExtenderBodyPadding;
   options.timeout = timeout;

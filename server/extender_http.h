@@ -14,15 +14,18 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/http_front.h"
+#include "server/options.h"
 
 namespace gpuest {
 
 class KubeExtender;
 
 // Binds listen_address (host:port, port 0 picks one); extender and dispatcher must
-// outlive the front. A call's work stops timeout after its headers arrived.
+// outlive the front. A call's work stops timeout after its headers arrived. tls: HTTPS
+// with its certificate and key when given, and with client_ca_file kube-scheduler must
+// present a certificate that CA signed (its extender tlsConfig's certFile and keyFile).
 absl::StatusOr<std::unique_ptr<HttpFront>> StartExtenderHttp(
-    KubeExtender& extender, const std::string& listen_address, size_t max_body_bytes,
-    absl::Duration timeout, CallDispatcher& dispatcher);
+    KubeExtender& extender, const std::string& listen_address, const TlsOptions& tls,
+    size_t max_body_bytes, absl::Duration timeout, CallDispatcher& dispatcher);
 
 }  // namespace gpuest

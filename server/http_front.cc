@@ -1,5 +1,6 @@
 #include "server/http_front.h"
 
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <sys/resource.h>
@@ -25,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/text_file.h"
 #include "server/reloading_certificate.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
@@ -119,6 +121,8 @@ class HttpFront::Impl {
   void StartWork(MHD_Connection* connection, Call& call);
   MHD_Result QueueReply(MHD_Connection* connection, Call& call);
   Connection* ConnectionOf(MHD_Connection* connection);
+  // The client presented a certificate that verifies against the client CA.
+  static bool ClientVerified(MHD_Connection* connection);
   void Reap();
 
   const HttpFrontOptions options_;
@@ -129,6 +133,7 @@ class HttpFront::Impl {
   const std::string served_;
   const std::unique_ptr<WorkerPool> workers_;          // Null without routes.
   std::unique_ptr<ReloadingCertificate> certificate_;  // Null without TLS.
+  std::string client_ca_pem_;  // Empty: no client certificate asked for.
   MHD_Daemon* daemon_ = nullptr;
   std::thread reaper_;
   absl::Mutex mu_;
@@ -200,6 +205,16 @@ absl::StatusOr<int> HttpFront::Impl::Start() {
     if (absl::Status s = certificate_->Install(); !s.ok()) return s;
     flags |= MHD_USE_TLS;
   }
+  if (!options_.tls_client_ca_file.empty()) {
+    if (!tls) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options_.flag, ": a client CA needs HTTPS (a certificate and its key)"));
+    }
+    absl::StatusOr<std::string> ca =
+        ReadPemFile(options_.tls_client_ca_file, options_.flag + " client CA");
+    if (!ca.ok()) return ca.status();
+    client_ca_pem_ = *std::move(ca);
+  }
   // Integers in value, one pointer in ptr_value, a callback and its closure in both.
   auto callback = [](auto* function) { return reinterpret_cast<intptr_t>(function); };
   std::vector<MHD_OptionItem> items = {
@@ -221,6 +236,11 @@ absl::StatusOr<int> HttpFront::Impl::Start() {
                      reinterpret_cast<void*>(&ReloadingCertificate::Retrieve)});
     items.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0,
                      const_cast<char*>("NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2")});
+    // With a trust list libmicrohttpd asks each client for its certificate; whether
+    // one was given and verifies is checked per request (ClientVerified).
+    if (!client_ca_pem_.empty()) {
+      items.push_back({MHD_OPTION_HTTPS_MEM_TRUST, 0, client_ca_pem_.data()});
+    }
   }
   items.push_back({MHD_OPTION_END, 0, nullptr});
   daemon_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &Impl::Access, this,
@@ -303,6 +323,12 @@ void HttpFront::Impl::Begin(MHD_Connection* connection, const std::string& path,
   }
   for (const HttpRoute& route : routes_) {
     if (route.path == path) call.route = &route;
+  }
+  if (!client_ca_pem_.empty() && call.route != nullptr && !ClientVerified(connection)) {
+    Refuse(call, 403,
+           absl::StrCat("a client certificate signed by the CA of ", options_.flag,
+                        "'s client CA is required"));
+    return;
   }
   // A refusal from the headers leaves the body unread: the connection closes after it.
   if (call.route == nullptr) {
@@ -459,6 +485,18 @@ void HttpFront::Impl::Notify(void* cls, MHD_Connection* connection, void** socke
   }
   delete c;
   *socket_context = nullptr;
+}
+
+bool HttpFront::Impl::ClientVerified(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+  if (info == nullptr || info->tls_session == nullptr) return false;
+  auto session = static_cast<gnutls_session_t>(info->tls_session);
+  unsigned int status = 0;
+  // Fails for no certificate at all; status holds why a given one does not verify
+  // (another CA, expired, not yet valid).
+  return gnutls_certificate_verify_peers2(session, &status) == GNUTLS_E_SUCCESS &&
+         status == 0;
 }
 
 Connection* HttpFront::Impl::ConnectionOf(MHD_Connection* connection) {

@@ -66,6 +66,9 @@ struct HttpFrontOptions {
   // PEM files of the certificate and its key: HTTPS when given (both or neither).
   std::string tls_cert_file;
   std::string tls_key_file;
+  // PEM CA bundle (HTTPS only): a client must present a certificate it signed for any
+  // route (GET /healthz stays open, for probes); 403 otherwise.
+  std::string tls_client_ca_file;
   size_t max_body_bytes = 0;
   size_t body_padding = 0;
   absl::Duration timeout;  // A call's work stops this long after its headers arrived.

@@ -92,6 +92,13 @@ ABSL_FLAG(
     "extender: the largest filter or prioritize body accepted (kube-scheduler "
     "posts whole Node objects, 5-10 KB each: the default holds 10,000 nodes or "
     "more); its bytes count in --max_bytes_in_flight while it is read and worked on");
+ABSL_FLAG(std::string, extender_tls_cert, "",
+          "PEM certificate chain: the extender speaks HTTPS (kube-scheduler's "
+          "enableHTTPS); with --extender-tls-key");
+ABSL_FLAG(std::string, extender_tls_key, "", "PEM private key of --extender-tls-cert");
+ABSL_FLAG(std::string, extender_tls_client_ca, "",
+          "PEM CA bundle: the extender's routes require a client certificate it signed "
+          "(kube-scheduler's extender tlsConfig certFile/keyFile); /healthz stays open");
 ABSL_FLAG(std::string, extender_nodes_file, "",
           "extender: a v1.NodeList JSON file (kubectl get nodes -o json), re-read when "
           "it changes, for kube-scheduler's nodeCacheCapable requests (node names only)");
@@ -139,6 +146,9 @@ gpuest::ServerOptions OptionsFromFlags() {
       absl::GetFlag(FLAGS_grpc_max_resets_per_second);
   o.grpc.transport.max_connection_idle_ms = static_cast<int>(
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_grpc_max_connection_idle)));
+  o.extender_tls.cert_file = absl::GetFlag(FLAGS_extender_tls_cert);
+  o.extender_tls.key_file = absl::GetFlag(FLAGS_extender_tls_key);
+  o.extender_tls.client_ca_file = absl::GetFlag(FLAGS_extender_tls_client_ca);
   o.grpc.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   o.grpc.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   o.grpc.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);

@@ -72,6 +72,9 @@ struct ServerOptions {
   absl::Duration grace_period = absl::Seconds(10);
   std::string ready_file;    // Written once serving: the bound ports, as JSON.
   ExtenderOptions extender;  // Kubernetes scheduler extender; off unless listen is set.
+  // The extender's HTTPS (plain HTTP when no certificate), and the CA whose client
+  // certificates it requires (kube-scheduler's extender tlsConfig).
+  TlsOptions extender_tls;
   AdmissionWebhookOptions admission;  // Off unless its listen address is set.
 };
 

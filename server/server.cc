@@ -217,6 +217,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,
         StartExtenderHttp(*s->extender_, options.extender.listen_address,
+                          options.extender_tls,
                           static_cast<size_t>(options.extender.max_body_bytes),
                           options.extender.timeout, *s->dispatcher_));
   }

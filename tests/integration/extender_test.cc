@@ -22,6 +22,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/examples.h"
+#include "tests/support/pki.h"
 #include "tests/support/prometheus_text.h"
 #include "tests/support/server_process.h"
 
@@ -758,6 +759,66 @@ TEST(PodPatchCli, PrintsTheServersRecommendationRoundedUpForEachScheduler) {
                            "--scheduler", "yunikorn", file});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--scheduler"), std::string::npos) << bad.err;
+}
+
+// The extender over HTTPS with client certificates (issue 45: only who belongs gets in):
+// kube-scheduler's extender tlsConfig gives its certificate and key; a route answers only
+// a client whose certificate the configured CA signed, while /healthz stays open for
+// probes. A client CA without HTTPS is refused at start, naming the flag.
+TEST(ExtenderHttps, RoutesAnswerOnlyClientsWithACertificateFromTheClientCa) {
+  testing::Pki pki;
+  pki.MakeCa("ca");
+  pki.MakeCa("other-ca");
+  pki.MakeLeaf("server", "ca", "IP:127.0.0.1,DNS:localhost");
+  pki.MakeLeaf("scheduler", "ca", "DNS:kube-scheduler");
+  pki.MakeLeaf("impostor", "other-ca", "DNS:kube-scheduler");
+  auto server = ServerProcess::Start({"--extender-listen=127.0.0.1:0",
+                                      "--extender-tls-cert=" + pki.Path("server.pem"),
+                                      "--extender-tls-key=" + pki.Path("server.key"),
+                                      "--extender-tls-client-ca=" + pki.Path("ca.pem")});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->extender_port();
+  const std::string body = json{
+      {"Pod", Pod("web", nullptr)},
+      {"Nodes", {{"kind", "NodeList"}, {"items", json::array()}}},
+      {"NodeNames", nullptr}}.dump();
+  auto post_as = [&](const std::string& who) {
+    std::unique_ptr<httplib::SSLClient> client =
+        who.empty()
+            ? std::make_unique<httplib::SSLClient>("127.0.0.1", port)
+            : std::make_unique<httplib::SSLClient>(
+                  "127.0.0.1", port, pki.Path(who + ".pem"), pki.Path(who + ".key"));
+    client->set_ca_cert_path(pki.Path("ca.pem").c_str());
+    client->set_read_timeout(10, 0);
+    return client->Post("/filter", body, "application/json");
+  };
+  auto accepted = post_as("scheduler");
+  ASSERT_TRUE(accepted) << httplib::to_string(accepted.error());
+  EXPECT_EQ(accepted->status, 200) << accepted->body;
+  for (const std::string who : {"", "impostor"}) {
+    auto refused = post_as(who);
+    ASSERT_TRUE(refused) << (who.empty() ? "no certificate" : who);
+    EXPECT_EQ(refused->status, 403) << who << ": " << refused->body;
+    EXPECT_NE(refused->body.find("client certificate"), std::string::npos)
+        << refused->body;
+  }
+  httplib::SSLClient probe("127.0.0.1", port);
+  probe.set_ca_cert_path(pki.Path("ca.pem").c_str());
+  auto health = probe.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  httplib::Client plaintext("127.0.0.1", port);
+  plaintext.set_read_timeout(5, 0);
+  auto in_clear = plaintext.Post("/filter", body, "application/json");
+  EXPECT_TRUE(!in_clear || in_clear->status != 200) << "plaintext reached a route";
+
+  auto without_https =
+      ServerProcess::Start({"--extender-listen=127.0.0.1:0",
+                            "--extender-tls-client-ca=" + pki.Path("ca.pem")});
+  ASSERT_FALSE(without_https.ok());
+  EXPECT_NE(std::string(without_https.status().message()).find("--extender-listen"),
+            std::string::npos)
+      << without_https.status();
 }
 
 }  // namespace
