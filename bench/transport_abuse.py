@@ -15,7 +15,6 @@ probe p99 <= 100 ms on every port.
 import argparse
 import os
 import sys
-import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,36 +40,22 @@ def run_row(args, name, connections, message):
         warm(server, message)
         time.sleep(1)
         baseline = server.rss()
-        probes = h2_peer.Probes(server.grpc_port, server.http_ports).start()
-        peak = [baseline]
-        sampling = threading.Event()
-
-        def sample():
-            while not sampling.is_set():
-                peak[0] = max(peak[0], server.rss())
-                sampling.wait(0.2)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
         if name == "rapid-reset":
-            results = h2_peer.run_in_processes(
+            results, peak, probes = h2_peer.run_measured(server,
                 lambda port, msg, stop, res: h2_peer.rapid_reset(port, msg, stop, res),
                 [(server.grpc_port, message)] * connections, args.seconds)
         elif name == "unread-streams":
-            results = h2_peer.run_in_processes(
+            results, peak, probes = h2_peer.run_measured(server,
                 lambda port, msg, stop, res: h2_peer.unread_streams(port, msg, 10000, stop,
                                                                     res),
                 [(server.grpc_port, message)] * connections, args.seconds)
         elif name == "trickle":
             per = args.trickle_connections // connections
-            results = h2_peer.run_in_processes(
+            results, peak, probes = h2_peer.run_measured(server,
                 lambda port, n, stop, res: h2_peer.trickle_connections(port, n, stop, res),
                 [(server.extender_port, per)] * connections, args.seconds)
         else:
             raise SystemExit(f"unknown row {name}")
-        sampling.set()
-        sampler.join()
-        probes.stop()
         time.sleep(5)
         after = server.rss()
         alive = server.proc.poll() is None
@@ -80,8 +65,8 @@ def run_row(args, name, connections, message):
         refused = sum(r.refused_streams for r in results)
         advertised = {r.max_streams_advertised for r in results}
         line = (f"| {name} | {connections} | {streams} ({streams / args.seconds:.0f}/s) | "
-                f"{baseline / MIB:.0f} | {(peak[0] - baseline) / MIB:+.0f} "
-                f"(x{peak[0] / baseline:.2f}) | {(after - baseline) / MIB:+.0f} | ")
+                f"{baseline / MIB:.0f} | {(peak - baseline) / MIB:+.0f} "
+                f"(x{peak / baseline:.2f}) | {(after - baseline) / MIB:+.0f} | ")
         for key in probes.latencies:
             line += (f"{key} p99 {probes.p99(key) * 1e3:.1f} ms"
                      f"{' (' + str(probes.failures[key]) + ' failed)' if probes.failures[key] else ''}; ")

@@ -154,6 +154,14 @@ def rapid_reset(port: int, message: bytes, stop: threading.Event, result: PeerRe
             sock.close()
 
 
+def _hold(sock, conn, result: PeerResult, keep_going) -> None:
+    """Reads the server's frames while keep_going(), or until it closes the connection."""
+    while keep_going():
+        if not _read_available(sock, conn, result, timeout=0.2):
+            result.closed_by_server += 1
+            return
+
+
 def _flush(sock, conn, result: PeerResult) -> bool:
     """Sends what h2 has queued, blocking; False when the server closed."""
     out = conn.data_to_send()
@@ -234,10 +242,7 @@ def unread_streams(port: int, message: bytes, streams: int, stop: threading.Even
                 # Read the server's frames (SETTINGS, headers) but never grant window.
                 _read_available(sock, conn, result, timeout=0)
         sock.sendall(conn.data_to_send())
-        while not stop.is_set():
-            if not _read_available(sock, conn, result, timeout=0.2):
-                result.closed_by_server += 1
-                break
+        _hold(sock, conn, result, lambda: not stop.is_set())
     except OSError as e:
         result.errors.append(str(e))
     finally:
@@ -266,10 +271,7 @@ def streams_past_the_limit(port: int, message: bytes, extra: int) -> PeerResult:
     try:
         sock.sendall(conn.data_to_send())
         deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            if not _read_available(sock, conn, result, timeout=0.2):
-                result.closed_by_server += 1
-                break
+        _hold(sock, conn, result, lambda: time.monotonic() < deadline)
     except OSError as e:
         result.errors.append(str(e))
     finally:
@@ -497,3 +499,26 @@ def estimate_request_bytes(repo: str, example: str = "cnn.json") -> bytes:
     with open(os.path.join(repo, "examples", example)) as f:
         json_format.ParseDict(json.load(f), request.model)
     return request.SerializeToString()
+
+
+def run_measured(server: "ServerUnderTest", target, args_list, seconds: float):
+    """Runs a peer row (run_in_processes) while probing health on every port and sampling
+    the server's RSS every 0.1 s: (each peer's result, the RSS peak, the probes)."""
+    probes = Probes(server.grpc_port, server.http_ports).start()
+    peak = [server.rss()]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], server.rss())
+            done.wait(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        results = run_in_processes(target, args_list, seconds)
+    finally:
+        done.set()
+        sampler.join()
+        probes.stop()
+    return results, peak[0], probes

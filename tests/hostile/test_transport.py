@@ -12,7 +12,6 @@ ctest runs it (hostile.Transport); by hand:
 """
 import os
 import socket
-import struct
 import sys
 import time
 
@@ -66,26 +65,7 @@ def settle(server, baseline, within, seconds=10):
     return least
 
 
-def run_row(server, target, args_list, seconds):
-    probes = h2_peer.Probes(server.grpc_port, server.http_ports).start()
-    peak = [server.rss()]
-    import threading
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], server.rss())
-            done.wait(0.1)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        results = h2_peer.run_in_processes(target, args_list, seconds)
-    finally:
-        done.set()
-        sampler.join()
-        probes.stop()
-    return results, peak[0], probes
+run_row = h2_peer.run_measured
 
 
 def assert_probes_answered(probes):
