@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -103,6 +104,31 @@ int PortOf(const sockaddr_storage& a) {
 
 }  // namespace
 
+StreamGuard::StreamGuard(int max_resets_per_second,
+                         std::function<void(const std::string&)> on_cut)
+    : max_resets_per_second_(max_resets_per_second), on_cut_(std::move(on_cut)) {
+  trimmer_ = std::thread([this] { ReturnMemoryAfterCuts(); });
+}
+
+StreamGuard::~StreamGuard() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  trimmer_.join();
+}
+
+void StreamGuard::ReturnMemoryAfterCuts() {
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(250))) {
+    if (returned_ || absl::Now() - last_cut_ < absl::Seconds(1)) continue;
+    returned_ = true;
+    mu_.Unlock();
+    malloc_trim(0);
+    mu_.Lock();
+  }
+}
+
 bool StreamGuard::CallCancelled(const std::string& peer) {
   const absl::Time now = absl::Now();
   {
@@ -130,6 +156,11 @@ bool StreamGuard::CallCancelled(const std::string& peer) {
     if (penalized_.size() < 4096) penalized_[address] = now + kPenalty;
   }
   const bool cut = ShutConnection(peer);
+  if (cut) {
+    absl::MutexLock lock(&mu_);
+    last_cut_ = absl::Now();
+    returned_ = false;
+  }
   if (cut && on_cut_) on_cut_(peer);
   if (!cut) spdlog::debug("stream guard: no socket of {} to shut", peer.substr(0, 64));
   return cut;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -34,8 +35,8 @@ class StreamGuard {
   static constexpr absl::Duration kPenalty = absl::Seconds(10);
 
   // on_cut(peer) is called once per connection cut (logs, metrics).
-  StreamGuard(int max_resets_per_second, std::function<void(const std::string&)> on_cut)
-      : max_resets_per_second_(max_resets_per_second), on_cut_(std::move(on_cut)) {}
+  StreamGuard(int max_resets_per_second, std::function<void(const std::string&)> on_cut);
+  ~StreamGuard();
 
   // The port the guarded server listens on: only sockets on it are ever shut.
   void SetLocalPort(int port) { local_port_ = port; }
@@ -63,6 +64,14 @@ class StreamGuard {
   // are cut after kPenalizedResets, so that reconnecting does not buy a full second's
   // worth of resets each time.
   absl::flat_hash_map<std::string, absl::Time> penalized_ ABSL_GUARDED_BY(mu_);
+  // What the cut connections' calls held is freed into glibc's arenas, which keep it:
+  // measured, 4 connections cut for 30 s left RSS 32 MiB up. Once a second passes with
+  // no cut, malloc_trim hands the free pages back (ReturnMemoryAfterCuts).
+  void ReturnMemoryAfterCuts();
+  absl::Time last_cut_ ABSL_GUARDED_BY(mu_);
+  bool returned_ ABSL_GUARDED_BY(mu_) = true;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread trimmer_;
 };
 
 }  // namespace gpuest

@@ -46,6 +46,9 @@ def resident_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
+MAX_ERRORS = 20  # a peer that reconnects in a loop keeps its first errors only
+
+
 @dataclass
 class PeerResult:
     """What one peer did and what the server said back."""
@@ -435,14 +438,25 @@ def run_in_processes(target, args_list, seconds: float) -> List[PeerResult]:
             target(*args, stop, result)
         except Exception as e:  # noqa: BLE001 - reported, not raised in a child
             result.errors.append(f"{type(e).__name__}: {e}")
+        del result.errors[MAX_ERRORS:]
         queue.put(result)
 
     procs = [ctx.Process(target=child, args=(a,), daemon=True) for a in args_list]
     for p in procs:
         p.start()
-    results = [queue.get(timeout=seconds + 60) for _ in procs]
+    results = []
+    deadline = time.monotonic() + seconds + 60
+    import queue as queue_module
+    for _ in procs:
+        try:
+            results.append(queue.get(timeout=max(0.1, deadline - time.monotonic())))
+        except queue_module.Empty:
+            # A peer stuck past its time says so rather than hanging its caller.
+            results.append(PeerResult(errors=["the peer did not report in time"]))
     for p in procs:
         p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
     return results
 
 
