@@ -200,12 +200,12 @@ grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
   metrics_.RequestStarted(method);
   // What the request holds in memory while the call is admitted.
   const int64_t bytes = static_cast<int64_t>(request.SpaceUsedLong());
-  const absl::Time deadline = absl::FromChrono(context->deadline());
   auto finish = [this, reactor, method, start](const absl::Status& status) {
     metrics_.RequestFinished(method, status.code(),
                              absl::ToDoubleSeconds(absl::Now() - start));
     reactor->Finish(ToGrpcStatus(status));
   };
+  const absl::Time deadline = absl::FromChrono(context->deadline());
   if (absl::Status s = Admit(method, bytes, start, deadline); !s.ok()) {
     finish(s);
     return reactor;
@@ -242,26 +242,26 @@ grpc::ServerUnaryReactor* CallDispatcher::DispatchRaw(
     Request request;
     Response response;
   };
+  // A call answered before any work, counted as started and finished.
+  auto refuse = [&](grpc::ServerUnaryReactor* reactor, const absl::Status& status) {
+    metrics_.RequestStarted(method);
+    metrics_.RequestFinished(method, status.code(), 0);
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  };
   // A stream its client reset before its message was read reaches the method all the
   // same, with no message at all (not an empty one): answered CANCELLED, and counted
-  // against its connection, since its RST_STREAM may be processed only after this call
-  // is over (when OnCancel is no longer called).
+  // against its connection here, since its RST_STREAM may be processed only after this
+  // call is over (when OnCancel is no longer called; so gRPC's default reactor).
   if (!in->Valid() || context->IsCancelled()) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    metrics_.RequestStarted(method);
-    metrics_.RequestFinished(method, absl::StatusCode::kCancelled, 0);
     if (guard_ != nullptr) guard_->CallCancelled(context->peer());
-    reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                                 "the call's stream ended before its request arrived"));
-    return reactor;
+    return refuse(
+        context->DefaultReactor(),
+        absl::CancelledError("the call's stream ended before its request arrived"));
   }
   auto messages = std::make_shared<Messages>();
   if (absl::Status decoded = DecodeRequest(*in, messages->request); !decoded.ok()) {
-    grpc::ServerUnaryReactor* reactor = NewReactor(context);
-    metrics_.RequestStarted(method);
-    metrics_.RequestFinished(method, decoded.code(), 0);
-    reactor->Finish(ToGrpcStatus(decoded));
-    return reactor;
+    return refuse(NewReactor(context), decoded);
   }
   // The work's copy of messages keeps both alive until the call finishes.
   return Dispatch(method, context, messages->request, &messages->response,

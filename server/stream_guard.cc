@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -21,7 +20,6 @@
 namespace gpuest {
 namespace {
 
-// gRPC's peer string as an address: "ipv4:1.2.3.4:5678", "ipv6:[::1]:5678".
 // An HTTP/2 GOAWAY frame (RFC 9113 6.8) with ENHANCE_YOUR_CALM (0x0b), any stream the
 // peer opened as the last, and why as its debug data: one buffer, sent in one call.
 std::string GoAwayFrame() {
@@ -40,6 +38,7 @@ std::string GoAwayFrame() {
   return frame + reason;
 }
 
+// gRPC's peer string as an address: "ipv4:1.2.3.4:5678", "ipv6:[::1]:5678".
 bool ParsePeer(absl::string_view peer, sockaddr_storage& out) {
   std::memset(&out, 0, sizeof(out));
   const bool v4 = absl::ConsumePrefix(&peer, "ipv4:");
