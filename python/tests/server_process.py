@@ -18,19 +18,22 @@ MODELS = os.environ.get("GPUEST_MODELS", os.path.join(REPO, "models"))
 
 class ServerProcess:
     """Starts gpuest-server (``listen`` 127.0.0.1:0 picks a port) and waits until it
-    serves; ``stop()`` sends SIGTERM and checks the clean exit. Usable with ``with``."""
+    serves; ``stop()`` sends SIGTERM and checks the clean exit. Usable with ``with``.
+    ``extra``: more flags; ``server``/``models``: other than ctest's (GPUEST_SERVER,
+    GPUEST_MODELS) or the repository's."""
 
-    def __init__(self, listen="127.0.0.1:0", metrics=False, ready_timeout_s=60):
-        if not os.access(SERVER, os.X_OK):
-            raise AssertionError(f"{SERVER} is not built (or set GPUEST_SERVER)")
+    def __init__(self, listen="127.0.0.1:0", metrics=False, ready_timeout_s=60, extra=(),
+                 server=SERVER, models=MODELS):
+        if not os.access(server, os.X_OK):
+            raise AssertionError(f"{server} is not built (or set GPUEST_SERVER)")
         self.workdir = tempfile.mkdtemp(prefix="gpuest-py-server-")
         ready = os.path.join(self.workdir, "ready.json")
         self.log_path = os.path.join(self.workdir, "server.log")
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(
-                [SERVER, f"--listen={listen}",
+                [server, f"--listen={listen}",
                  "--metrics-listen=127.0.0.1:0" if metrics else "--metrics-listen=",
-                 f"--models={MODELS}", f"--ready-file={ready}"],
+                 f"--models={models}", f"--ready-file={ready}", *extra],
                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + ready_timeout_s
         while not os.path.exists(ready):
@@ -44,6 +47,7 @@ class ServerProcess:
             ports = json.load(f)
         self.grpc_port = ports["grpc_port"]
         self.metrics_port = ports["metrics_port"]
+        self.extender_port = ports.get("extender_port", 0)
         self.target = f"127.0.0.1:{self.grpc_port}"
 
     def log(self):

@@ -19,10 +19,17 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import List, Optional
+
+# The Python tests' server process (python/tests/server_process.py), one way to start
+# and stop a server for every Python test.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python", "tests"))
+from server_process import ServerProcess  # noqa: E402
 
 import h2.config
 import h2.connection
@@ -460,46 +467,18 @@ def run_in_processes(target, args_list, seconds: float) -> List[PeerResult]:
     return results
 
 
-class ServerUnderTest:
+class ServerUnderTest(ServerProcess):
     """gpuest-server as the deployment starts it: gRPC, the extender's HTTP port and
-    /metrics, on loopback ports it picks (extra flags appended); stop() ends it."""
+    /metrics, on loopback ports it picks (extra flags appended); the Python tests'
+    ServerProcess, with its RSS and every HTTP port to probe."""
 
     def __init__(self, server: str, models: str, extra=()):
-        import json
-        import subprocess
-        import tempfile
-        self.workdir = tempfile.mkdtemp(prefix="gpuest-hostile-")
-        ready = os.path.join(self.workdir, "ready.json")
-        self.log_path = os.path.join(self.workdir, "server.log")
-        argv = [server, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
-                "--extender-listen=127.0.0.1:0", f"--models={models}",
-                f"--ready-file={ready}", *extra]
-        with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while not os.path.exists(ready):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.proc.kill()
-                raise RuntimeError(f"gpuest-server did not start: {self.log()}")
-            time.sleep(0.05)
-        with open(ready) as f:
-            ports = json.load(f)
-        self.grpc_port = ports["grpc_port"]
-        self.http_ports = [p for p in (ports.get("metrics_port"), ports.get("extender_port"))
-                           if p]
-        self.extender_port = ports.get("extender_port")
+        super().__init__(metrics=True, extra=["--extender-listen=127.0.0.1:0", *extra],
+                         server=server, models=models)
+        self.http_ports = [p for p in (self.metrics_port, self.extender_port) if p]
 
     def rss(self) -> int:
         return resident_bytes(self.proc.pid)
-
-    def log(self) -> str:
-        with open(self.log_path) as f:
-            return f.read()
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        return self.proc.wait(timeout=30)
 
 
 def estimate_request_bytes(repo: str, example: str = "cnn.json") -> bytes:

@@ -38,7 +38,7 @@ def message():
 def server():
     s = h2_peer.ServerUnderTest(SERVER, MODELS, ["--log-level=warn"])
     yield s
-    assert s.stop() == 0, s.log()
+    s.stop()  # Asserts a clean exit, with the server's log.
 
 
 def estimate(port, message, timeout=10):
