@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/json_guard.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuest::strict_json {
@@ -115,8 +116,10 @@ class Fields {
     return f;
   }
 
-  // The document in a file's text; InvalidArgument names the file.
+  // The document in a file's text; InvalidArgument names the file. A key named twice
+  // is refused (json_guard.h): these files' writers never write one.
   static absl::StatusOr<Json> Parse(absl::string_view text, const std::string& file) {
+    if (absl::Status shape = CheckJsonText(text, file); !shape.ok()) return shape;
     try {
       return Json::parse(text.begin(), text.end());
     } catch (const nlohmann::json::exception& e) {

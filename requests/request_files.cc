@@ -7,8 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json_guard.h"
+#include "common/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "requests/proto_json_fields.h"
 #include "requests/summary_parser.h"
 #include "requests/trace_batch.h"
 
@@ -45,24 +47,14 @@ absl::StatusOr<v1::EstimateRequest> ReadSummary(const std::string& text,
   return request;
 }
 
-// Whether descriptor has a field spelled key in JSON (its lowerCamel or proto name).
-bool HasJsonField(const google::protobuf::Descriptor& descriptor,
-                  const std::string& key) {
-  for (int i = 0; i < descriptor.field_count(); ++i) {
-    const google::protobuf::FieldDescriptor& field = *descriptor.field(i);
-    if (field.json_name() == key || field.name() == key) return true;
-  }
-  return false;
-}
-
 // Whether text is a JSON object with a top-level key that only an EstimateRequest has
 // ("model", "features", "gpu", "estimators"). Only asked once both parses failed.
 bool MeansARequest(const std::string& text) {
   google::protobuf::Struct top;
   if (!google::protobuf::util::JsonStringToMessage(text, &top).ok()) return false;
   for (const auto& [key, value] : top.fields()) {
-    if (HasJsonField(*v1::EstimateRequest::descriptor(), key) &&
-        !HasJsonField(*v1::ModelDescription::descriptor(), key)) {
+    if (JsonField(*v1::EstimateRequest::descriptor(), key) != nullptr &&
+        JsonField(*v1::ModelDescription::descriptor(), key) == nullptr) {
       return true;
     }
   }
@@ -90,12 +82,16 @@ absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
     return absl::InvalidArgumentError(absl::StrCat(name, ": empty input"));
   }
   if (text[first] != '{') return ReadSummary(text, name, options);
-  // Protobuf's JSON parser recurses per level and may run up to three times below.
-  if (absl::Status deep = CheckJsonDepth(text, name); !deep.ok()) return deep;
+  // Protobuf's JSON parser recurses per level and may run up to three times below,
+  // and takes a key named twice as its last copy (appending a list's two copies).
+  if (absl::Status shape = CheckJsonText(text, name); !shape.ok()) return shape;
   v1::EstimateRequest request;
   auto as_model =
       google::protobuf::util::JsonStringToMessage(text, request.mutable_model());
-  if (!as_model.ok()) {
+  if (as_model.ok()) {
+    GPUEST_RETURN_IF_ERROR(
+        CheckEachFieldOnce(text, *v1::ModelDescription::descriptor(), name));
+  } else {
     request.Clear();
     auto as_request = google::protobuf::util::JsonStringToMessage(text, &request);
     if (!as_request.ok()) {
@@ -110,6 +106,8 @@ absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
           name, ": not a ModelDescription (nor an EstimateRequest) in JSON: ",
           std::string(as_model.message())));
     }
+    GPUEST_RETURN_IF_ERROR(
+        CheckEachFieldOnce(text, *v1::EstimateRequest::descriptor(), name));
   }
   if (options.batch_size > 0) {
     // A trace answers for its own batch only: another --batch-size is refused before

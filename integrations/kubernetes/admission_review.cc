@@ -234,6 +234,9 @@ absl::StatusOr<AdmissionPod> ParseAdmissionReview(const std::string& body) {
       parser.allocate(64 << 10, kMaxJsonDepth) != simdjson::SUCCESS) {
     return absl::ResourceExhaustedError("AdmissionReview: cannot allocate its parser");
   }
+  // Before parsing: the DOM's lookups take a key's first copy, where the API server's
+  // Go decoder took the last, so a key named twice is refused, not read.
+  GPUEST_RETURN(CheckJsonText(body, "AdmissionReview"));
   dom::element root;
   if (const simdjson::error_code e = parser.parse(body).get(root);
       e != simdjson::SUCCESS) {

@@ -270,10 +270,10 @@ const DraDeviceClass* DraClasses::Find(std::string_view device_class) const {
 
 absl::StatusOr<DraClasses> ParseDraClasses(std::string_view text,
                                            const std::string& what) {
-  if (absl::Status depth =
-          CheckJsonDepth(absl::string_view(text.data(), text.size()), what);
-      !depth.ok()) {
-    return depth;
+  if (absl::Status shape =
+          CheckJsonText(absl::string_view(text.data(), text.size()), what);
+      !shape.ok()) {
+    return shape;
   }
   const Json root = Json::parse(text, nullptr, false);
   if (root.is_discarded() || !root.is_object()) return Bad(what, "not a JSON object");

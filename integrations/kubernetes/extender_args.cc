@@ -244,8 +244,10 @@ absl::Status ReadPod(od::object pod, ExtenderArgs& args) {
 }  // namespace
 
 absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body) {
-  // Before parsing: a refusal that says the bound (simdjson would stop at 1,024).
-  if (absl::Status deep = CheckJsonDepth(body, "the body"); !deep.ok()) return deep;
+  // Before parsing: a refusal that says the depth bound (simdjson would stop at 1,024),
+  // and no key named twice (simdjson's on-demand reader sees every copy; which one
+  // counts would depend on the order of our reads).
+  if (absl::Status shape = CheckJsonText(body, "the body"); !shape.ok()) return shape;
   const size_t length = body.size();
   body.reserve(length + kExtenderBodyPadding);
   od::parser parser;

@@ -62,7 +62,7 @@ absl::StatusOr<std::vector<NodeGpu>> FromAnnotation(const std::string& text,
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": ", text.size(), " bytes, over the limit of ", kMaxGpusAnnotationBytes));
   }
-  if (absl::Status depth = CheckJsonDepth(text, where); !depth.ok()) return depth;
+  if (absl::Status shape = CheckJsonText(text, where); !shape.ok()) return shape;
   const nlohmann::json gpus = nlohmann::json::parse(text, nullptr, false);
   if (gpus.is_discarded() || !gpus.is_array() || gpus.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -213,7 +213,7 @@ absl::Status NodeCache::RefreshLocked() {
   std::ifstream in(path_);
   std::stringstream text;
   text << in.rdbuf();
-  if (absl::Status depth = CheckJsonDepth(text.str(), path_); !depth.ok()) return depth;
+  if (absl::Status shape = CheckJsonText(text.str(), path_); !shape.ok()) return shape;
   const nlohmann::json list = nlohmann::json::parse(text.str(), nullptr, false);
   if (!in || list.is_discarded() || !list.is_object() || !list.contains("items") ||
       !list["items"].is_array()) {

@@ -108,6 +108,10 @@ TEST(DraClasses, ABadTableIsRefusedNamingTheField) {
                          {R"({"device_classes": [{"device_class": "c", "driver": "d",
                 "devices": "whole_gpus", "product_attribute": "p", "gpus": [""]}]})",
                           "device_classes[0].gpus[0]"},
+                         {R"({"device_classes": [{"device_class": "c", "driver": "d",
+                "driver": "e", "devices": "whole_gpus", "product_attribute": "p"}]})",
+                          "key \"driver\" appears twice in one object, at "
+                          "device_classes[0]"},
                          {R"({"device_classes": [
                 {"device_class": "c", "driver": "d", "devices": "whole_gpus",
                  "product_attribute": "p"},

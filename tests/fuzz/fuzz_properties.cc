@@ -177,7 +177,7 @@ absl::Status NodeGpusProperties(absl::string_view data) {
     annotated.gpus_annotation = std::string(data);
     if (absl::Status s = check(NodeGpus(annotated)); !s.ok()) return s;
     // The same bytes as a Node object, as the node cache file's reader takes one.
-    if (!CheckJsonDepth(data, "node").ok()) return absl::OkStatus();
+    if (!CheckJsonText(data, "node").ok()) return absl::OkStatus();
     const nlohmann::json node = nlohmann::json::parse(data, nullptr, false);
     if (node.is_discarded()) return absl::OkStatus();
     NodeKeys keys = NodeKeysOf(node);

@@ -292,6 +292,18 @@ TEST_F(AdmissionTest, HostileBodiesAreRefusedAndTheWebhookStillAnswers) {
   EXPECT_EQ(deep_status, 400);
   EXPECT_TRUE(absl::StrContains(deep, "levels deep")) << deep;
   EXPECT_EQ(post(Review(Described()).dump(), "text/plain").first, 415);
+  // The API server's Go decoder would keep an annotation's last copy, simdjson's
+  // lookup the first: a key named twice is refused, naming it.
+  std::string twice = Review(Described()).dump();
+  const size_t annotations = twice.find("\"annotations\":{");
+  ASSERT_NE(annotations, std::string::npos) << twice;
+  twice.insert(annotations + 15, R"("gpuest.io/description":"{\"batchSize\":1}",)");
+  auto [twice_status, twice_body] = post(twice, "application/json");
+  EXPECT_EQ(twice_status, 400);
+  EXPECT_TRUE(absl::StrContains(twice_body,
+                                "appears twice in one object, at "
+                                "request.object.metadata.annotations"))
+      << twice_body;
   json v1beta1 = Review(Described());
   v1beta1["apiVersion"] = "admission.k8s.io/v1beta1";
   auto [old_status, old] = post(v1beta1.dump(), "application/json");

@@ -81,6 +81,14 @@ TEST(ExtenderArgs, RefusesWhatIsNotExtenderArgsNamingTheField) {
       {R"({"Pod": )" + Pod("{}") + R"(, "Nodes": {"items": [)" + std::string(200, '[') +
            std::string(200, ']') + "]}}",
        "nested"},
+      // kube-scheduler's Go encoder writes each key once; simdjson's reader would see
+      // both copies, so a duplicate is refused whole.
+      {R"({"Pod": )" +
+           Pod(R"({"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpu": "8"}})") + nodes,
+       "key \"nvidia.com/gpu\" appears twice in one object, at "
+       "Pod.spec.containers[1].resources.limits"},
+      {R"({"Pod": )" + Pod("{}") + R"(, "NodeNames": ["a"], "NodeNames": ["b"]})",
+       "key \"NodeNames\" appears twice"},
   };
   for (const auto& c : cases) {
     std::string body;

@@ -93,6 +93,8 @@ TEST(KubeNodes, TheAnnotationIsBoundedInDepthSizeGpusAndNames) {
         << gpus.status();
   };
   refused(std::string(100000, '[') + std::string(100000, ']'), "levels deep");
+  refused(R"([{"freeMiB": 1000, "freeMiB": 80000}])",
+          "key \"freeMiB\" appears twice in one object, at [0]");
   refused(R"([{"freeMiB": 1, "model": ")" + std::string(300, 'x') + R"("}])",
           "at most 256 bytes");
   std::string many = "[";

@@ -172,6 +172,12 @@ TEST(Manifests, AnUnknownKeyOrAWrongTypeIsRefusedByName) {
   EXPECT_TRUE(absl::StrContains(quoted.status().message(),
                                 "'calibration.steps' must be an integer"))
       << quoted.status();
+  auto twice = allocsim::SimulationManifest::Parse(
+      ReplaceOnce(text, "\"steps\": 2,", "\"steps\": 2, \"steps\": 3,"), path);
+  EXPECT_TRUE(absl::StrContains(twice.status().message(),
+                                "key \"steps\" appears twice in one object, at "
+                                "calibration"))
+      << twice.status();
   auto fractional = allocsim::SimulationManifest::Parse(
       ReplaceOnce(text, "\"steps\": 2,", "\"steps\": 2.5,"), path);
   EXPECT_FALSE(fractional.ok());

@@ -171,6 +171,31 @@ TEST(CliInput, ABadValueNamesItsField) {
                 {"model.layers[0]", "tpye"});
 }
 
+// Each reader is as strict as its sender: gpuest.describe (json.dumps) and the CLI's
+// --json write every key once, so a field set twice is refused, not read as whichever
+// copy protobuf's parser keeps (the last; a repeated field's two lists appended).
+TEST(CliInput, AFieldSetTwiceIsRefusedNamingIt) {
+  ExpectInvalid(ReadStdin(R"({"batchSize": 1, "batchSize": 64})"),
+                {"stdin: key \"batchSize\" appears twice", "the top level"});
+  ExpectInvalid(
+      ReadStdin(R"({"batchSize": 1, "batch_size": 64})"),
+      {"stdin: field batch_size is given twice", "\"batchSize\"", "\"batch_size\""});
+  ExpectInvalid(
+      ReadStdin(R"({"layers": [{"type": "Linear"}], "layers": [{"type": "ReLU"}]})"),
+      {"key \"layers\" appears twice"});
+  ExpectInvalid(ReadStdin(R"({"batchSize": 2, "layers": [{"type": "Linear",
+                 "outputActivations": 8}, {"type": "ReLU", "outputActivations": 8,
+                 "output_activations": 9}]})"),
+                {"field output_activations is given twice", "(in layers[1])"});
+  ExpectInvalid(ReadStdin(R"({"model": {"batchSize": 4, "batch_size": 8}, "gpu": "t4"})"),
+                {"field batch_size is given twice", "(in model)"});
+  // The same key in two objects is two fields.
+  EXPECT_TRUE(
+      ReadStdin(R"({"batchSize": 2, "layers": [{"type": "Linear", "parameters": 4},
+                 {"type": "ReLU", "parameters": 0}]})")
+          .ok());
+}
+
 TEST(CliInput, UnreadableAndEmptyInputs) {
   auto missing = ReadRequest("/nonexistent/model.json");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
