@@ -84,7 +84,7 @@ std::string Sha256Hex(absl::string_view data) {
 }
 
 absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
-  absl::StatusOr<std::string> data = ReadTextFile(path);
+  absl::StatusOr<std::string> data = ReadTextFile(path, kMaxDatasetFileBytes);
   if (!data.ok()) return data.status();
   return Sha256Hex(*data);
 }

@@ -1,35 +1,70 @@
 #include "common/text_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <filesystem>
+#include <cstring>
 #include <fstream>
-#include <iterator>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace gpuest {
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  // An ifstream opens a directory and reads it as empty: ask for a regular file (a
-  // symlink to one is fine; a dangling one is not).
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, uint64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; a regular file ignores it.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { close(fd); }
+  } closer{fd};
+  // The size of what was opened, not of what the path names a moment later.
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::NotFoundError(
         absl::StrCat("cannot read ", path, ": not a readable regular file"));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  if (in.bad()) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  const auto over = [&](uint64_t bytes, absl::string_view more) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", bytes, more,
+                                                   " bytes, over the limit of ",
+                                                   max_bytes, " for this file"));
+  };
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) return over(st.st_size, "");
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t filled = 0;
+  for (;;) {
+    // One byte of room past the bound tells a file that grew past it.
+    if (filled == text.size()) {
+      if (filled > max_bytes) return over(max_bytes, " or more");
+      text.resize(std::min<uint64_t>(max_bytes + 1, filled + (uint64_t{64} << 10)));
+    }
+    const ssize_t got = read(fd, text.data() + filled, text.size() - filled);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      return absl::NotFoundError(
+          absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+    }
+    if (got == 0) break;
+    filled += static_cast<size_t>(got);
+  }
+  if (filled > max_bytes) return over(max_bytes, " or more");
+  text.resize(filled);
   return text;
 }
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view flag) {
-  absl::StatusOr<std::string> pem = ReadTextFile(path);
+  absl::StatusOr<std::string> pem = ReadTextFile(path, kMaxPemFileBytes);
   if (!pem.ok()) {
-    return absl::NotFoundError(absl::StrCat(flag, ": ", pem.status().message()));
+    return absl::Status(pem.status().code(),
+                        absl::StrCat(flag, ": ", pem.status().message()));
   }
   if (!absl::StrContains(*pem, "-----BEGIN ")) {
     return absl::InvalidArgumentError(

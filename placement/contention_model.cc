@@ -190,7 +190,8 @@ absl::StatusOr<ContentionModel> ContentionModel::Parse(const std::string& text,
 }
 
 absl::StatusOr<ContentionModel> ContentionModel::Load(const std::string& path) {
-  GPUEST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  GPUEST_ASSIGN_OR_RETURN(const std::string text,
+                          ReadTextFile(path, kMaxConfigFileBytes));
   return Parse(text, path);
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_guard.h"
 #include "common/status_macros.h"
+#include "common/text_file.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "requests/proto_json_fields.h"
@@ -18,15 +19,19 @@ namespace gpuest::requests {
 namespace {
 
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
-  std::stringstream text;
-  if (path == "-") {
-    text << std::cin.rdbuf();
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-    text << in.rdbuf();
+  if (path != "-") return ReadTextFile(path, kMaxRequestFileBytes);
+  // In chunks, stopping one byte past the bound to tell a stream that is over it.
+  std::string text;
+  char chunk[64 << 10];
+  while (text.size() <= kMaxRequestFileBytes &&
+         std::cin.read(chunk, sizeof(chunk)).gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(std::cin.gcount()));
   }
-  return text.str();
+  if (text.size() > kMaxRequestFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stdin: over the limit of ", kMaxRequestFileBytes, " bytes"));
+  }
+  return text;
 }
 
 absl::StatusOr<v1::EstimateRequest> ReadSummary(const std::string& text,

@@ -29,6 +29,10 @@ struct ReadOptions {
 // fsdp-shard-grad-op), parameters (zero3, fsdp-full-shard). InvalidArgument lists them.
 absl::StatusOr<v1::Sharding> ParseSharding(const std::string& word);
 
+// The most a job file (or stdin) may hold: a request larger than the gRPC message
+// bound cannot be sent, and a description with its trace is a few MB.
+inline constexpr uint64_t kMaxRequestFileBytes = uint64_t{64} << 20;
+
 // path "-" reads stdin. NotFound when the file cannot be read; InvalidArgument, naming
 // the file (and for a summary the line) and the parser's complaint, when it is none of
 // the forms, when a summary comes without options.batch_size, or when

@@ -58,7 +58,7 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view text, const std::string
 // The same from the file itself.
 template <typename Manifest, typename Json>
 absl::StatusOr<Manifest> LoadManifest(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadTextFile(path);
+  absl::StatusOr<std::string> text = ReadTextFile(path, kMaxConfigFileBytes);
   if (!text.ok()) return text.status();
   return ParseManifest<Manifest, Json>(*text, path);
 }

@@ -31,10 +31,33 @@ uint64_t Field(absl::string_view data, uint64_t hash) {
   return Fnv1a(data, Fnv1a(absl::StrCat(data.size(), ":"), hash));
 }
 
+// A scan's reads, each under its file's bound and all under the repository's.
+class RepositoryReads {
+ public:
+  explicit RepositoryReads(std::string dir) : dir_(std::move(dir)) {}
+
+  absl::StatusOr<std::string> Read(const std::string& path, uint64_t file_bound) {
+    absl::StatusOr<std::string> text = ReadTextFile(path, file_bound);
+    if (!text.ok()) return text;
+    read_ += text->size();
+    if (read_ > kMaxRepositoryBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model repository ", dir_, ": over ", kMaxRepositoryBytes,
+                       " bytes in all (the limit), at ", path));
+    }
+    return text;
+  }
+
+ private:
+  std::string dir_;
+  uint64_t read_ = 0;
+};
+
 // Every file of a model directory but its manifest, by name. A directory entry that
 // is not a regular file is skipped, unless it is a link to nothing (a file meant to be
 // there): that is an error, as is a file that cannot be read.
-absl::StatusOr<std::map<std::string, std::string>> ReadModelFiles(const fs::path& dir) {
+absl::StatusOr<std::map<std::string, std::string>> ReadModelFiles(
+    const fs::path& dir, RepositoryReads& reads) {
   std::map<std::string, std::string> files;
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
@@ -45,7 +68,8 @@ absl::StatusOr<std::map<std::string, std::string>> ReadModelFiles(const fs::path
         !(entry.is_symlink(type_ec) && !entry.exists(type_ec))) {
       continue;
     }
-    absl::StatusOr<std::string> bytes = ReadTextFile(entry.path().string());
+    absl::StatusOr<std::string> bytes =
+        reads.Read(entry.path().string(), kMaxModelFileBytes);
     if (!bytes.ok()) return bytes.status();
     files.emplace(name, std::move(*bytes));
   }
@@ -68,9 +92,10 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
         absl::StrCat("model repository ", dir, " is not a directory"));
   }
   ModelRepositoryContents contents;
+  RepositoryReads reads(dir);
   contents.gpu_profiles_path = (fs::path(dir) / "gpu_profiles.json").string();
   uint64_t digest = 14695981039346656037ULL;
-  auto profiles = ReadTextFile(contents.gpu_profiles_path);
+  auto profiles = reads.Read(contents.gpu_profiles_path, kMaxConfigFileBytes);
   if (!profiles.ok()) return profiles.status();
   digest = Field(*profiles, digest);
   // The contention model is optional here (a repository of estimators only); the
@@ -78,7 +103,7 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
   contents.contention_path = ContentionModelPath(dir);
   std::error_code absent;
   if (fs::exists(fs::symlink_status(contents.contention_path, absent))) {
-    auto contention = ReadTextFile(contents.contention_path);
+    auto contention = reads.Read(contents.contention_path, kMaxConfigFileBytes);
     if (!contention.ok()) return contention.status();
     digest = Field(kContentionFile, digest);
     digest = Field(*contention, digest);
@@ -92,9 +117,9 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
     // cannot be read (a dangling link, a directory) is an error, not a quiet skip.
     std::error_code missing;
     if (!fs::exists(fs::symlink_status(manifest, missing))) continue;
-    auto text = ReadTextFile(manifest.string());
+    auto text = reads.Read(manifest.string(), kMaxConfigFileBytes);
     if (!text.ok()) return text.status();
-    auto files = ReadModelFiles(entry.path());
+    auto files = ReadModelFiles(entry.path(), reads);
     if (!files.ok()) return files.status();
     contents.models.push_back({entry.path().filename().string(), entry.path().string(),
                                std::move(*text), std::move(*files)});
@@ -114,7 +139,7 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
   if (fs::is_directory(contexts, ec)) {
     for (const fs::directory_entry& entry : fs::directory_iterator(contexts, ec)) {
       if (entry.path().extension() != ".json") continue;
-      auto text = ReadTextFile(entry.path().string());
+      auto text = reads.Read(entry.path().string(), kMaxConfigFileBytes);
       if (!text.ok()) return text.status();
       contents.context_files.emplace_back(entry.path().string(), std::move(*text));
     }

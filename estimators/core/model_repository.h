@@ -47,6 +47,12 @@ struct ModelRepositoryContents {
 // Where a model repository keeps the contexts measured on nodes: <models_dir>/contexts.
 inline constexpr char kContextsDirectory[] = "contexts";
 
+// What a scan holds: one model's weights or other file (the largest shipped is 1 MB),
+// and the whole repository (many files each under their bound must not add up to
+// gigabytes). JSON documents read under kMaxConfigFileBytes (common/text_file.h).
+inline constexpr uint64_t kMaxModelFileBytes = uint64_t{64} << 20;
+inline constexpr uint64_t kMaxRepositoryBytes = uint64_t{512} << 20;
+
 // Where a model repository keeps the contention model:
 // <models_dir>/contention/contention.json.
 std::string ContentionModelPath(const std::string& models_dir);

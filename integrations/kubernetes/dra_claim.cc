@@ -306,7 +306,7 @@ const DraClasses& BuiltInDraClasses() {
 
 absl::StatusOr<DraClasses> LoadDraClasses(const std::string& path) {
   if (path.empty()) return BuiltInDraClasses();
-  absl::StatusOr<std::string> text = ReadTextFile(path);
+  absl::StatusOr<std::string> text = ReadTextFile(path, kMaxConfigFileBytes);
   if (!text.ok()) return text.status();
   return ParseDraClasses(*text, path);
 }

@@ -3,13 +3,12 @@
 #include <sys/stat.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_guard.h"
+#include "common/text_file.h"
 #include "common/units.h"
 
 namespace gpuest {
@@ -206,16 +205,11 @@ absl::Status NodeCache::RefreshLocked() {
   const int64_t mtime =
       static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   if (mtime == loaded_mtime_) return absl::OkStatus();
-  if (static_cast<uint64_t>(st.st_size) > kMaxNodeCacheBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path_, ": ", st.st_size, " bytes, over the limit of ", kMaxNodeCacheBytes));
-  }
-  std::ifstream in(path_);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (absl::Status shape = CheckJsonText(text.str(), path_); !shape.ok()) return shape;
-  const nlohmann::json list = nlohmann::json::parse(text.str(), nullptr, false);
-  if (!in || list.is_discarded() || !list.is_object() || !list.contains("items") ||
+  absl::StatusOr<std::string> text = ReadTextFile(path_, kMaxNodeCacheBytes);
+  if (!text.ok()) return text.status();
+  if (absl::Status shape = CheckJsonText(*text, path_); !shape.ok()) return shape;
+  const nlohmann::json list = nlohmann::json::parse(*text, nullptr, false);
+  if (list.is_discarded() || !list.is_object() || !list.contains("items") ||
       !list["items"].is_array()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": not a v1.NodeList in JSON (an object with \"items\")"));

@@ -1,14 +1,13 @@
 #include "integrations/kubernetes/pod_description.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/json_guard.h"
+#include "common/text_file.h"
 
 namespace gpuest {
 namespace {
@@ -46,15 +45,17 @@ absl::StatusOr<std::string> DescriptionText(const std::string& value,
                      "mounted ConfigMaps from"));
   }
   const std::string path = absl::StrCat(descriptions_dir, "/", name, "/", key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  absl::StatusOr<std::string> text = ReadTextFile(path, kMaxConfigMapBytes);
+  if (absl::IsNotFound(text.status())) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ConfigMap ", name, " key ",
                                                    key, " is not mounted (no file ", path,
                                                    ")"));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ConfigMap ", name, " key ",
+                                                   key, ": ", text.status().message()));
+  }
+  return text;
 }
 
 }  // namespace gpuest

@@ -8,6 +8,7 @@
 // API server.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -19,6 +20,10 @@ inline constexpr char kGpuResource[] = "nvidia.com/gpu";
 
 // The pod annotation that holds the job's description (inline JSON or a ConfigMap).
 inline constexpr char kDescriptionAnnotation[] = "gpuest.io/description";
+
+// A ConfigMap holds at most 1 MiB of data (Kubernetes refuses a larger one), so a
+// mounted file over it is not a ConfigMap's.
+inline constexpr uint64_t kMaxConfigMapBytes = uint64_t{1} << 20;
 
 // The annotation's text: value itself when it is inline JSON, else the mounted
 // ConfigMap file it names. InvalidArgument naming where (the pod and annotation) for a

@@ -996,7 +996,8 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
     for (const SimulationModel& s : Simulations()) {
       const std::string dir = o.models_dir + "/" + s.id;
       const std::string path = dir + "/manifest.json";
-      GPUEST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+      GPUEST_ASSIGN_OR_RETURN(const std::string text,
+                              ReadTextFile(path, kMaxDatasetFileBytes));
       GPUEST_ASSIGN_OR_RETURN(SimulationManifest m,
                               SimulationManifest::Parse(text, path));
       GPUEST_ASSIGN_OR_RETURN(

@@ -22,7 +22,8 @@ namespace {
 using Table = std::vector<std::map<std::string, std::string>>;
 
 absl::StatusOr<Table> ReadCsv(const std::string& path) {
-  GPUEST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  GPUEST_ASSIGN_OR_RETURN(const std::string text,
+                          ReadTextFile(path, kMaxDatasetFileBytes));
   Table rows;
   std::vector<std::string> header;
   int line_no = 0;

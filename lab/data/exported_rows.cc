@@ -21,7 +21,8 @@ using Fields = strict_json::Fields<nlohmann::json>;
 }  // namespace
 
 absl::StatusOr<MeasuredFile> ReadExportedRows(const std::string& path) {
-  GPUEST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  GPUEST_ASSIGN_OR_RETURN(const std::string text,
+                          ReadTextFile(path, kMaxDatasetFileBytes));
   MeasuredFile file;
   file.name = std::filesystem::path(path).filename().string();
   file.sha256 = Sha256Hex(text);

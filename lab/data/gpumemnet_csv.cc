@@ -89,7 +89,8 @@ absl::StatusOr<std::vector<v1::Layer>> ParseLayerList(absl::string_view text) {
 
 absl::StatusOr<MeasuredFile> ReadGpuMemNetCsv(const std::string& path,
                                               v1::ModelFamily family) {
-  GPUEST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  GPUEST_ASSIGN_OR_RETURN(const std::string text,
+                          ReadTextFile(path, kMaxDatasetFileBytes));
   MeasuredFile file;
   file.name = std::filesystem::path(path).filename().string();
   file.sha256 = Sha256Hex(text);

@@ -7,7 +7,9 @@ namespace gpuest::accuracy {
 namespace {
 
 // The report as it is; "" before it exists.
-std::string ReadAll(const std::string& path) { return ReadTextFile(path).value_or(""); }
+std::string ReadAll(const std::string& path) {
+  return ReadTextFile(path, kMaxConfigFileBytes).value_or("");
+}
 
 }  // namespace
 

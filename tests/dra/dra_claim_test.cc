@@ -3,9 +3,14 @@
 // table's refusals naming the field, and SizeClaim's choice of models.
 #include "integrations/kubernetes/dra_claim.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "common/text_file.h"
 #include "gtest/gtest.h"
 
 namespace gpuest::kubernetes {
@@ -70,6 +75,19 @@ TEST(DraClasses, TheBuiltInTableHasTheNvidiaDriversClasses) {
   EXPECT_TRUE(
       absl::StrContains(shared->cap_parameters, "defaultPinnedDeviceMemoryLimit"));
   EXPECT_EQ(classes.Find("example.com/nic"), nullptr);
+}
+
+TEST(DraClasses, ATableFileOverItsBoundIsRefusedUnread) {
+  const std::string path =
+      ::testing::TempDir() + "/dra_classes_" + std::to_string(getpid()) + ".json";
+  std::ofstream(path) << "{}";
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(kMaxConfigFileBytes) + 1), 0);
+  const absl::StatusOr<DraClasses> classes = LoadDraClasses(path);
+  EXPECT_EQ(classes.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(
+      absl::StrContains(classes.status().message(), "16777217 bytes, over the limit"))
+      << classes.status();
+  std::remove(path.c_str());
 }
 
 TEST(DraClasses, ABadTableIsRefusedNamingTheField) {

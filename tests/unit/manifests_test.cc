@@ -18,7 +18,7 @@ namespace {
 const std::string kModels = GPUEST_MODELS_DIR;
 
 std::string Read(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadTextFile(path);
+  absl::StatusOr<std::string> text = ReadTextFile(path, kMaxConfigFileBytes);
   EXPECT_TRUE(text.ok()) << text.status();
   return text.value_or("");
 }

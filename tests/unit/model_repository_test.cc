@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/text_file.h"
 #include "gtest/gtest.h"
 
 namespace gpuest {
@@ -151,6 +152,24 @@ TEST_F(ModelRepositoryTest, EachModelCarriesTheBytesOfItsFiles) {
   EXPECT_TRUE(absl::StrContains(broken.status().message(),
                                 (dir_ / "alpha" / "member-1.pt").string()))
       << broken.status();
+}
+
+TEST_F(ModelRepositoryTest, AFileOverItsBoundIsRefusedUnreadNamingIt) {
+  // Sparse: past the bound without using the disk.
+  Write(dir_ / "alpha" / "member-0.pt", "x");
+  const fs::path weights = dir_ / "alpha" / "member-0.pt";
+  fs::resize_file(weights, kMaxModelFileBytes + 1);
+  auto contents = ScanModelRepository(dir_.string());
+  EXPECT_EQ(contents.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(contents.status().message(),
+                                weights.string() + ": 67108865 bytes, over the limit"))
+      << contents.status();
+  fs::remove(weights);
+  fs::resize_file(dir_ / "gpu_profiles.json", kMaxConfigFileBytes + 1);
+  contents = ScanModelRepository(dir_.string());
+  EXPECT_TRUE(
+      absl::StrContains(contents.status().message(), "gpu_profiles.json: 16777217"))
+      << contents.status();
 }
 
 TEST_F(ModelRepositoryTest, MissingProfilesAreNamed) {

@@ -33,7 +33,8 @@ TEST(Quantile, IsTheNearestRank) {
 
 // The cases python/tests/test_stats.py checks against gpuest.stats.quantile too.
 TEST(Quantile, AgreesWithPythonOnTheSharedCases) {
-  auto text = ReadTextFile(std::string(GPUEST_TEST_DATA_DIR) + "/quantile_cases.json");
+  auto text = ReadTextFile(std::string(GPUEST_TEST_DATA_DIR) + "/quantile_cases.json",
+                           kMaxConfigFileBytes);
   ASSERT_TRUE(text.ok()) << text.status();
   const nlohmann::json cases = nlohmann::json::parse(*text)["cases"];
   ASSERT_GE(cases.size(), 10u);

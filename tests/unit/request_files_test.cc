@@ -196,6 +196,15 @@ TEST(CliInput, AFieldSetTwiceIsRefusedNamingIt) {
           .ok());
 }
 
+TEST(CliInput, AFileOrStdinOverTheBoundIsRefused) {
+  const std::string path = WriteTemp("huge.json", "{}");
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(kMaxRequestFileBytes) + 1), 0);
+  ExpectInvalid(ReadRequest(path), {path, ": 67108865 bytes, over the limit"});
+  std::remove(path.c_str());
+  ExpectInvalid(ReadStdin(std::string(kMaxRequestFileBytes + 1, ' ')),
+                {"stdin: over the limit of 67108864 bytes"});
+}
+
 TEST(CliInput, UnreadableAndEmptyInputs) {
   auto missing = ReadRequest("/nonexistent/model.json");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);

@@ -141,7 +141,7 @@ int Run() {
   std::map<std::string, RowSet> sets;
   for (const std::filesystem::path& directory : directories) {
     const std::string path = (directory / "manifest.json").string();
-    absl::StatusOr<std::string> text = ReadTextFile(path);
+    absl::StatusOr<std::string> text = ReadTextFile(path, kMaxDatasetFileBytes);
     if (!text.ok()) return Fail(std::string(text.status().message()));
     if (text->find("\"estimator_type\": \"gpumemnet\"") == std::string::npos) continue;
     absl::StatusOr<GpuMemNetManifest> m = GpuMemNetManifest::Parse(*text, path);
