@@ -1,10 +1,12 @@
 # Installs the client library as a CMake package: find_package(gpuest) gives
-# gpuest::client (with the generated messages and stubs it needs).
+# gpuest::client (with the generated messages and stubs it needs, and gpuest_common's
+# bounded file reader and JSON guard, which it reads its TLS files and policy with).
 include(CMakePackageConfigHelpers)
 
 set_target_properties(gpuest_proto PROPERTIES EXPORT_NAME proto)
 set_target_properties(gpuest_grpc PROPERTIES EXPORT_NAME grpc)
-install(TARGETS gpuest_client gpuest_grpc gpuest_proto EXPORT gpuestTargets
+set_target_properties(gpuest_common PROPERTIES EXPORT_NAME common)
+install(TARGETS gpuest_client gpuest_grpc gpuest_proto gpuest_common EXPORT gpuestTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT gpuestTargets NAMESPACE gpuest::
