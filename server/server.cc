@@ -1,6 +1,5 @@
 #include "server/server.h"
 
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -130,25 +129,9 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   // leaves the others to the gRPC API.
   if (options.grpc.transport.max_resets_per_second > 0) {
     Metrics* metrics = s->metrics_.get();
-    const int limit = options.grpc.transport.max_resets_per_second;
-    // One warning per 10 s at most, with the count: a peer that reconnects and resets
-    // again must not choose the log's volume.
-    auto last_warning = std::make_shared<std::atomic<int64_t>>(0);
-    auto unlogged = std::make_shared<std::atomic<int>>(0);
     s->stream_guard_ = std::make_unique<StreamGuard>(
-        limit, [metrics, limit, last_warning, unlogged](const std::string& peer) {
-          metrics->ConnectionCut();
-          const int64_t now = absl::ToUnixSeconds(absl::Now());
-          int64_t last = last_warning->load();
-          if (now - last < 10 || !last_warning->compare_exchange_strong(last, now)) {
-            ++*unlogged;
-            return;
-          }
-          spdlog::warn(
-              "gRPC: cut the connection of {}, which reset over {} streams in a second "
-              "(HTTP/2 rapid reset); {} more cut since the last such warning",
-              peer.substr(0, 64), limit, unlogged->exchange(0));
-        });
+        options.grpc.transport.max_resets_per_second,
+        [metrics](const std::string&) { metrics->ConnectionCut(); });
   }
   s->dispatcher_ = std::make_unique<CallDispatcher>(
       *s->metrics_, *s->pool_, *s->admission_, options.grpc.max_message_bytes,

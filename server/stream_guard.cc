@@ -155,14 +155,33 @@ bool StreamGuard::CallCancelled(const std::string& peer) {
     if (penalized_.size() < 4096) penalized_[address] = now + kPenalty;
   }
   const bool cut = ShutConnection(peer);
-  if (cut) {
+  if (!cut) {
+    spdlog::debug("stream guard: no socket of {} to shut", peer.substr(0, 64));
+    return false;
+  }
+  int unlogged = -1;  // -1: not logged this time
+  {
     absl::MutexLock lock(&mu_);
     last_cut_ = absl::Now();
     returned_ = false;
+    // One warning per kWarningInterval at most, with the count since the last: a peer
+    // that reconnects and resets again must not choose the log's volume.
+    if (last_cut_ - last_warning_ >= kWarningInterval) {
+      last_warning_ = last_cut_;
+      unlogged = unlogged_cuts_;
+      unlogged_cuts_ = 0;
+    } else {
+      ++unlogged_cuts_;
+    }
   }
-  if (cut && on_cut_) on_cut_(peer);
-  if (!cut) spdlog::debug("stream guard: no socket of {} to shut", peer.substr(0, 64));
-  return cut;
+  if (unlogged >= 0) {
+    spdlog::warn(
+        "gRPC: cut the connection of {}, which reset over {} streams in a second "
+        "(HTTP/2 rapid reset); {} more cut since the last such warning",
+        peer.substr(0, 64), max_resets_per_second_, unlogged);
+  }
+  if (on_cut_) on_cut_(peer);
+  return true;
 }
 
 bool StreamGuard::ShutConnection(const std::string& peer) const {

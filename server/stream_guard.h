@@ -33,8 +33,10 @@ class StreamGuard {
   // for kPenalty.
   static constexpr int kPenalizedResets = 8;
   static constexpr absl::Duration kPenalty = absl::Seconds(10);
+  // At most one warning per this long, counting the cuts it did not log.
+  static constexpr absl::Duration kWarningInterval = absl::Seconds(10);
 
-  // on_cut(peer) is called once per connection cut (logs, metrics).
+  // on_cut(peer) is called once per connection cut (a metric).
   StreamGuard(int max_resets_per_second, std::function<void(const std::string&)> on_cut);
   ~StreamGuard();
 
@@ -69,6 +71,8 @@ class StreamGuard {
   // no cut, malloc_trim hands the free pages back (ReturnMemoryAfterCuts).
   void ReturnMemoryAfterCuts();
   absl::Time last_cut_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_warning_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int unlogged_cuts_ ABSL_GUARDED_BY(mu_) = 0;
   bool returned_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread trimmer_;
