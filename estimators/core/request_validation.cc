@@ -189,6 +189,12 @@ absl::Status ValidateParallelism(const v1::Parallelism& p) {
 // never answered (a description whose sequence_length says 2^31 while its layers were
 // described at 128 tokens would otherwise be sized at 128 and found to fit).
 absl::Status CheckFieldsAgree(const v1::ModelDescription& model) {
+  // gpuest.describe writes one or the other: a trace, or why there is none.
+  if (model.has_trace() && !model.trace_unavailable_reason().empty()) {
+    return Invalid("model.trace_unavailable_reason",
+                   "is set beside model.trace: a description carries its trace or says "
+                   "why it has none, not both");
+  }
   const int64_t sequence = model.sequence_length();
   if (sequence <= 0) return absl::OkStatus();
   // A token model's input is one id (or one feature vector) per token: a per-sample

@@ -70,6 +70,27 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"negative_sequence",
              [](auto& r) { r.mutable_model()->set_sequence_length(-1); },
              "model.sequence_length:"},
+        // Fields that state the same thing must agree.
+        Case{"sequence_against_token_shape",
+             [](auto& r) {
+               r.mutable_model()->clear_input_shape();
+               r.mutable_model()->add_input_shape(128);
+               r.mutable_model()->set_sequence_length(int64_t{1} << 31);
+             },
+             "model.sequence_length:"},
+        Case{"sequence_against_embedding",
+             [](auto& r) {
+               r.mutable_model()->set_sequence_length(3000);
+               r.mutable_model()->mutable_layers(0)->set_type("Embedding");
+               r.mutable_model()->mutable_layers(0)->set_output_activations(128 * 768);
+             },
+             "model.sequence_length:"},
+        Case{"trace_beside_its_absence",
+             [](auto& r) {
+               Trace(r, 1);
+               r.mutable_model()->set_trace_unavailable_reason("tracing failed");
+             },
+             "model.trace_unavailable_reason:"},
         Case{"no_layers", [](auto& r) { r.mutable_model()->clear_layers(); },
              "model.layers:"},
         Case{"negative_params",
