@@ -73,6 +73,9 @@ def run_row(args, name, connections, message):
         line += (f"| GOAWAY {goaways}, closed {closed}, refused streams {refused}, "
                  f"MAX_CONCURRENT_STREAMS {advertised} | {'up' if alive else 'DIED'} |")
         print(line, flush=True)
+        for r in results:
+            for error in r.errors:
+                print(f"  peer error: {error}", flush=True)
     finally:
         server.stop()
 

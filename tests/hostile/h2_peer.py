@@ -431,12 +431,20 @@ class Probes:
 
 def run_in_processes(target, args_list, seconds: float) -> List[PeerResult]:
     """Runs target(*args, stop, result) in one process per args (so that the peers do
-    not share the probes' interpreter), for `seconds`; returns each one's result."""
+    not share the probes' interpreter), for `seconds`; returns each one's result.
+
+    The peers run at nice 10. A hostile client sits on another machine; here it shares
+    the server's few cores with the probes, and at equal priority 4 busy peers on 2
+    cores delay the probe *client* (its connect, its interpreter) by tens of ms that
+    the server never saw. Niced, the cores the peers do not need go to the server and
+    the probes first, which is what separate machines give; the peers still send as
+    fast as the cores allow (bench/transport_abuse.py prints their rate)."""
     import multiprocessing
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
 
     def child(args):
+        os.nice(10)
         stop = threading.Event()
         result = PeerResult()
         timer = threading.Timer(seconds, stop.set)
