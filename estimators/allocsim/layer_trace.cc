@@ -193,13 +193,22 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
           hold(i, b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
         }
         break;
+      case Saves::kFloatInputAndNormalized:
+        // The normalized tensor the weight's gradient reads; a half input's float32
+        // copy, which pow and the product read (a float32 input is itself, below).
+        hold(i, b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        if (act_bytes < 4) {
+          hold(i, b.Alloc(elements * 4, v1::ALLOCATION_CATEGORY_ACTIVATION));
+        }
+        break;
       default:
         break;
     }
     const bool saves_input = saves == Saves::kInput || saves == Saves::kInputAndStats ||
                              saves == Saves::kInputAndIndices ||
                              saves == Saves::kFusedAttention ||
-                             saves == Saves::kInputAndEvoNorm;
+                             saves == Saves::kInputAndEvoNorm ||
+                             (saves == Saves::kFloatInputAndNormalized && act_bytes == 4);
     if (saves_input && previous != batch_input) hold(i, previous);
     if (previous != batch_input && !held(previous)) b.Free(previous);
     if (merging >= 0 && merging != previous && i > 0 && outputs[i - 1] != merging) {
@@ -232,7 +241,10 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   }
   b.Free(grad);
 
-  // Optimizer step: state created on the first step, one multi-tensor temporary.
+  // Optimizer step: state created on the first step, one multi-tensor temporary, both
+  // in the parameters' dtype (torch/optim/adam.py _init_group: exp_avg =
+  // torch.zeros_like(p); sgd.py: momentum_buffer = torch.clone(grad)): a bfloat16
+  // model's Adam state is half a float32 one's.
   int buffers = 2;
   switch (model.optimizer()) {
     case v1::OPTIMIZER_SGD:
@@ -248,9 +260,11 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   }
   if (total_params > 0) {
     for (int k = 0; k < buffers; ++k) {
-      b.Alloc(total_params * 4, v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE);
+      b.Alloc(total_params * param_bytes, v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE);
     }
-    if (buffers > 0) b.Free(b.Alloc(total_params * 4, v1::ALLOCATION_CATEGORY_TEMPORARY));
+    if (buffers > 0) {
+      b.Free(b.Alloc(total_params * param_bytes, v1::ALLOCATION_CATEGORY_TEMPORARY));
+    }
   }
   return b.Take();
 }

@@ -38,7 +38,8 @@ constexpr std::pair<const char*, SavedForBackward> kSaves[] = {
     {"mask", SavedForBackward::kMask},
     {"input_and_indices", SavedForBackward::kInputAndIndices},
     {"fused_attention", SavedForBackward::kFusedAttention},
-    {"input_and_evo_norm", SavedForBackward::kInputAndEvoNorm}};
+    {"input_and_evo_norm", SavedForBackward::kInputAndEvoNorm},
+    {"float_input_and_normalized", SavedForBackward::kFloatInputAndNormalized}};
 
 template <typename T, size_t N>
 std::optional<T> Lookup(const std::pair<const char*, T> (&table)[N],

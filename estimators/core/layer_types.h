@@ -45,6 +45,8 @@ enum class SavedForBackward {
   kInputAndIndices,  // Input and int64 indices of the output's size (max pooling).
   kFusedAttention,   // As CUDA's fused attention kernels do.
   kInputAndEvoNorm,  // Input and four output-sized tensors (EvoNorm2dS0, S0a).
+  kFloatInputAndNormalized,  // Input in float32 and the normalized tensor (RMSNorm in
+                             // Python, as Hugging Face writes it).
 };
 
 struct LayerTypeInfo {

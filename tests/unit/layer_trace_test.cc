@@ -132,6 +132,43 @@ TEST(LayerTrace, SavedActivationsFollowTheRules) {
   }
 }
 
+TEST(LayerTrace, OptimizerStateIsInTheParametersDtype) {
+  // torch.optim's state is zeros_like(p) (Adam) or a clone of the gradient (SGD
+  // momentum): a bfloat16 model's state is 2 bytes a parameter, not 4.
+  for (const auto& [dtype, bytes] :
+       {std::pair{v1::DTYPE_FLOAT32, 4u}, std::pair{v1::DTYPE_BFLOAT16, 2u}}) {
+    v1::ModelDescription m = SmallMlp(4, v1::OPTIMIZER_ADAMW);
+    m.set_dtype(dtype);
+    const auto all = BytesByCategory(TraceFromLayers(m), false);
+    EXPECT_EQ(all.at(v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE), 2u * 5560 * bytes);
+    EXPECT_EQ(all.at(v1::ALLOCATION_CATEGORY_GRADIENT), 5560u * bytes);
+  }
+}
+
+TEST(LayerTrace, HuggingFacesRmsNormKeepsAFloatInputAndTheNormalizedTensor) {
+  // Linear(64 -> 64), a norm, Linear(64 -> 64), 16 tokens. LlamaRMSNorm computes in
+  // Python: its backward reads the input in float32 (a copy when the model is half;
+  // the half input itself is then not kept) and the normalized tensor, 4 bytes an
+  // element more than torch.nn.RMSNorm's input either way.
+  auto saved = [](const char* norm, v1::DType dtype) {
+    v1::ModelDescription m;
+    m.set_batch_size(2);
+    m.add_input_shape(16);
+    m.add_input_shape(64);
+    m.set_dtype(dtype);
+    AddLayer(m, "Linear", 16 * 64, 64 * 65);
+    AddLayer(m, norm, 16 * 64, 64);
+    AddLayer(m, "Linear", 16 * 64, 64 * 65);
+    return LiveActivationsAtBackward(TraceFromLayers(m));
+  };
+  const uint64_t elements = 2u * 16 * 64;
+  for (v1::DType dtype : {v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16}) {
+    EXPECT_EQ(saved("LlamaRMSNorm", dtype), saved("RMSNorm", dtype) + 4 * elements)
+        << dtype;
+    EXPECT_EQ(saved("Qwen2RMSNorm", dtype), saved("LlamaRMSNorm", dtype)) << dtype;
+  }
+}
+
 TEST(LayerTrace, AnIdentityOrFlattenIsAViewOfItsInput) {
   // Linear, ReLU (saves its output), Identity, Flatten, Linear (saves its input: the
   // ReLU's output itself, through the two views): at backward, the ReLU's output and
