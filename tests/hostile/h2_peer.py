@@ -429,22 +429,25 @@ class Probes:
         return values[min(len(values) - 1, int(0.99 * len(values)))]
 
 
-def run_in_processes(target, args_list, seconds: float) -> List[PeerResult]:
+def run_in_processes(target, args_list, seconds: float, nice: int = 0) -> List[PeerResult]:
     """Runs target(*args, stop, result) in one process per args (so that the peers do
     not share the probes' interpreter), for `seconds`; returns each one's result.
 
-    The peers run at nice 10. A hostile client sits on another machine; here it shares
-    the server's few cores with the probes, and at equal priority 4 busy peers on 2
-    cores delay the probe *client* (its connect, its interpreter) by tens of ms that
-    the server never saw. Niced, the cores the peers do not need go to the server and
-    the probes first, which is what separate machines give; the peers still send as
-    fast as the cores allow (bench/transport_abuse.py prints their rate)."""
+    nice: the peers' niceness. The benchmark runs them at 10: a hostile client sits on
+    another machine, and here it shares the server's few cores with the probes; at
+    equal priority 4 busy peers on 2 cores delay the probe *client* (its connect, its
+    interpreter) by tens of ms that the server never saw. Niced, the cores the peers do
+    not need go to the server and the probes first, which is what separate machines
+    give; the peers still send as fast as the cores allow (bench/transport_abuse.py
+    prints their rate). The tests keep 0: beside other tests on a loaded machine,
+    niced peers would be starved of the cores and send too little to test anything."""
     import multiprocessing
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
 
     def child(args):
-        os.nice(10)
+        if nice:
+            os.nice(nice)
         stop = threading.Event()
         result = PeerResult()
         timer = threading.Timer(seconds, stop.set)
@@ -502,7 +505,8 @@ def estimate_request_bytes(repo: str, example: str = "cnn.json") -> bytes:
     return request.SerializeToString()
 
 
-def run_measured(server: "ServerUnderTest", target, args_list, seconds: float):
+def run_measured(server: "ServerUnderTest", target, args_list, seconds: float,
+                 nice: int = 0):
     """Runs a peer row (run_in_processes) while probing health on every port and sampling
     the server's RSS every 0.1 s: (each peer's result, the RSS peak, the probes)."""
     probes = Probes(server.grpc_port, server.http_ports).start()
@@ -517,7 +521,7 @@ def run_measured(server: "ServerUnderTest", target, args_list, seconds: float):
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        results = run_in_processes(target, args_list, seconds)
+        results = run_in_processes(target, args_list, seconds, nice)
     finally:
         done.set()
         sampler.join()
