@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "estimators/core/layer_types.h"
 
 namespace gpuest::analytic {
@@ -30,6 +32,24 @@ constexpr int kSkipLookBack = 16;
 constexpr uint64_t kGateSpread = 4;
 
 using Saves = SavedForBackward;
+
+// timm's attention (timm/layers/attention.py, models/vision_transformer.py Attention):
+// a fused projection `<block>.qkv` makes q, k and v at once; between it and
+// `<block>.proj` the module computes attention functionally, which no row shows.
+constexpr absl::string_view kQkvSuffix = ".qkv";
+constexpr absl::string_view kProjSuffix = ".proj";
+
+// Whether layer is the output projection of the attention whose fused q/k/v
+// projection is qkv: named alike, and reading a third of what qkv made (the attention
+// output has one of q, k, v's sizes).
+bool ProjectsAttentionOf(const v1::Layer& qkv, const v1::Layer& layer) {
+  const absl::string_view block =
+      absl::string_view(qkv.name()).substr(0, qkv.name().size() - kQkvSuffix.size());
+  return layer.name().size() == block.size() + kProjSuffix.size() &&
+         absl::StartsWith(layer.name(), block) &&
+         absl::EndsWith(layer.name(), kProjSuffix) &&
+         qkv.output_activations() == 3 * layer.input_activations();
+}
 
 int BytesPerElement(v1::DType dtype) {
   return dtype == v1::DTYPE_FLOAT16 || dtype == v1::DTYPE_BFLOAT16 ? 2 : 4;
@@ -107,10 +127,29 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   uint64_t previous_bytes = batch * input_elements * 4;
   uint64_t previous_elements = batch * input_elements;
   int merging = -1;  // A branch's other operand, alive until the branches merge.
+  int qkv = -1;      // The last fused q/k/v projection whose attention is still open.
   for (int i = 0; i < n; ++i) {
     const v1::Layer& layer = model.layers(i);
     const uint64_t elements = batch * static_cast<uint64_t>(layer.output_activations());
     const uint64_t input = batch * static_cast<uint64_t>(layer.input_activations());
+    if (qkv >= 0 && input > 0 && ProjectsAttentionOf(model.layers(qkv), layer)) {
+      // The attention between them, as F.scaled_dot_product_attention runs it (timm's
+      // fused_attn; derivatives.yaml _scaled_dot_product_efficient_attention and
+      // _flash_attention save query, key, value, output and logsumexp): q, k and v are
+      // views of the projection's output, which stays until the attention's backward
+      // (just before the projection's own), and so does the kernel's output; then
+      // x.transpose(1, 2).reshape(B, N, C) copies it into the tensor this layer reads.
+      b.KeepAlive(outputs[qkv]);
+      if (!held(outputs[qkv])) hold(qkv, outputs[qkv]);
+      hold(qkv, b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
+      const int copy = b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
+      if (previous != batch_input && !held(previous)) b.Free(previous);
+      previous = copy;
+      previous_bytes = input * act_bytes;
+      previous_elements = input;
+      qkv = -1;
+    }
+    if (absl::EndsWith(layer.name(), kQkvSuffix)) qkv = i;
     if (input > 0 && input != previous_elements) {
       // The layer reads something other than the previous layer's output. Where a
       // recent layer's output (or the batch) is of its size, it reads that: a skip

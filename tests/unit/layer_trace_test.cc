@@ -169,6 +169,34 @@ TEST(LayerTrace, HuggingFacesRmsNormKeepsAFloatInputAndTheNormalizedTensor) {
   }
 }
 
+TEST(LayerTrace, TimmsFusedQkvAttentionKeepsWhatTheKernelSaves) {
+  // A ViT block's attention as timm writes it: norm1, attn.qkv (C -> 3C), then the
+  // attention computed functionally, then attn.proj (C -> C); 16 tokens of 32.
+  auto saved = [](const char* qkv_name) {
+    v1::ModelDescription m;
+    m.set_batch_size(2);
+    m.add_input_shape(16);
+    m.add_input_shape(32);
+    auto add = [&](const char* type, int64_t in, int64_t out, int64_t params,
+                   const char* name) {
+      AddLayer(m, type, out, params);
+      m.mutable_layers(m.layers_size() - 1)->set_input_activations(in);
+      m.mutable_layers(m.layers_size() - 1)->set_name(name);
+    };
+    add("LayerNorm", 16 * 32, 16 * 32, 64, "blocks.0.norm1");
+    add("Linear", 16 * 32, 16 * 96, 32 * 96 + 96, qkv_name);
+    add("Linear", 16 * 32, 16 * 32, 32 * 32 + 32, "blocks.0.attn.proj");
+    return LiveActivationsAtBackward(TraceFromLayers(m));
+  };
+  const uint64_t tensor = 2u * 16 * 32 * 4;
+  // norm1's output (qkv's input), q, k and v (the projection's output, 3 tensors'
+  // worth), the kernel's output, the reshaped copy proj reads, and the logits.
+  EXPECT_EQ(saved("blocks.0.attn.qkv"), 7 * tensor);
+  // Not named as timm's fused projection: proj is taken to read norm1's output again
+  // (a skip), and nothing of an attention is seen.
+  EXPECT_EQ(saved("blocks.0.attn.fused"), 2 * tensor);
+}
+
 TEST(LayerTrace, AnIdentityOrFlattenIsAViewOfItsInput) {
   // Linear, ReLU (saves its output), Identity, Flatten, Linear (saves its input: the
   // ReLU's output itself, through the two views): at backward, the ReLU's output and
