@@ -197,6 +197,29 @@ TEST(LayerTrace, TimmsFusedQkvAttentionKeepsWhatTheKernelSaves) {
   EXPECT_EQ(saved("blocks.0.attn.fused"), 2 * tensor);
 }
 
+TEST(LayerTrace, AClampingActivationKeepsItsInputAReluItsOutput) {
+  // Conv2d, BatchNorm2d, an activation, Conv2d over 8 x 16 x 16. relu's backward reads
+  // its result, hardtanh's (ReLU6) and elu's their input (derivatives.yaml; only their
+  // in-place forms read the result, and a layer list does not say which ran): with
+  // ReLU6 the norm's output stays beside the activation's, a tensor more than ReLU.
+  auto saved = [](const char* act) {
+    v1::ModelDescription m;
+    m.set_batch_size(2);
+    m.add_input_shape(3);
+    m.add_input_shape(16);
+    m.add_input_shape(16);
+    AddLayer(m, "Conv2d", 8 * 16 * 16, 224);
+    AddLayer(m, "BatchNorm2d", 8 * 16 * 16, 16);
+    AddLayer(m, act, 8 * 16 * 16, 0);
+    AddLayer(m, "Conv2d", 8 * 16 * 16, 584);
+    return LiveActivationsAtBackward(TraceFromLayers(m));
+  };
+  const uint64_t tensor = 2u * 8 * 16 * 16 * 4;
+  EXPECT_EQ(saved("ReLU6"), saved("ReLU") + tensor);
+  EXPECT_EQ(saved("ELU"), saved("ReLU6"));
+  EXPECT_EQ(saved("Hardtanh"), saved("ReLU6"));
+}
+
 TEST(LayerTrace, AnIdentityOrFlattenIsAViewOfItsInput) {
   // Linear, ReLU (saves its output), Identity, Flatten, Linear (saves its input: the
   // ReLU's output itself, through the two views): at backward, the ReLU's output and
