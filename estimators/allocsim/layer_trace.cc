@@ -132,6 +132,7 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
     const v1::Layer& layer = model.layers(i);
     const uint64_t elements = batch * static_cast<uint64_t>(layer.output_activations());
     const uint64_t input = batch * static_cast<uint64_t>(layer.input_activations());
+    bool resolved = false;  // Whether the tensor this layer reads is settled.
     if (qkv >= 0 && input > 0 && ProjectsAttentionOf(model.layers(qkv), layer)) {
       // The attention between them, as F.scaled_dot_product_attention runs it (timm's
       // fused_attn; derivatives.yaml _scaled_dot_product_efficient_attention and
@@ -148,9 +149,35 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
       previous_bytes = input * act_bytes;
       previous_elements = input;
       qkv = -1;
+      resolved = true;
     }
     if (absl::EndsWith(layer.name(), kQkvSuffix)) qkv = i;
-    if (input > 0 && input != previous_elements) {
+    if (!resolved && input > 0 && layer.has_input_from()) {
+      // The describer says which tensor it is (Layer.input_from, by storage): no
+      // guess by size. An earlier output read again is alive until then (a skip
+      // connection, q, k and v reading one norm's output), and the branch that ends
+      // in the previous output stays until the branches merge; a tensor no module
+      // made (a residual add, a concatenation) is a tensor of its own, made from
+      // the tensors before it, which go unless a layer keeps them.
+      const int from = layer.input_from();
+      const int source = from >= 0 ? outputs[from] : from == -2 ? batch_input : -1;
+      if (source < 0) {
+        const int made = b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
+        if (previous != batch_input && !held(previous)) b.Free(previous);
+        if (merging >= 0 && !held(merging)) b.Free(merging);
+        merging = -1;
+        previous = made;
+      } else if (source != previous) {
+        if (source != batch_input) b.KeepAlive(source);
+        if (merging >= 0 && merging != source && !held(merging)) b.Free(merging);
+        merging = previous != batch_input ? previous : -1;
+        previous = source;
+      }
+      previous_bytes = input * act_bytes;
+      previous_elements = input;
+      resolved = true;
+    }
+    if (!resolved && input > 0 && input != previous_elements) {
       // The layer reads something other than the previous layer's output. Where a
       // recent layer's output (or the batch) is of its size, it reads that: a skip
       // connection (a ResNet block's downsample reads the block's input), which stays

@@ -34,7 +34,7 @@ const std::vector<FieldBound>& AllFieldBounds() {
       kMeasuredMemory,         kMeasuredGpuUtil,        kMeasuredMemUtil,
       kEstimatedPeak,          kUtilBinEdges,           kUtilProbabilities,
       kUtilPredictedClass,     kUtilConfidence,         kNodeTotalBytes,
-      kNodeFreeBytes};
+      kNodeFreeBytes,          kLayerInputFrom};
   return *rows;
 }
 

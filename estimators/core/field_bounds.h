@@ -58,6 +58,10 @@ inline constexpr FieldBound kLayerParameters{"gpuest.v1.Layer.parameters", 0,
                                              BoundBy::kCount, 0};
 inline constexpr FieldBound kLayerInputActivations{"gpuest.v1.Layer.input_activations", 0,
                                                    BoundBy::kCount, 0};
+// -2 (the model's input), -1 (made between modules) or an earlier layer's index: the
+// layers bound it; that it names an earlier layer is checked beside it.
+inline constexpr FieldBound kLayerInputFrom{"gpuest.v1.Layer.input_from", -2,
+                                            BoundBy::kLayers, 0};
 inline constexpr FieldBound kTraceSizeBytes{"gpuest.v1.AllocationTrace.size_bytes", 0,
                                             BoundBy::kCount, 0};
 inline constexpr FieldBound kTraceAllocAt{"gpuest.v1.AllocationTrace.alloc_at", 0,

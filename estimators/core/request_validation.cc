@@ -287,6 +287,16 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
                                      i, ".parameters", limits));
     GPUEST_RETURN_IF_ERROR(CheckItem(kLayerInputActivations, layer.input_activations(),
                                      "model.layers", i, ".input_activations", limits));
+    if (layer.has_input_from()) {
+      GPUEST_RETURN_IF_ERROR(CheckItem(kLayerInputFrom, int64_t{layer.input_from()},
+                                       "model.layers", i, ".input_from", limits));
+      if (layer.input_from() >= i) {
+        return Invalid(field("input_from"),
+                       absl::StrCat(layer.input_from(),
+                                    " is not an earlier layer (a layer reads what the "
+                                    "layers before it made)"));
+      }
+    }
     total_params += layer.parameters();
     total_acts += layer.output_activations();
     total_inputs += layer.input_activations();

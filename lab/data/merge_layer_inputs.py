@@ -1,5 +1,6 @@
-"""Give the layers of already traced rows their inputs (Layer.input_activations) from a
-layers-only description of the same rows, without tracing again.
+"""Give the layers of already traced rows their inputs (Layer.input_activations and
+Layer.input_from) from a layers-only description of the same rows, without tracing
+again.
 
     /usr/bin/python3 lab/data/merge_layer_inputs.py \
         --traced build/datasets/cnn_traced.jsonl --layers cnn_layers.jsonl \
@@ -22,7 +23,8 @@ _SAME = ("name", "type", "outputActivations", "parameters")
 
 
 def merged_layers(traced: List[dict], described: List[dict]) -> Tuple[List[dict], bool]:
-    """(traced's layers with described's inputActivations, whether they matched)."""
+    """(traced's layers with described's inputActivations and inputFrom, whether they
+    matched)."""
     if len(traced) != len(described):
         return traced, False
     if any(t.get(k) != d.get(k) for t, d in zip(traced, described) for k in _SAME):
@@ -32,6 +34,8 @@ def merged_layers(traced: List[dict], described: List[dict]) -> Tuple[List[dict]
         layer = dict(t)
         if d.get("inputActivations"):
             layer["inputActivations"] = d["inputActivations"]
+        if "inputFrom" in d:  # 0 is a layer: present or not, never falsy-skipped
+            layer["inputFrom"] = d["inputFrom"]
         out.append(layer)
     return out, True
 

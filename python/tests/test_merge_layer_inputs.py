@@ -28,7 +28,9 @@ def test_inputs_join_only_layer_lists_that_agree(tmp_path):
     conv = {"name": "c", "type": "Conv2d", "outputActivations": 8, "parameters": 3}
     norm = {"name": "n", "type": "BatchNorm2d", "outputActivations": 8, "parameters": 2}
     traced = [_row("a", [conv, norm]), _row("b", [conv, norm]), _row("c", [conv])]
-    described = [_row("a", [dict(conv, inputActivations=4), dict(norm, inputActivations=24)],
+    # The sources too, 0 (the first layer) included.
+    described = [_row("a", [dict(conv, inputActivations=4, inputFrom=-2),
+                            dict(norm, inputActivations=24, inputFrom=0)],
                       trace=False),
                  # b's second layer differs (a batch-dependent count): b is left alone.
                  _row("b", [dict(conv, inputActivations=4),
@@ -44,6 +46,7 @@ def test_inputs_join_only_layer_lists_that_agree(tmp_path):
     merged = [json.loads(line) for line in open(out)]
     assert [m["fileName"] for m in merged] == ["a", "b", "c"]
     assert [l.get("inputActivations") for l in merged[0]["description"]["layers"]] == [4, 24]
+    assert [l.get("inputFrom") for l in merged[0]["description"]["layers"]] == [-2, 0]
     assert merged[0]["description"]["trace"] == traced[0]["description"]["trace"]
     assert merged[1]["description"]["layers"] == [conv, norm]
     assert merged[2]["description"]["layers"] == [conv]

@@ -220,6 +220,42 @@ TEST(LayerTrace, AClampingActivationKeepsItsInputAReluItsOutput) {
   EXPECT_EQ(saved("Hardtanh"), saved("ReLU6"));
 }
 
+TEST(LayerTrace, TheDescribersInputSourcesSettleWhatSizesCannot) {
+  // A RepVGG block on x (the previous block's ReLU output): conv_1x1 and its norm,
+  // conv_kxk and its norm, both convolutions reading x, the sum of the branches made
+  // between modules, then ReLU; 8 x 16 x 16 throughout. By size, conv_kxk seems to read
+  // the 1x1 branch's norm output (the previous output, of x's size) and keeps it; by
+  // the describer's sources it reads x again, which both convolutions keep once.
+  auto saved = [](bool sources) {
+    v1::ModelDescription m;
+    m.set_batch_size(2);
+    m.add_input_shape(8);
+    m.add_input_shape(16);
+    m.add_input_shape(16);
+    const int64_t c = 8 * 16 * 16;
+    auto add = [&](const char* type, int64_t params, int from) {
+      AddLayer(m, type, c, params);
+      v1::Layer* l = m.mutable_layers(m.layers_size() - 1);
+      l->set_input_activations(c);
+      if (sources) l->set_input_from(from);
+    };
+    add("Conv2d", 584, -2);     // 0: x, from the batch
+    add("ReLU", 0, 0);          // 1
+    add("Conv2d", 72, 1);       // 2: conv_1x1
+    add("BatchNorm2d", 16, 2);  // 3
+    add("Conv2d", 584, 1);      // 4: conv_kxk reads x again
+    add("BatchNorm2d", 16, 4);  // 5
+    add("ReLU", 0, -1);         // 6: the branches' sum
+    return LiveActivationsAtBackward(TraceFromLayers(m));
+  };
+  const uint64_t tensor = 2u * 8 * 16 * 16 * 4;
+  const uint64_t norm_statistics = 2 * (2 * 4 * 1024);  // Mean and invstd, per norm.
+  // Kept: x (ReLU's output, both convolutions' input), each convolution's output (its
+  // norm's input), the last ReLU's output (the logits here).
+  EXPECT_EQ(saved(true), 4 * tensor + norm_statistics);
+  EXPECT_EQ(saved(false), saved(true) + tensor);
+}
+
 TEST(LayerTrace, AnIdentityOrFlattenIsAViewOfItsInput) {
   // Linear, ReLU (saves its output), Identity, Flatten, Linear (saves its input: the
   // ReLU's output itself, through the two views): at backward, the ReLU's output and

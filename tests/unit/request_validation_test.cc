@@ -91,6 +91,12 @@ INSTANTIATE_TEST_SUITE_P(
                r.mutable_model()->set_trace_unavailable_reason("tracing failed");
              },
              "model.trace_unavailable_reason:"},
+        Case{"input_from_a_later_layer",
+             [](auto& r) { r.mutable_model()->mutable_layers(1)->set_input_from(1); },
+             "model.layers[1].input_from:"},
+        Case{"input_from_below_the_model_input",
+             [](auto& r) { r.mutable_model()->mutable_layers(1)->set_input_from(-3); },
+             "model.layers[1].input_from:"},
         Case{"no_layers", [](auto& r) { r.mutable_model()->clear_layers(); },
              "model.layers:"},
         Case{"negative_params",

@@ -54,11 +54,16 @@ class LayerRecorder:
         self._recordable = {id(m) for m in model.modules()
                             if not any(True for _ in m.children()) or _direct_params(m)}
         self.entries: List[dict] = []
+        # Storage -> the entry whose output last wrote it (-2: the model's input). The
+        # storages are kept, so that no address is reused while the forward runs.
+        self._producer: Dict[int, int] = {}
+        self._kept: list = []
         self._open: Dict[int, List[int]] = {}
         self._counted: set = set()
         self._handles = []
 
     def attach(self):
+        self._handles.append(self.model.register_forward_pre_hook(self._model_input))
         for m in self.model.modules():
             if id(m) in self._recordable:
                 self._handles.append(m.register_forward_pre_hook(self._pre))
@@ -74,6 +79,29 @@ class LayerRecorder:
         self.entries.clear()
         self._open.clear()
         self._counted.clear()
+        self._producer.clear()
+        self._kept.clear()
+
+    def _storage_key(self, value):
+        """The identity of the first tensor's storage in value (a view shares its
+        base's), kept alive; None when value holds no tensor or no storage."""
+        for t in tree_flatten(value)[0]:
+            if isinstance(t, torch.Tensor):
+                try:
+                    getter = getattr(t, "untyped_storage", None)
+                    # torch < 2.0: a TypedStorage over the UntypedStorage.
+                    storage = getter() if getter is not None else t.storage()._storage
+                    key = storage._cdata
+                except Exception:  # noqa: BLE001 - an optional field never fails a describe
+                    return None
+                self._kept.append(storage)
+                return key
+        return None
+
+    def _model_input(self, module, inputs):
+        key = self._storage_key(inputs)
+        if key is not None and not self.entries:
+            self._producer[key] = -2
 
     def _pre(self, module, inputs):
         key = id(module)
@@ -82,16 +110,23 @@ class LayerRecorder:
             self._counted.add(key)
             params = _direct_params(module)
         self._open.setdefault(key, []).append(len(self.entries))
+        source = self._storage_key(inputs)
         self.entries.append({"type": type(module).__name__, "name": self.names.get(key, ""),
                              "input_activations": _per_sample(inputs, self.batch_size),
+                             "input_from": (self._producer.get(source, -1)
+                                            if source is not None else None),
                              "output_activations": 0, "parameters": params})
 
     def _post(self, module, inputs, output):
         stack = self._open.get(id(module))
         if not stack:
             return
-        entry = self.entries[stack.pop()]
+        index = stack.pop()
+        entry = self.entries[index]
         entry["output_activations"] = _per_sample(output, self.batch_size)
+        key = self._storage_key(output)
+        if key is not None:
+            self._producer[key] = index
 
     def layers(self) -> List[dict]:
         """Recorded layers, with unexecuted modules' parameters credited upward."""

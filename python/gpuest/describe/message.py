@@ -42,6 +42,8 @@ def layer_json(layer: dict) -> dict:
     _put(d, "outputActivations", int(layer["output_activations"]))
     _put(d, "parameters", int(layer["parameters"]))
     _put(d, "name", layer.get("name", ""))
+    if layer.get("input_from") is not None:  # 0 is a layer, not the default
+        d["inputFrom"] = int(layer["input_from"])
     return d
 
 
