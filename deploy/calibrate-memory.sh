@@ -48,6 +48,16 @@ if [[ -z "${GPUEST_TIMM_ROWS:-}" ]]; then
   PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 lab/data/describe_timm.py \
     --csv "$TIMM_CSV" --out "$timm_rows"
 fi
+# Which tensor each layer reads (Layer.input_from), from a layers-only describe of one
+# row per model here (a few minutes the first time, resumable; the layer list is per
+# sample), given to every row of the model: the layer rule reads it in place of
+# matching by size.
+layer_sources=build/datasets/timm_layer_sources.jsonl
+PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 lab/data/describe_timm.py \
+  --csv "$TIMM_CSV" --out "$layer_sources" --layers-only --one-row-per-model
+/usr/bin/python3 lab/data/merge_layer_inputs.py --traced "$timm_rows" \
+  --layers "$layer_sources" --out build/datasets/timm_traced_sourced.jsonl --by-model
+timm_rows=build/datasets/timm_traced_sourced.jsonl
 # The project's own clean runs (benchmark off, uncapped), their models traced here by the
 # describer as it is (cuDNN's workspaces at each convolution, which the lease machines'
 # traces predate): a few minutes the first time, resumable, then seconds. A model torch

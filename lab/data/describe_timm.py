@@ -76,6 +76,10 @@ def main(argv=None) -> int:
     p.add_argument("--layers-only", action="store_true",
                    help="describe the layers without a trace (seconds a model), for "
                         "lab/data/merge_layer_inputs.py to give traced rows")
+    p.add_argument("--one-row-per-model", action="store_true",
+                   help="describe each model's first row only (with --layers-only: the "
+                        "layer list is per sample, the same at every batch; "
+                        "merge_layer_inputs.py --by-model gives it to each row)")
     args = p.parse_args(argv)
 
     import torch
@@ -93,6 +97,8 @@ def main(argv=None) -> int:
     with open(args.csv, newline="") as f:
         for row in csv.DictReader(f):
             by_model.setdefault(row["model"], []).append(row)
+    if args.one_row_per_model:
+        by_model = OrderedDict((m, rows[:1]) for m, rows in by_model.items())
     if args.models:
         wanted = set(args.models.split(","))
         by_model = OrderedDict((m, r) for m, r in by_model.items() if m in wanted)

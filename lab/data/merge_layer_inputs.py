@@ -45,14 +45,19 @@ def main(argv=None) -> int:
     p.add_argument("--traced", required=True, help="rows with traces (JSON lines)")
     p.add_argument("--layers", required=True, help="the same rows described without")
     p.add_argument("--out", required=True)
+    p.add_argument("--by-model", action="store_true",
+                   help="match rows by model, not by fileName: a layer list per model "
+                        "serves each of its batch sizes (inputs and sources are per "
+                        "sample; the lists are still checked to agree layer by layer)")
     args = p.parse_args(argv)
+    key = "model" if args.by_model else "fileName"
 
     layers: Dict[str, List[dict]] = {}
     with open(args.layers) as f:
         for line in f:
             if line.strip():
                 row = json.loads(line)
-                layers[row["fileName"]] = row["description"].get("layers", [])
+                layers.setdefault(row[key], row["description"].get("layers", []))
     rows = matched = 0
     unmatched: List[str] = []
     with open(args.traced) as f, open(args.out, "w") as out:
@@ -61,7 +66,7 @@ def main(argv=None) -> int:
                 continue
             row = json.loads(line)
             rows += 1
-            described = layers.get(row["fileName"])
+            described = layers.get(row.get(key, ""))
             ok = False
             if described is not None:
                 row["description"]["layers"], ok = merged_layers(

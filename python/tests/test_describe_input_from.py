@@ -47,3 +47,26 @@ def test_each_layer_names_the_tensor_it_reads():
     # The sum of the branches no module made.
     assert sources["flatten"] == -1
     assert sources["head"] == index["flatten"]
+
+
+class _NormAct(nn.BatchNorm2d):
+    """timm's BatchNormAct2d: a norm (its own weights) that returns its child's in-place
+    activation of the normalized tensor."""
+
+    def __init__(self, channels):
+        super().__init__(channels)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.act(super().forward(x))
+
+
+def test_a_tensor_a_child_wrote_stays_the_childs():
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), _NormAct(8), nn.Conv2d(8, 8, 1))
+    d = describe_dict(net, input_shape=(3, 8, 8), batch_size=4)
+    names = [layer["name"] for layer in d["layers"]]
+    sources = [layer.get("inputFrom") for layer in d["layers"]]
+    assert names == ["0", "1", "1.act", "2"]
+    # The last convolution reads what the activation wrote in place, its row's tensor,
+    # though the norm module returned it last.
+    assert sources[3] == names.index("1.act")

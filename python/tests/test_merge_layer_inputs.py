@@ -50,3 +50,20 @@ def test_inputs_join_only_layer_lists_that_agree(tmp_path):
     assert merged[0]["description"]["trace"] == traced[0]["description"]["trace"]
     assert merged[1]["description"]["layers"] == [conv, norm]
     assert merged[2]["description"]["layers"] == [conv]
+
+
+def test_by_model_one_layer_list_serves_every_batch(tmp_path):
+    conv = {"name": "c", "type": "Conv2d", "outputActivations": 8, "parameters": 3}
+    traced = [dict(_row("m@8", [conv]), model="m"), dict(_row("m@16", [conv]), model="m"),
+              dict(_row("n@8", [conv]), model="n")]
+    described = [dict(_row("m@2", [dict(conv, inputActivations=4, inputFrom=-2)],
+                           trace=False), model="m")]
+    _write(tmp_path / "traced.jsonl", traced)
+    _write(tmp_path / "layers.jsonl", described)
+    out = tmp_path / "merged.jsonl"
+    done = subprocess.run([sys.executable, SCRIPT, "--traced", str(tmp_path / "traced.jsonl"),
+                           "--layers", str(tmp_path / "layers.jsonl"), "--out", str(out),
+                           "--by-model"], capture_output=True, text=True, check=True)
+    assert "2 of 3 rows have their layers' inputs" in done.stderr
+    merged = [json.loads(line) for line in open(out)]
+    assert [m["description"]["layers"][0].get("inputFrom") for m in merged] == [-2, -2, None]

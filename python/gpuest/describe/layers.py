@@ -125,7 +125,10 @@ class LayerRecorder:
         entry = self.entries[index]
         entry["output_activations"] = _per_sample(output, self.batch_size)
         key = self._storage_key(output)
-        if key is not None:
+        # A module whose output one of its own children wrote (a norm-and-activation
+        # module returning its activation's in-place result) leaves it the child's:
+        # the child is the row whose tensor it is.
+        if key is not None and self._producer.get(key, -1) <= index:
             self._producer[key] = index
 
     def layers(self) -> List[dict]:
