@@ -37,7 +37,7 @@ def test_resnet18():
     assert d["inputShape"] == [3, 224, 224]
     assert d["layers"][0] == {"type": "Conv2d", "inputActivations": 3 * 224 * 224,
                               "outputActivations": 64 * 112 * 112,
-                              "parameters": 9408, "name": "conv1"}
+                              "parameters": 9408, "name": "conv1", "inputFrom": -2}
 
 
 def test_each_layer_gives_its_input_so_a_concatenation_between_modules_shows():
@@ -154,7 +154,7 @@ def test_untraceable_model_keeps_layers_and_says_why():
     assert "trace" not in d
     assert "nonzero" in d["traceUnavailableReason"]
     assert d["layers"] == [{"type": "Linear", "inputActivations": 4, "outputActivations": 3,
-                            "parameters": 15, "name": "fc"}]
+                            "parameters": 15, "name": "fc", "inputFrom": -2}]
     assert d["family"] == "MODEL_FAMILY_MLP"
 
 

@@ -12,6 +12,7 @@ are credited to their nearest recorded ancestor, so the layers add up to the mod
 """
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from typing import Dict, List
 
@@ -54,10 +55,11 @@ class LayerRecorder:
         self._recordable = {id(m) for m in model.modules()
                             if not any(True for _ in m.children()) or _direct_params(m)}
         self.entries: List[dict] = []
-        # Storage -> the entry whose output last wrote it (-2: the model's input). The
-        # storages are kept, so that no address is reused while the forward runs.
-        self._producer: Dict[int, int] = {}
-        self._kept: list = []
+        # Storage -> (the entry whose output last wrote it, -2 for the model's input;
+        # a weak reference to that tensor). Nothing is kept alive: the traced step's
+        # frees must stay where they happen. A storage whose tensor is gone may have
+        # been freed and its address reused, so it no longer names a producer.
+        self._producer: Dict[int, tuple] = {}
         self._open: Dict[int, List[int]] = {}
         self._counted: set = set()
         self._handles = []
@@ -80,28 +82,50 @@ class LayerRecorder:
         self._open.clear()
         self._counted.clear()
         self._producer.clear()
-        self._kept.clear()
 
-    def _storage_key(self, value):
-        """The identity of the first tensor's storage in value (a view shares its
-        base's), kept alive; None when value holds no tensor or no storage."""
+    @staticmethod
+    def _first_tensor(value):
         for t in tree_flatten(value)[0]:
             if isinstance(t, torch.Tensor):
-                try:
-                    getter = getattr(t, "untyped_storage", None)
-                    # torch < 2.0: a TypedStorage over the UntypedStorage.
-                    storage = getter() if getter is not None else t.storage()._storage
-                    key = storage._cdata
-                except Exception:  # noqa: BLE001 - an optional field never fails a describe
-                    return None
-                self._kept.append(storage)
-                return key
+                return t
         return None
 
+    @staticmethod
+    def _storage_key(t):
+        """The identity of t's storage (a view shares its base's); None without one."""
+        try:
+            getter = getattr(t, "untyped_storage", None)
+            # torch < 2.0: a TypedStorage over the UntypedStorage.
+            storage = getter() if getter is not None else t.storage()._storage
+            return storage._cdata
+        except Exception:  # noqa: BLE001 - an optional field never fails a describe
+            return None
+
+    def _record(self, t, index):
+        key = self._storage_key(t) if t is not None else None
+        if key is None:
+            return
+        # A module whose output one of its own children wrote (a norm-and-activation
+        # module returning its activation's in-place result) leaves it the child's:
+        # the child is the row whose tensor it is.
+        current = self._live(key)
+        if current is None or current <= index:
+            self._producer[key] = (index, weakref.ref(t))
+
+    def _live(self, key):
+        """The producer of the storage key while its tensor lives, else None."""
+        entry = self._producer.get(key)
+        if entry is None or entry[1]() is None:
+            return None
+        return entry[0]
+
+    def _source(self, key) -> int:
+        current = self._live(key)
+        return -1 if current is None else current
+
     def _model_input(self, module, inputs):
-        key = self._storage_key(inputs)
-        if key is not None and not self.entries:
-            self._producer[key] = -2
+        if not self.entries:
+            self._record(self._first_tensor(inputs), -2)
 
     def _pre(self, module, inputs):
         key = id(module)
@@ -110,10 +134,11 @@ class LayerRecorder:
             self._counted.add(key)
             params = _direct_params(module)
         self._open.setdefault(key, []).append(len(self.entries))
-        source = self._storage_key(inputs)
+        first = self._first_tensor(inputs)
+        source = self._storage_key(first) if first is not None else None
         self.entries.append({"type": type(module).__name__, "name": self.names.get(key, ""),
                              "input_activations": _per_sample(inputs, self.batch_size),
-                             "input_from": (self._producer.get(source, -1)
+                             "input_from": (self._source(source)
                                             if source is not None else None),
                              "output_activations": 0, "parameters": params})
 
@@ -124,12 +149,7 @@ class LayerRecorder:
         index = stack.pop()
         entry = self.entries[index]
         entry["output_activations"] = _per_sample(output, self.batch_size)
-        key = self._storage_key(output)
-        # A module whose output one of its own children wrote (a norm-and-activation
-        # module returning its activation's in-place result) leaves it the child's:
-        # the child is the row whose tensor it is.
-        if key is not None and self._producer.get(key, -1) <= index:
-            self._producer[key] = index
+        self._record(self._first_tensor(output), index)
 
     def layers(self) -> List[dict]:
         """Recorded layers, with unexecuted modules' parameters credited upward."""
