@@ -46,18 +46,18 @@ def run_row(args, name, connections, message):
         time.sleep(1)
         baseline = server.rss()
         if name == "rapid-reset":
-            results, peak, probes = h2_peer.run_measured(server,
-                lambda port, msg, stop, res: h2_peer.rapid_reset(port, msg, stop, res),
-                [(server.grpc_port, message)] * connections, args.seconds, nice=PEER_NICE)
+            results, peak, probes = h2_peer.run_measured(
+                server, h2_peer.rapid_reset, [(server.grpc_port, message)] * connections,
+                args.seconds, nice=PEER_NICE)
         elif name == "unread-streams":
-            results, peak, probes = h2_peer.run_measured(server,
-                lambda port, msg, stop, res: h2_peer.unread_streams(port, msg, 10000, stop,
-                                                                    res),
-                [(server.grpc_port, message)] * connections, args.seconds, nice=PEER_NICE)
+            results, peak, probes = h2_peer.run_measured(
+                server, h2_peer.unread_streams,
+                [(server.grpc_port, message, 10000)] * connections, args.seconds,
+                nice=PEER_NICE)
         elif name == "trickle":
             per = args.trickle_connections // connections
-            results, peak, probes = h2_peer.run_measured(server,
-                lambda port, n, stop, res: h2_peer.trickle_connections(port, n, stop, res),
+            results, peak, probes = h2_peer.run_measured(
+                server, h2_peer.trickle_connections,
                 [(server.extender_port, per)] * connections, args.seconds, nice=PEER_NICE)
         else:
             raise SystemExit(f"unknown row {name}")

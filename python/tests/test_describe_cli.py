@@ -47,7 +47,8 @@ def test_no_trace_to_stdout(capsys):
                  "--no-trace"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert "trace" not in d and d["layers"] == [
-        {"type": "Linear", "inputActivations": 4, "outputActivations": 2, "parameters": 10}]
+        {"type": "Linear", "inputActivations": 4, "outputActivations": 2, "parameters": 10,
+         "inputFrom": -2}]
 
 
 @pytest.mark.parametrize("flag, recorded", [("--cudnn-benchmark", True),

@@ -429,6 +429,23 @@ class Probes:
         return values[min(len(values) - 1, int(0.99 * len(values)))]
 
 
+def _peer_main(target, args, seconds: float, nice: int, queue) -> None:
+    """One peer process: target(*args, stop, result) for `seconds`, its result put on
+    queue."""
+    if nice:
+        os.nice(nice)
+    stop = threading.Event()
+    result = PeerResult()
+    timer = threading.Timer(seconds, stop.set)
+    timer.start()
+    try:
+        target(*args, stop, result)
+    except Exception as e:  # noqa: BLE001 - reported, not raised in a child
+        result.errors.append(f"{type(e).__name__}: {e}")
+    del result.errors[MAX_ERRORS:]
+    queue.put(result)
+
+
 def run_in_processes(target, args_list, seconds: float, nice: int = 0) -> List[PeerResult]:
     """Runs target(*args, stop, result) in one process per args (so that the peers do
     not share the probes' interpreter), for `seconds`; returns each one's result.
@@ -440,26 +457,17 @@ def run_in_processes(target, args_list, seconds: float, nice: int = 0) -> List[P
     not need go to the server and the probes first, which is what separate machines
     give; the peers still send as fast as the cores allow (bench/transport_abuse.py
     prints their rate). The tests keep 0: beside other tests on a loaded machine,
-    niced peers would be starved of the cores and send too little to test anything."""
+    niced peers would be starved of the cores and send too little to test anything.
+
+    The peers are spawned, not forked: the caller runs threads (the probes, gRPC's
+    own), and a fork taken while one of them held a lock leaves the child waiting on
+    it for ever; that hung one peer in two full-suite runs ("did not report in time").
+    target must be a module-level function (it is pickled by name)."""
     import multiprocessing
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-
-    def child(args):
-        if nice:
-            os.nice(nice)
-        stop = threading.Event()
-        result = PeerResult()
-        timer = threading.Timer(seconds, stop.set)
-        timer.start()
-        try:
-            target(*args, stop, result)
-        except Exception as e:  # noqa: BLE001 - reported, not raised in a child
-            result.errors.append(f"{type(e).__name__}: {e}")
-        del result.errors[MAX_ERRORS:]
-        queue.put(result)
-
-    procs = [ctx.Process(target=child, args=(a,), daemon=True) for a in args_list]
+    procs = [ctx.Process(target=_peer_main, args=(target, a, seconds, nice, queue),
+                         daemon=True) for a in args_list]
     for p in procs:
         p.start()
     results = []

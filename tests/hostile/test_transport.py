@@ -107,8 +107,8 @@ def test_streams_are_bounded_per_connection(server, message):
 def test_unread_answers_do_not_accumulate(server, message):
     baseline = warm_baseline(server, message)
     results, peak, probes = run_row(
-        server, lambda port, msg, stop, res: h2_peer.unread_streams(port, msg, 10000, stop, res),
-        [(server.grpc_port, message)] * 3, ROW_SECONDS)
+        server, h2_peer.unread_streams, [(server.grpc_port, message, 10000)] * 3,
+        ROW_SECONDS)
     assert peak - baseline < 64 * MIB, f"RSS grew {(peak - baseline) / MIB:.0f} MiB"
     after = settle(server, baseline, 32 * MIB)
     assert after - baseline < 32 * MIB, f"RSS {(after - baseline) / MIB:.0f} MiB above"
@@ -117,8 +117,8 @@ def test_unread_answers_do_not_accumulate(server, message):
 
 def test_a_trickling_crowd_leaves_the_extender_to_others(server, message):
     results, _, probes = run_row(
-        server, lambda port, n, stop, res: h2_peer.trickle_connections(port, n, stop, res),
-        [(server.extender_port, 700)] * 3, ROW_SECONDS)
+        server, h2_peer.trickle_connections, [(server.extender_port, 700)] * 3,
+        ROW_SECONDS)
     # The crowd came from one address: most of its connections were refused on accept.
     assert sum(r.closed_by_server for r in results) > 0, results
     assert_probes_answered(probes)
