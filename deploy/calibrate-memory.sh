@@ -72,10 +72,16 @@ trace_clean_runs() {
   echo "describing the $1 clean runs' models with a trace -> $traced" >&2
   PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 lab/data/describe_timm.py \
     --csv "$models" --out "$traced"
+  # Their layers' sources, as for the timm rows above.
+  local sources="build/datasets/$1_clean_layer_sources.jsonl"
+  PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 lab/data/describe_timm.py \
+    --csv "$models" --out "$sources" --layers-only --one-row-per-model
+  /usr/bin/python3 lab/data/merge_layer_inputs.py --traced "$traced" --layers "$sources" \
+    --out "$traced.sourced" --by-model
   local fallback=()
   [[ -n "${4:-}" ]] && fallback=(--descriptions "$4")
   /usr/bin/python3 lab/data/export_clean_runs.py --gpu "$1" --runs "$2" \
-    --descriptions "$traced" "${fallback[@]}" --out "$3"
+    --descriptions "$traced.sourced" "${fallback[@]}" --out "$3"
 }
 # The H200's runs (data/h200-benchmark-off/) fit the clean terms served for every GPU
 # (lab/calibration/clean_runs.h).
