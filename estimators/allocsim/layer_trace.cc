@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "estimators/core/layer_types.h"
@@ -51,6 +52,51 @@ bool ProjectsAttentionOf(const v1::Layer& qkv, const v1::Layer& layer) {
          qkv.output_activations() == 3 * layer.input_activations();
 }
 
+// Activation checkpointing (torch.utils.checkpoint, Hugging Face's
+// gradient_checkpointing_enable) as a layer list shows it: each checkpointed module
+// is listed again when backward recomputes its forward, with no parameters the second
+// time, after every row of the forward: the list ends in rows that all repeat earlier
+// names (a module merely called twice in the forward, as a shared activation is,
+// repeats among new rows). In the forward such a region keeps only its input; in
+// backward its forward runs again, keeping what it keeps normally until its own
+// backward is done.
+struct Checkpointing {
+  std::vector<bool> repeat;      // A recomputation's row: no step of its own.
+  std::vector<int> region;       // The region of a checkpointed row, else -1.
+  std::vector<int> first, last;  // Each region's first and last checkpointed row.
+};
+
+Checkpointing FindCheckpointing(const v1::ModelDescription& model) {
+  const int n = model.layers_size();
+  Checkpointing c{std::vector<bool>(n, false), std::vector<int>(n, -1), {}, {}};
+  absl::flat_hash_map<absl::string_view, int> first_row;
+  std::vector<int> first_of(n, -1);  // A repeated name's first row.
+  for (int i = 0; i < n; ++i) {
+    const absl::string_view name = model.layers(i).name();
+    if (name.empty()) continue;
+    const auto [it, fresh] = first_row.emplace(name, i);
+    if (!fresh) first_of[i] = it->second;
+  }
+  int recomputation = n;
+  while (recomputation > 0 && first_of[recomputation - 1] >= 0) --recomputation;
+  int previous_first = n;
+  for (int i = recomputation; i < n; ++i) {
+    const int first = first_of[i];
+    c.repeat[i] = true;
+    // Regions are recomputed last first, each from its start: a step back starts one.
+    if (first <= previous_first) {
+      c.first.push_back(first);
+      c.last.push_back(first);
+    }
+    previous_first = first;
+    const int r = static_cast<int>(c.first.size()) - 1;
+    c.region[first] = r;
+    c.first[r] = std::min(c.first[r], first);
+    c.last[r] = std::max(c.last[r], first);
+  }
+  return c;
+}
+
 int BytesPerElement(v1::DType dtype) {
   return dtype == v1::DTYPE_FLOAT16 || dtype == v1::DTYPE_BFLOAT16 ? 2 : 4;
 }
@@ -72,6 +118,7 @@ class TraceBuilder {
   void KeepAlive(int index) {
     if (index >= 0) trace_.set_free_at(index, 0);
   }
+  uint64_t Size(int index) const { return trace_.size_bytes(index); }
   v1::AllocationTrace Take() { return std::move(trace_); }
 
  private:
@@ -111,25 +158,44 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   std::vector<std::vector<int>> saved(n);
   std::vector<uint64_t> in_bytes(n);
   std::vector<int> holders;  // By trace index: the saved lists holding the tensor.
-  auto hold = [&](int i, int tensor) {
+  auto keep = [&](int i, int tensor) {
     if (static_cast<int>(holders.size()) <= tensor) holders.resize(tensor + 1, 0);
     ++holders[tensor];
     saved[i].push_back(tensor);
+  };
+  const Checkpointing checkpointing = FindCheckpointing(model);
+  std::vector<uint64_t> recomputed(checkpointing.first.size(), 0);
+  std::vector<int> outputs(n, -1);
+  int previous = -1;
+  // What a layer keeps for backward; in a checkpointed region, counted for the
+  // region's recomputation instead, and a tensor made only to be kept goes at once.
+  auto hold = [&](int i, int tensor) {
+    const int r = checkpointing.region[i];
+    if (r < 0) return keep(i, tensor);
+    recomputed[r] += b.Size(tensor);
+    if (tensor != outputs[i] && tensor != previous) b.Free(tensor);
   };
   auto held = [&](int tensor) {
     return tensor < static_cast<int>(holders.size()) && holders[tensor] > 0;
   };
   // Each layer's output tensor and its elements, to find a skip connection's source.
-  std::vector<int> outputs(n, -1);
   std::vector<uint64_t> output_elements(n, 0);
   std::vector<bool> alias(n, false);  // A view of its input: no tensor, no gradient.
-  int previous = batch_input;
+  previous = batch_input;
   uint64_t previous_bytes = batch * input_elements * 4;
   uint64_t previous_elements = batch * input_elements;
   int merging = -1;  // A branch's other operand, alive until the branches merge.
   int qkv = -1;      // The last fused q/k/v projection whose attention is still open.
   for (int i = 0; i < n; ++i) {
     const v1::Layer& layer = model.layers(i);
+    if (checkpointing.repeat[i]) {  // Backward's recomputation: counted at its region.
+      alias[i] = true;
+      continue;
+    }
+    if (const int r = checkpointing.region[i];
+        r >= 0 && checkpointing.first[r] == i && previous != batch_input) {
+      keep(i, previous);  // checkpoint() keeps the region's input.
+    }
     const uint64_t elements = batch * static_cast<uint64_t>(layer.output_activations());
     const uint64_t input = batch * static_cast<uint64_t>(layer.input_activations());
     bool resolved = false;  // Whether the tensor this layer reads is settled.
@@ -152,7 +218,8 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
       resolved = true;
     }
     if (absl::EndsWith(layer.name(), kQkvSuffix)) qkv = i;
-    if (!resolved && input > 0 && layer.has_input_from() && layer.input_from() >= 0) {
+    if (!resolved && input > 0 && layer.has_input_from() && layer.input_from() >= 0 &&
+        outputs[layer.input_from()] >= 0) {
       // The describer says which earlier output it is (Layer.input_from, by storage):
       // no guess by size. Read again, it is alive until then (a RepVGG block's
       // branches, q, k and v reading one norm's output), and the branch that ends in
@@ -287,8 +354,16 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   // input gradient, its parameters' gradients (kept), and its saved tensors go.
   int grad = b.Alloc(previous_bytes, v1::ALLOCATION_CATEGORY_TEMPORARY);
   if (!held(previous)) b.Free(previous);
+  std::vector<int> recomputation(recomputed.size(), -1);
   for (int i = n - 1; i >= 0; --i) {
-    if (alias[i]) continue;  // Its gradient is its output's.
+    const int r = checkpointing.region[i];
+    if (r >= 0 && checkpointing.last[r] == i) {
+      recomputation[r] = b.Alloc(recomputed[r], v1::ALLOCATION_CATEGORY_ACTIVATION);
+    }
+    if (alias[i]) {  // Its gradient is its output's.
+      if (r >= 0 && checkpointing.first[r] == i) b.Free(recomputation[r]);
+      continue;
+    }
     const v1::Layer& layer = model.layers(i);
     const int grad_input = b.Alloc(in_bytes[i], v1::ALLOCATION_CATEGORY_TEMPORARY);
     if (layer.parameters() > 0) {
@@ -298,6 +373,7 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
     for (int s : saved[i]) {
       if (--holders[s] == 0) b.Free(s);
     }
+    if (r >= 0 && checkpointing.first[r] == i) b.Free(recomputation[r]);
     grad = grad_input;
   }
   b.Free(grad);

@@ -256,6 +256,70 @@ TEST(LayerTrace, TheDescribersInputSourcesSettleWhatSizesCannot) {
   EXPECT_EQ(saved(false), saved(true) + tensor);
 }
 
+// Two blocks of Linear(64 -> 256), GELU, Linear(256 -> 64) over 16 tokens, then a
+// head; with checkpointing each block's rows are listed again, last block first, as
+// backward recomputes them (no parameters the second time).
+v1::ModelDescription TwoBlocks(bool checkpointed, bool shared_act_called_twice = false) {
+  v1::ModelDescription m;
+  m.set_batch_size(2);
+  m.add_input_shape(16);
+  m.add_input_shape(64);
+  auto add = [&](const char* type, int64_t acts, int64_t params,
+                 const std::string& name) {
+    AddLayer(m, type, acts, params);
+    m.mutable_layers(m.layers_size() - 1)->set_name(name);
+  };
+  auto block = [&](int k, bool again) {
+    const std::string b = "blocks." + std::to_string(k);
+    add("Linear", 16 * 256, again ? 0 : 64 * 256 + 256, b + ".fc1");
+    add("GELU", 16 * 256, 0, shared_act_called_twice ? "act" : b + ".act");
+    add("Linear", 16 * 64, again ? 0 : 256 * 64 + 64, b + ".fc2");
+  };
+  block(0, false);
+  block(1, false);
+  add("Linear", 10, 64 * 10 + 10, "head");
+  if (checkpointed) {
+    block(1, true);
+    block(0, true);
+  }
+  return m;
+}
+
+TEST(LayerTrace, CheckpointedBlocksKeepTheirInputsAndRecomputeInBackward) {
+  const uint64_t wide = 2u * 16 * 256 * 4, narrow = 2u * 16 * 64 * 4;
+  // Without checkpointing, backward starts with each block's fc2 input and GELU input
+  // (2 wide tensors a block), block 1's fc1 input, the head's input and the logits.
+  const v1::AllocationTrace plain = TraceFromLayers(TwoBlocks(false));
+  EXPECT_EQ(LiveActivationsAtBackward(plain), 4 * wide + 2 * narrow + 2u * 10 * 4);
+  // Checkpointed, only the blocks' inputs stay (block 0's is the batch, not counted),
+  // beside the head's input and the logits;
+  const v1::AllocationTrace ckpt = TraceFromLayers(TwoBlocks(true));
+  EXPECT_EQ(LiveActivationsAtBackward(ckpt), 2 * narrow + 2u * 10 * 4);
+  // the recomputed rows are no steps of their own (the same parameters, gradients and
+  // optimizer state as without),
+  EXPECT_EQ(BytesByCategory(ckpt, false).at(v1::ALLOCATION_CATEGORY_GRADIENT),
+            BytesByCategory(plain, false).at(v1::ALLOCATION_CATEGORY_GRADIENT));
+  // and in backward each block's activations come back, one block at a time: the
+  // most ever alive is less than without, more than the inputs alone.
+  auto peak = [](const v1::AllocationTrace& t) {
+    std::map<uint32_t, int64_t> delta;
+    for (int i = 0; i < t.size_bytes_size(); ++i) {
+      if (t.category(i) != v1::ALLOCATION_CATEGORY_ACTIVATION) continue;
+      delta[t.alloc_at(i)] += static_cast<int64_t>(t.size_bytes(i));
+      if (t.free_at(i) > 0) delta[t.free_at(i)] -= static_cast<int64_t>(t.size_bytes(i));
+    }
+    int64_t live = 0, most = 0;
+    for (const auto& [tick, d] : delta) most = std::max(most, live += d);
+    return most;
+  };
+  EXPECT_LT(peak(ckpt), peak(plain));
+  EXPECT_GE(peak(ckpt), static_cast<int64_t>(2 * wide));
+  // A module merely called twice in the forward (a shared activation) is no
+  // recomputation: the rows after it are new.
+  EXPECT_EQ(LiveActivationsAtBackward(TraceFromLayers(TwoBlocks(false, true))),
+            LiveActivationsAtBackward(plain));
+}
+
 TEST(LayerTrace, AnIdentityOrFlattenIsAViewOfItsInput) {
   // Linear, ReLU (saves its output), Identity, Flatten, Linear (saves its input: the
   // ReLU's output itself, through the two views): at backward, the ReLU's output and
