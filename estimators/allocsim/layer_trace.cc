@@ -165,8 +165,10 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   };
   const Checkpointing checkpointing = FindCheckpointing(model);
   std::vector<uint64_t> recomputed(checkpointing.first.size(), 0);
+  // Each layer's output tensor (and, below, its elements), to find a skip
+  // connection's source; the tensor the next layer reads.
   std::vector<int> outputs(n, -1);
-  int previous = -1;
+  int previous = batch_input;
   // What a layer keeps for backward; in a checkpointed region, counted for the
   // region's recomputation instead, and a tensor made only to be kept goes at once.
   auto hold = [&](int i, int tensor) {
@@ -178,10 +180,8 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   auto held = [&](int tensor) {
     return tensor < static_cast<int>(holders.size()) && holders[tensor] > 0;
   };
-  // Each layer's output tensor and its elements, to find a skip connection's source.
   std::vector<uint64_t> output_elements(n, 0);
   std::vector<bool> alias(n, false);  // A view of its input: no tensor, no gradient.
-  previous = batch_input;
   uint64_t previous_bytes = batch * input_elements * 4;
   uint64_t previous_elements = batch * input_elements;
   int merging = -1;  // A branch's other operand, alive until the branches merge.
