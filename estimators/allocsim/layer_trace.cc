@@ -1,10 +1,13 @@
 #include "estimators/allocsim/layer_trace.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "estimators/core/layer_types.h"
 
@@ -52,6 +55,15 @@ bool ProjectsAttentionOf(const v1::Layer& qkv, const v1::Layer& layer) {
          qkv.output_activations() == 3 * layer.input_activations();
 }
 
+// Hugging Face's decoders (transformers' LlamaAttention and LlamaMLP, which Mistral,
+// Qwen2 and others copy) by their module names: q_proj, k_proj and v_proj all read the
+// hidden states; between them and o_proj the attention runs functionally (rotary
+// embedding, scaled_dot_product_attention); down_proj reads act_fn(gate_proj(x)) *
+// up_proj(x), a product no row shows.
+constexpr absl::string_view kHfQ = ".q_proj", kHfK = ".k_proj", kHfV = ".v_proj",
+                            kHfO = ".o_proj", kHfGate = ".gate_proj", kHfUp = ".up_proj",
+                            kHfDown = ".down_proj", kHfAct = ".act_fn";
+
 // Activation checkpointing (torch.utils.checkpoint, Hugging Face's
 // gradient_checkpointing_enable) as a layer list shows it: each checkpointed module
 // is listed again when backward recomputes its forward, with no parameters the second
@@ -97,6 +109,64 @@ Checkpointing FindCheckpointing(const v1::ModelDescription& model) {
   return c;
 }
 
+// Whether child is a module path inside parent's ("stages.0.bn" in "stages.0").
+bool IsInside(absl::string_view parent, absl::string_view child) {
+  return !parent.empty() && child.size() > parent.size() &&
+         absl::StartsWith(child, parent) && child[parent.size()] == '.';
+}
+
+// The module tree as the rows list it, parents before their children (the describer's
+// forward pre-hooks): each row's parent row (-1: none) and whether rows of its own
+// children follow it.
+struct ModuleTree {
+  std::vector<int> parent;
+  std::vector<bool> has_children;
+};
+
+ModuleTree TreeOf(const v1::ModelDescription& model) {
+  const int n = model.layers_size();
+  ModuleTree tree{std::vector<int>(n, -1), std::vector<bool>(n, false)};
+  std::vector<int> open;  // The rows whose subtree the listing is in.
+  for (int i = 0; i < n; ++i) {
+    const absl::string_view name = model.layers(i).name();
+    while (!open.empty() && !IsInside(model.layers(open.back()).name(), name)) {
+      open.pop_back();
+    }
+    if (!open.empty()) {
+      tree.parent[i] = open.back();
+      tree.has_children[open.back()] = true;
+    }
+    if (!name.empty()) open.push_back(i);
+  }
+  return tree;
+}
+
+// What the rules cannot settle, grouped by type and uncertainty.
+class Doubts {
+ public:
+  void Add(const v1::Layer& layer, v1::Uncertainty why, uint64_t bytes) {
+    const auto [it, fresh] = index_.try_emplace(std::pair(layer.type(), why),
+                                                static_cast<int>(groups_.size()));
+    if (fresh) {
+      v1::UncertainLayers& g = groups_.emplace_back();
+      g.set_type(layer.type());
+      g.set_uncertainty(why);
+      g.set_first_name(layer.name());
+    }
+    v1::UncertainLayers& g = groups_[it->second];
+    g.set_count(g.count() + 1);
+    g.set_bytes(g.bytes() + bytes);
+    total_ += bytes;
+  }
+  std::vector<v1::UncertainLayers> TakeGroups() { return std::move(groups_); }
+  uint64_t total() const { return total_; }
+
+ private:
+  absl::flat_hash_map<std::pair<std::string, v1::Uncertainty>, int> index_;
+  std::vector<v1::UncertainLayers> groups_;
+  uint64_t total_ = 0;
+};
+
 int BytesPerElement(v1::DType dtype) {
   return dtype == v1::DTYPE_FLOAT16 || dtype == v1::DTYPE_BFLOAT16 ? 2 : 4;
 }
@@ -128,7 +198,7 @@ class TraceBuilder {
 
 }  // namespace
 
-v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
+LayerStep StepFromLayers(const v1::ModelDescription& model) {
   const uint64_t batch = model.batch_size();
   // Activations follow the model's dtype; with mixed precision most are half size.
   const uint64_t act_bytes = model.mixed_precision() ? 2 : BytesPerElement(model.dtype());
@@ -164,6 +234,16 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
     saved[i].push_back(tensor);
   };
   const Checkpointing checkpointing = FindCheckpointing(model);
+  const ModuleTree tree = TreeOf(model);
+  Doubts doubts;
+  // Whether a known module explains a tensor no module made that row i reads: its
+  // parent, whose own forward (a known op) made it, as timm's BatchNormAct2d calls
+  // F.batch_norm and hands the result to its act child.
+  auto parent_explains = [&](int i) {
+    return tree.parent[i] >= 0 &&
+           ClassifyLayerType(model.layers(tree.parent[i]).type()).kind !=
+               LayerKind::kUnknown;
+  };
   std::vector<uint64_t> recomputed(checkpointing.first.size(), 0);
   // Each layer's output tensor (and, below, its elements), to find a skip
   // connection's source; the tensor the next layer reads.
@@ -186,6 +266,31 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   uint64_t previous_elements = batch * input_elements;
   int merging = -1;  // A branch's other operand, alive until the branches merge.
   int qkv = -1;      // The last fused q/k/v projection whose attention is still open.
+  // The tensor each row read, and its elements (-1: none yet).
+  std::vector<int> read(n, -1);
+  std::vector<uint64_t> read_elements(n, 0);
+  absl::flat_hash_map<absl::string_view, int> row_named;  // The first row of a name.
+  for (int i = n - 1; i >= 0; --i) row_named[model.layers(i).name()] = i;
+  // The earlier row named as row i's module is, its `own` suffix replaced by `other`.
+  auto sibling = [&](int i, absl::string_view own, absl::string_view other) {
+    const absl::string_view name = model.layers(i).name();
+    if (!absl::EndsWith(name, own)) return -1;
+    const auto it =
+        row_named.find(absl::StrCat(name.substr(0, name.size() - own.size()), other));
+    return it != row_named.end() && it->second < i && outputs[it->second] >= 0
+               ? it->second
+               : -1;
+  };
+  // Row i reads `tensor` of `tensor_elements`: the tensor it replaces as the one read
+  // goes unless something holds it.
+  auto reads = [&](int tensor, uint64_t tensor_elements) {
+    if (previous != batch_input && previous != tensor && !held(previous)) {
+      b.Free(previous);
+    }
+    previous = tensor;
+    previous_bytes = b.Size(tensor);
+    previous_elements = tensor_elements;
+  };
   for (int i = 0; i < n; ++i) {
     const v1::Layer& layer = model.layers(i);
     if (checkpointing.repeat[i]) {  // Backward's recomputation: counted at its region.
@@ -216,6 +321,63 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
       previous_elements = input;
       qkv = -1;
       resolved = true;
+    }
+    if (!resolved && !(layer.has_input_from() && layer.input_from() >= 0)) {
+      // A projection beside the first one reads what the first read.
+      int first = sibling(i, kHfK, kHfQ);
+      if (first < 0) first = sibling(i, kHfV, kHfQ);
+      if (first < 0) first = sibling(i, kHfUp, kHfGate);
+      if (first >= 0 && read[first] >= 0) {
+        b.KeepAlive(read[first]);
+        reads(read[first], read_elements[first]);
+        resolved = true;
+      }
+    }
+    if (const int q = sibling(i, kHfO, kHfQ), k = sibling(i, kHfO, kHfK),
+        v = sibling(i, kHfO, kHfV);
+        !resolved && q >= 0 && k >= 0 && v >= 0) {
+      // The attention as transformers' LlamaAttention runs it (sdpa_attention_forward):
+      // apply_rotary_pos_emb makes q and k anew (q * cos + rotate_half(q) * sin; cos
+      // and sin need no gradient, so the products keep nothing of q's size), and
+      // scaled_dot_product_attention keeps those, v (the projection's output) and its
+      // own output; o_proj reads a contiguous copy of that output
+      // (attn_output.transpose(1, 2).reshape). With fewer key/value heads, repeat_kv
+      // copies k and v to every head first unless SDPA takes them grouped (enable_gqa):
+      // the version decides, so those copies are uncertain.
+      const uint64_t q_elements = output_elements[q], k_elements = output_elements[k];
+      b.KeepAlive(outputs[v]);
+      if (!held(outputs[v])) hold(i, outputs[v]);
+      for (const uint64_t made : {q_elements, k_elements, q_elements}) {
+        hold(i, b.Alloc(made * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
+      }
+      for (const int projected : {outputs[q], outputs[k]}) {
+        if (!held(projected)) b.Free(projected);
+      }
+      if (k_elements < q_elements) {
+        doubts.Add(layer, v1::UNCERTAINTY_MADE_BETWEEN_MODULES,
+                   2 * (q_elements - k_elements) * act_bytes);
+      }
+      reads(b.Alloc(q_elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION),
+            q_elements);
+      resolved = true;
+    }
+    if (const int gate = sibling(i, kHfDown, kHfGate), up = sibling(i, kHfDown, kHfUp);
+        !resolved && gate >= 0 && up >= 0) {
+      // act_fn(gate) * up: torch.mul makes the product down_proj reads and keeps both
+      // operands (derivatives.yaml mul: grad * other, grad * self).
+      const int act = sibling(i, kHfDown, kHfAct);
+      for (const int operand : {act >= 0 ? outputs[act] : outputs[gate], outputs[up]}) {
+        b.KeepAlive(operand);
+        if (!held(operand)) hold(i, operand);
+      }
+      reads(b.Alloc(output_elements[up] * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION),
+            output_elements[up]);
+      resolved = true;
+    }
+    const bool attention_explained = resolved;
+    if (!attention_explained && input > 0 && layer.has_input_from() &&
+        layer.input_from() == -1 && !parent_explains(i)) {
+      doubts.Add(layer, v1::UNCERTAINTY_MADE_BETWEEN_MODULES, input * act_bytes);
     }
     if (absl::EndsWith(layer.name(), kQkvSuffix)) qkv = i;
     if (!resolved && input > 0 && layer.has_input_from() && layer.input_from() >= 0 &&
@@ -277,6 +439,10 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
         previous = source;
         previous_bytes = input * act_bytes;
       } else {
+        // Without the describer's sources, the operation that made it is unseen too.
+        if (!layer.has_input_from()) {
+          doubts.Add(layer, v1::UNCERTAINTY_MADE_BETWEEN_MODULES, input * act_bytes);
+        }
         const int made = b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
         if (previous != batch_input && !held(previous)) b.Free(previous);
         previous = made;
@@ -284,6 +450,9 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
       }
     }
     const LayerTypeInfo info = ClassifyLayerType(layer.type());
+    if (info.kind == LayerKind::kUnknown && !tree.has_children[i]) {
+      doubts.Add(layer, v1::UNCERTAINTY_UNKNOWN_TYPE, elements * act_bytes);
+    }
     if (info.kind == LayerKind::kShape && elements == previous_elements &&
         layer.parameters() == 0) {
       // nn.Identity returns its input and nn.Flatten a view of it (torch.flatten of a
@@ -293,6 +462,8 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
       output_elements[i] = elements;
       continue;
     }
+    read[i] = previous;
+    read_elements[i] = previous_elements;
     const int output = b.Alloc(elements * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
     outputs[i] = output;
     output_elements[i] = elements;
@@ -352,7 +523,30 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
 
   // The loss keeps the logits until backward begins; then, in reverse, each layer's
   // input gradient, its parameters' gradients (kept), and its saved tensors go.
-  int grad = b.Alloc(previous_bytes, v1::ALLOCATION_CATEGORY_TEMPORARY);
+  int grad = -1;
+  int lm_head = -1;  // A language model's head (PEFT wraps it: base_model.model.lm_head).
+  for (int i = 0; i < n; ++i) {
+    const absl::string_view name = model.layers(i).name();
+    if (name == "lm_head" || absl::EndsWith(name, ".lm_head")) lm_head = i;
+  }
+  if (lm_head >= 0 && previous == outputs[lm_head]) {
+    // A causal language model's loss as transformers computes it (loss_utils.py
+    // ForCausalLMLoss): logits.float() (a float32 copy of half logits), then
+    // cross_entropy, whose log_softmax keeps its float32 result for backward
+    // (derivatives.yaml _log_softmax: result); backward starts from a float32 gradient
+    // of that size, cast back to the logits' dtype.
+    const uint64_t logits = output_elements[lm_head] * 4;
+    const int copy =
+        act_bytes < 4 ? b.Alloc(logits, v1::ALLOCATION_CATEGORY_TEMPORARY) : -1;
+    const int log_probs = b.Alloc(logits, v1::ALLOCATION_CATEGORY_ACTIVATION);
+    b.Free(copy);
+    const int float_grad = b.Alloc(logits, v1::ALLOCATION_CATEGORY_TEMPORARY);
+    b.Free(log_probs);
+    grad = b.Alloc(previous_bytes, v1::ALLOCATION_CATEGORY_TEMPORARY);
+    b.Free(float_grad);
+  } else {
+    grad = b.Alloc(previous_bytes, v1::ALLOCATION_CATEGORY_TEMPORARY);
+  }
   if (!held(previous)) b.Free(previous);
   std::vector<int> recomputation(recomputed.size(), -1);
   for (int i = n - 1; i >= 0; --i) {
@@ -403,7 +597,11 @@ v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
       b.Free(b.Alloc(total_params * param_bytes, v1::ALLOCATION_CATEGORY_TEMPORARY));
     }
   }
-  return b.Take();
+  LayerStep step;
+  step.trace = b.Take();
+  step.uncertain_bytes = doubts.total();
+  step.uncertain = doubts.TakeGroups();
+  return step;
 }
 
 }  // namespace gpuest::analytic

@@ -29,13 +29,36 @@
 //   and RMSprop/Adagrad one) and, as torch 2.x's multi-tensor path does, one temporary
 //   of the parameters' size.
 // Unknown layer types are treated as saving their input (the table's unknown_saves).
+//
+// What the rules cannot settle is said, layer by layer, with what it may hold beyond
+// the built step (v1::Uncertainty): a leaf of a type the table does not know may keep
+// its output as well as its input; a tensor no module made, read where no known module
+// around it explains it, was made by an operation between modules (a product, an
+// attention, a copy) that may keep one tensor of its size. A sequence the rules fully
+// explain has none.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
+#include "gpuest/v1/estimate.pb.h"
 #include "gpuest/v1/model.pb.h"
 
 namespace gpuest::analytic {
 
+struct LayerStep {
+  v1::AllocationTrace trace;
+  // By type and uncertainty, in the order first met.
+  std::vector<v1::UncertainLayers> uncertain;
+  uint64_t uncertain_bytes = 0;  // Their sum.
+};
+
 // The description must be valid (estimators/core/request_validation.h) and have layers.
-v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model);
+LayerStep StepFromLayers(const v1::ModelDescription& model);
+
+// The built step's allocations alone.
+inline v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
+  return StepFromLayers(model).trace;
+}
 
 }  // namespace gpuest::analytic

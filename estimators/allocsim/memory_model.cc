@@ -96,8 +96,12 @@ v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfi
   v1::MemoryEstimate m;
   m.set_point_bytes(Bytes(gpu.context_bytes + calibration.point_intercept_mib * kMiB +
                           calibration.point_factor * reserved));
+  // The uncertain layers widen the bound as the simulated peak would have grown.
+  const double uncertain = static_cast<double>(replay.uncertain_bytes);
   m.set_upper_bytes(
-      std::max(m.point_bytes(), Bytes(outside + calibration.safe_factor * reserved)));
+      std::max(m.point_bytes(),
+               Bytes(outside + calibration.safe_factor * (reserved + uncertain))));
+  m.set_uncertain_bytes(replay.uncertain_bytes);
   m.set_gpu_constants(gpu.constants_calibrated ? v1::GPU_CONSTANTS_CALIBRATED
                                                : v1::GPU_CONSTANTS_ASSUMED);
   m.set_allocated_peak_bytes(replay.peak_allocated_bytes);
@@ -121,8 +125,11 @@ v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfi
   for (uint64_t bytes : live) tensors += bytes;
   b.set_fragmentation_bytes(replay.peak_reserved_bytes -
                             std::min(tensors, replay.peak_reserved_bytes));
+  const uint64_t widening = Bytes(calibration.safe_factor * uncertain);
   const uint64_t explained = replay.peak_reserved_bytes + gpu.context_bytes;
-  b.set_calibration_bytes(m.upper_bytes() > explained ? m.upper_bytes() - explained : 0);
+  const uint64_t beyond = m.upper_bytes() > explained ? m.upper_bytes() - explained : 0;
+  b.set_uncertain_layers_bytes(std::min(widening, beyond));
+  b.set_calibration_bytes(beyond - b.uncertain_layers_bytes());
   return m;
 }
 

@@ -6,8 +6,12 @@
 // so both use exactly the same arithmetic:
 //
 //   point = context + point_intercept + point_factor x simulated peak reserved
-//   upper = context + intercept       + safe_factor  x simulated peak reserved
+//   upper = context + intercept       + safe_factor  x (simulated peak reserved
+//                                                       + uncertain bytes)
 //                   + conv_output_factor x the largest convolution output of the batch
+//
+// where the uncertain bytes are what a layer-built step cannot settle (layer_trace.h;
+// 0 for a trace): the bound widens for that job alone.
 //
 // context is the GPU's memory outside the allocator; the simulated peak includes the
 // cuBLAS workspace. intercept and the factors are per family, fitted on measurements:

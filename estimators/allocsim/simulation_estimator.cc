@@ -169,6 +169,37 @@ void WarnWhereLayerInputsUnknown(const v1::ModelDescription& model, const std::s
       id));
 }
 
+// The basis's words on what the layer rules could not settle, largest first.
+std::string DescribeUncertainLayers(const analytic::LayerStep& step, double safe_factor) {
+  if (step.uncertain.empty()) {
+    return "the layer rules explain every layer: no widening for uncertain layers";
+  }
+  std::vector<const v1::UncertainLayers*> groups;
+  for (const v1::UncertainLayers& g : step.uncertain) groups.push_back(&g);
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](auto* a, auto* b) { return a->bytes() > b->bytes(); });
+  constexpr size_t kNamed = 5;
+  std::string named;
+  for (size_t k = 0; k < std::min(groups.size(), kNamed); ++k) {
+    const v1::UncertainLayers& g = *groups[k];
+    absl::StrAppend(
+        &named, k > 0 ? ", " : "", g.type(), " x", g.count(),
+        g.uncertainty() == v1::UNCERTAINTY_UNKNOWN_TYPE ? " (type not in the layer table"
+                                                        : " (reads a tensor made between "
+                                                          "modules",
+        g.first_name().empty() ? "" : absl::StrCat(", first ", g.first_name()), ") ",
+        absl::StrFormat("%.0f MiB", InMiB(g.bytes())));
+  }
+  if (groups.size() > kNamed) {
+    absl::StrAppend(&named, " and ", groups.size() - kNamed, " more");
+  }
+  return absl::StrFormat(
+      "uncertain layers (memory.uncertain_layers): %s; they may hold %.0f MiB beyond the "
+      "built step, and the upper bound adds x%.3f of it (%.0f MiB) for this job",
+      named, InMiB(step.uncertain_bytes), safe_factor,
+      safe_factor * InMiB(step.uncertain_bytes));
+}
+
 struct RetryVerdict {
   v1::AllocatorRetry verdict = v1::ALLOCATOR_RETRY_UNSPECIFIED;
   int alloc_retries = 0;  // In the replay on the card-sized allocator.
@@ -212,8 +243,10 @@ class SimulationEstimator final : public Estimator {
     const v1::ModelDescription& model = input.request.model();
     const std::string& id = info_.id();
     std::optional<v1::AllocationTrace> built;
+    analytic::LayerStep step;
     if (source_ == TraceSource::kLayers) {
-      built = analytic::TraceFromLayers(model);
+      step = analytic::StepFromLayers(model);
+      built = std::move(step.trace);
       WarnWhereLayerInputsUnknown(model, id, warnings);
     }
     // A job over several GPUs: one rank's step (every figure below is per GPU).
@@ -304,8 +337,11 @@ class SimulationEstimator final : public Estimator {
     absl::StatusOr<ReplayResult> replay =
         SimulatePeak(trace, gpu, config, steps_, input.deadline);
     if (!replay.ok()) return replay.status();
+    replay->uncertain_bytes = step.uncertain_bytes;
     v1::MemoryEstimate memory =
         CalibratedEstimate(*replay, gpu, calibration, conv_output_mib);
+    memory.mutable_uncertain_layers()->Assign(step.uncertain.begin(),
+                                              step.uncertain.end());
     // The estimate stays the step's whole need even where it exceeds the card: a bound
     // capped at the card would say "fits" of a job that needs more. Whether the
     // allocator's cache release and retry would still let it run is a separate verdict.
@@ -387,6 +423,10 @@ class SimulationEstimator final : public Estimator {
         calibration.conv_output_factor > 0 ? absl::StrCat(" (", why.conv_output, ")")
                                            : "",
         fit_note));
+    if (source_ == TraceSource::kLayers) {
+      result.set_basis(absl::StrCat(
+          result.basis(), "; ", DescribeUncertainLayers(step, calibration.safe_factor)));
+    }
     if (rank) {
       result.set_basis(
           absl::StrCat(result.basis(), "; per GPU, one rank of the job: ", rank->basis));

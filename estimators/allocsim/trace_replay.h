@@ -34,6 +34,10 @@ struct ReplayResult {
   bool out_of_memory = false;  // Only with a capacity: the step did not fit.
   int alloc_retries = 0;       // Times the cache was emptied to make room.
   int steps_replayed = 0;
+  // What the step may hold beyond what was replayed: a step built from the layers, its
+  // uncertain layers' bytes (layer_trace.h LayerStep); 0 for a trace. Set by the
+  // caller; the upper bound counts it with the simulated peak (memory_model.h).
+  uint64_t uncertain_bytes = 0;
 };
 
 // The trace must be valid (estimators/core/request_validation.h). Events at the same time

@@ -70,6 +70,69 @@ v1::MemoryCap CapFor(uint64_t reserve_bytes, const v1::MemoryEstimate& memory,
   return cap;
 }
 
+// What an estimate says of the need, as a range: a classifier's predicted bin, a
+// simulator's point to its upper bound. upper 0: open (the top bin).
+struct Range {
+  uint64_t lower = 0, upper = 0;
+};
+
+Range RangeOf(const v1::MemoryEstimate& m) {
+  const int bin = m.predicted_bin();
+  if (bin >= 0 && bin < m.bins_size()) {
+    return {m.bins(bin).lower_bytes(), m.bins(bin).upper_bytes()};
+  }
+  return {std::min(m.point_bytes(), m.upper_bytes()), m.upper_bytes()};
+}
+
+bool Disjoint(Range a, Range b) {
+  return (a.upper > 0 && a.upper < b.lower) || (b.upper > 0 && b.upper < a.lower);
+}
+
+std::string InWords(Range r) {
+  return r.upper == 0 ? absl::StrFormat("more than %.2f GiB", InGiB(r.lower))
+                      : absl::StrFormat("%.2f-%.2f GiB", InGiB(r.lower), InGiB(r.upper));
+}
+
+// Why the trusted result outranks another whose range it does not meet.
+std::string WhyTrusted(const v1::EstimatorResult& trusted,
+                       const v1::EstimatorResult& other) {
+  if (trusted.kind() == v1::ESTIMATOR_KIND_SIMULATOR && trusted.in_distribution()) {
+    return "it simulates this job's own training step, its uncertain layers widening "
+           "its bound, where the classifier reads features alone";
+  }
+  if (!other.in_distribution()) {
+    return absl::StrCat(other.estimator_id(),
+                        " is outside what it was trained or calibrated on");
+  }
+  return "a classifier in its training distribution is trusted over a simulator "
+         "outside its calibration";
+}
+
+// The results of the other model-based kind whose ranges miss the trusted one's, in
+// words: which the recommendation trusts, and why.
+std::string Disagreements(
+    const google::protobuf::RepeatedPtrField<v1::EstimatorResult>& results,
+    const v1::EstimatorResult& trusted) {
+  const auto model_based = [](v1::EstimatorKind k) {
+    return k == v1::ESTIMATOR_KIND_SIMULATOR || k == v1::ESTIMATOR_KIND_CLASSIFIER;
+  };
+  if (!model_based(trusted.kind())) return "";
+  const Range mine = RangeOf(trusted.memory());
+  std::string out;
+  for (const v1::EstimatorResult& r : results) {
+    if (&r == &trusted || !r.has_memory() || !model_based(r.kind()) ||
+        r.kind() == trusted.kind() || SafeFigure(r.memory()) == 0) {
+      continue;
+    }
+    const Range theirs = RangeOf(r.memory());
+    if (!Disjoint(mine, theirs)) continue;
+    absl::StrAppend(&out, "; ", r.estimator_id(), " says ", InWords(theirs), ", ",
+                    trusted.estimator_id(), " ", InWords(mine), ": trusted ",
+                    trusted.estimator_id(), ", as ", WhyTrusted(trusted, r));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<v1::Recommendation> Recommend(
@@ -93,7 +156,8 @@ std::optional<v1::Recommendation> Recommend(
                    " of ", best->estimator_id(),
                    ", the largest of the most trusted estimators present (simulator > "
                    "classifier in their distributions, then simulator > classifier out "
-                   "of them, then formulas)"));
+                   "of them, then formulas)",
+                   Disagreements(results, *best)));
   if (gpu != nullptr) {
     v1::GpuFit& fit = *rec.mutable_fit();
     fit.set_gpu(gpu->id);

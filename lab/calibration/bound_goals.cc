@@ -10,6 +10,7 @@
 #include "common/units.h"
 #include "estimators/allocsim/memory_model.h"
 #include "estimators/core/features.h"
+#include "lab/calibration/summary_text.h"
 
 namespace gpuest::calibration {
 namespace {
@@ -130,6 +131,7 @@ absl::StatusOr<std::string> RenderBoundGoals(const GoalInputs& in) {
     for (const auto& [gpu, file] : holdout) {
       const GpuProfile assumed = AsAssumed(*gpu, *in.gpus, *in.calibrated_gpu);
       std::map<std::pair<bool, bool>, std::vector<GoalRun>> runs;  // (assumed, LM).
+      std::map<bool, std::vector<GoalRun>> summarised;             // By LM.
       for (const data::MeasuredRow& m : file.rows) {
         if (m.oom || m.status != "OK" || m.peak_mib <= 0 || !m.model.has_trace())
           continue;
@@ -140,6 +142,23 @@ absl::StatusOr<std::string> RenderBoundGoals(const GoalInputs& in) {
           runs[{as_assumed, LanguageModel(m.model)}].push_back(
               {m.file_name, m.peak_mib, e.upper_mib, e.point_mib, false});
         }
+        if (id == "allocsim") continue;
+        GPUEST_ASSIGN_OR_RETURN(const v1::ModelDescription summary,
+                                AsSummarised(m.model));
+        GPUEST_ASSIGN_OR_RETURN(const Estimated e, EstimateRun(*served, summary, *gpu));
+        summarised[LanguageModel(m.model)].push_back(
+            {m.file_name, m.peak_mib, e.upper_mib, e.point_mib, false});
+      }
+      for (const auto& [language, members] : summarised) {
+        GoalRow row = ScoreGoalRuns(
+            absl::StrFormat(
+                "%s from torchsummary text on %s (`%s`), constants measured, %s",
+                estimator, gpu->id, file.name,
+                language ? "language models" : "image models"),
+            members, 1.0, gpu->memory_bytes / kMiB);
+        row.safe_goal = 0.95;
+        row.within_goal = 0.60;
+        rows.push_back(row);
       }
       for (const auto& [key, members] : runs) {
         const auto [as_assumed, language] = key;
@@ -156,7 +175,7 @@ absl::StatusOr<std::string> RenderBoundGoals(const GoalInputs& in) {
     }
     if (in.timm == nullptr) continue;
     const data::MeasuredFile& timm = *in.timm;
-    std::vector<GoalRun> completed, oom;
+    std::vector<GoalRun> completed, oom, summarised;
     for (const data::MeasuredRow& m : timm.rows) {
       if (!m.model.has_trace() || (m.status != "OK" && !m.oom)) continue;
       if (!m.oom && m.peak_mib <= 0) continue;
@@ -164,6 +183,11 @@ absl::StatusOr<std::string> RenderBoundGoals(const GoalInputs& in) {
                               EstimateRun(*served, m.model, *in.calibrated_gpu));
       (m.oom ? oom : completed)
           .push_back({m.file_name, m.peak_mib, e.upper_mib, e.point_mib, m.oom});
+      if (id == "allocsim" || m.oom) continue;
+      GPUEST_ASSIGN_OR_RETURN(const v1::ModelDescription summary, AsSummarised(m.model));
+      GPUEST_ASSIGN_OR_RETURN(const Estimated s,
+                              EstimateRun(*served, summary, *in.calibrated_gpu));
+      summarised.push_back({m.file_name, m.peak_mib, s.upper_mib, s.point_mib, false});
     }
     const double card = in.calibrated_gpu->memory_bytes / kMiB;
     GoalRow on = ScoreGoalRuns(
@@ -179,6 +203,16 @@ absl::StatusOr<std::string> RenderBoundGoals(const GoalInputs& in) {
         oom, 1.0, card);
     out.safe_goal = 0.98;
     rows.push_back(out);
+    if (summarised.empty()) continue;
+    GoalRow text = ScoreGoalRuns(
+        absl::StrFormat(
+            "%s from torchsummary text on %s (`%s`), benchmark-on peaks, bound >= peak / "
+            "%.2f",
+            estimator, in.calibrated_gpu->id, timm.name, kBenchmarkAllowance),
+        summarised, kBenchmarkAllowance, card);
+    text.safe_goal = 0.95;
+    text.within_goal = 0.60;
+    rows.push_back(text);
   }
   rows.insert(rows.end(), in.clean_splits.begin(), in.clean_splits.end());
 
@@ -192,7 +226,10 @@ absl::StatusOr<std::string> RenderBoundGoals(const GoalInputs& in) {
       "`point MAPE`: the point estimate's. `constants assumed`: the same runs with the "
       "GPU's own measured contexts removed, as for a GPU nobody measured: it takes "
       "what the other GPUs measured on the job's stack, plus 25 % "
-      "(`GpuProfiles::LendContexts`, `estimators/core/stack_context.h`).\n\n"
+      "(`GpuProfiles::LendContexts`, `estimators/core/stack_context.h`). `from "
+      "torchsummary text`: the layer rule on the same runs described by their "
+      "torchsummary table alone (types, output shapes, parameters; no names, no inputs: "
+      "lab/calibration/summary_text.h), read back by the server's parser.\n\n"
       "| population | runs | safe | within 1.2x | point MAPE | goal (safe / 1.2x / "
       "MAPE) | met | runs the bound misses (bound / peak) |\n"
       "|---|---|---|---|---|---|---|---|\n";

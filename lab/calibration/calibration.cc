@@ -20,6 +20,12 @@ double SimulatedMib(const CalibrationRow& row) {
   return static_cast<double>(row.replay.peak_reserved_bytes) / kMiB;
 }
 
+// What the upper bound scales (allocsim::CalibratedEstimate): the simulated peak and
+// what a layer-built step's uncertain layers may hold beyond it.
+double UpperSimulatedMib(const CalibrationRow& row) {
+  return SimulatedMib(row) + static_cast<double>(row.replay.uncertain_bytes) / kMiB;
+}
+
 }  // namespace
 
 bool Safe(double estimate_mib, double measured_mib) {
@@ -82,15 +88,18 @@ absl::StatusOr<allocsim::FamilyCalibration> FitFamilyCalibration(
   int best_tight = -1;
   for (double intercept = 0; intercept <= options.max_intercept_mib;
        intercept += options.intercept_step_mib) {
-    std::vector<double> needed;
+    std::vector<double> needed, needed_upper;
     for (const CalibrationRow& r : rows) {
       needed.push_back((r.measured_mib - context_mib - intercept) /
                        std::max(1.0, SimulatedMib(r)));
+      needed_upper.push_back((r.measured_mib - context_mib - intercept) /
+                             std::max(1.0, UpperSimulatedMib(r)));
     }
     std::sort(needed.begin(), needed.end());
+    std::sort(needed_upper.begin(), needed_upper.end());
     allocsim::FamilyCalibration c;
     c.intercept_mib = c.point_intercept_mib = intercept;
-    c.safe_factor = std::max(1.0, QuantileOfSorted(needed, options.safe_quantile));
+    c.safe_factor = std::max(1.0, QuantileOfSorted(needed_upper, options.safe_quantile));
     c.point_factor = std::max(0.05, QuantileOfSorted(needed, 0.5));
     int tight = 0;
     for (const CalibrationRow& r : rows) {
@@ -270,7 +279,8 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
   OutOfGroupFit fit;
   fit.point_mib.assign(rows.size(), 0);
   fit.upper_mib.assign(rows.size(), 0);
-  std::vector<double> job(rows.size());
+  // The upper bound's job part scales what UpperSimulatedMib does.
+  std::vector<double> job(rows.size()), upper_job(rows.size());
   for (const auto& [group, members] : groups) {
     std::vector<CalibrationRow> others;
     for (const GroupedRow& r : rows) {
@@ -280,6 +290,7 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
                             FitPointTerms(others, context_mib, options));
     for (size_t i : members) {
       job[i] = terms.intercept_mib + terms.factor * SimulatedMib(rows[i].row);
+      upper_job[i] = terms.intercept_mib + terms.factor * UpperSimulatedMib(rows[i].row);
       fit.point_mib[i] = context_mib + job[i];
     }
   }
@@ -289,28 +300,29 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
     for (size_t i = 0; i < rows.size(); ++i) {
       if (rows[i].group != group) others.push_back(i);
     }
-    UpperTerms terms = FitUpperTerms(rows, job, others, context_mib, options);
+    UpperTerms terms = FitUpperTerms(rows, upper_job, others, context_mib, options);
     if (options.group_coverage > 0) {
       std::map<std::string, std::vector<size_t>> other_groups = groups;
       other_groups.erase(group);
-      const double quantile = CoverageQuantile(rows, job, other_groups, context_mib,
+      const double quantile = CoverageQuantile(rows, upper_job, other_groups, context_mib,
                                                terms, options.group_coverage);
-      terms.margin = MarginAt(rows, job, MeasuredByDataset(rows, others), context_mib,
-                              terms, quantile);
+      terms.margin = MarginAt(rows, upper_job, MeasuredByDataset(rows, others),
+                              context_mib, terms, quantile);
     }
     for (size_t i : members) {
-      fit.upper_mib[i] = terms.Upper(context_mib, job[i], rows[i].row.conv_output_mib);
+      fit.upper_mib[i] =
+          terms.Upper(context_mib, upper_job[i], rows[i].row.conv_output_mib);
     }
   }
   std::vector<size_t> every(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) every[i] = i;
-  UpperTerms upper = FitUpperTerms(rows, job, every, context_mib, options);
+  UpperTerms upper = FitUpperTerms(rows, upper_job, every, context_mib, options);
   fit.margin_quantile = options.safe_quantile;
   if (options.group_coverage > 0) {
-    fit.margin_quantile =
-        CoverageQuantile(rows, job, groups, context_mib, upper, options.group_coverage);
-    upper.margin = MarginAt(rows, job, MeasuredByDataset(rows, every), context_mib, upper,
-                            fit.margin_quantile);
+    fit.margin_quantile = CoverageQuantile(rows, upper_job, groups, context_mib, upper,
+                                           options.group_coverage);
+    upper.margin = MarginAt(rows, upper_job, MeasuredByDataset(rows, every), context_mib,
+                            upper, fit.margin_quantile);
   }
   fit.margin = upper.margin;
   fit.slack_mib = upper.slack_mib;

@@ -37,13 +37,15 @@ int main(int argc, char** argv) {
       "family,file,batch,measured_mib,oom,params,activations,events,peak_alloc_mib,"
       "peak_reserved_mib,live_param,live_grad,live_opt,live_input,live_act,live_tmp,live_"
       "ws,"
-      "max_conv_act_mib\n");
+      "max_conv_act_mib,uncertain_mib\n");
   constexpr double kMiB = gpuest::kMiB;  // Fractional MiB in the CSV.
   for (const gpuest::data::MeasuredRow& row : file->rows) {
     if (!row.model.has_trace() && !absl::GetFlag(FLAGS_from_layers)) continue;
-    const gpuest::v1::AllocationTrace trace =
-        absl::GetFlag(FLAGS_from_layers) ? gpuest::analytic::TraceFromLayers(row.model)
-                                         : row.model.trace();
+    gpuest::analytic::LayerStep step;
+    if (absl::GetFlag(FLAGS_from_layers))
+      step = gpuest::analytic::StepFromLayers(row.model);
+    const gpuest::v1::AllocationTrace& trace =
+        absl::GetFlag(FLAGS_from_layers) ? step.trace : row.model.trace();
     const auto cublas = gpuest::allocsim::CublasWorkspaces(
         gpuest::allocsim::kDefaultCublasWorkspaceBytes);
     auto r = absl::GetFlag(FLAGS_settle)
@@ -56,14 +58,14 @@ int main(int argc, char** argv) {
     const auto& c = r->live_at_peak;
     std::printf(
         "%s,%s,%lld,%.0f,%d,%lld,%lld,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%."
-        "1f\n",
+        "1f,%.1f\n",
         family.c_str(), row.file_name.c_str(),
         static_cast<long long>(row.model.batch_size()), row.peak_mib, row.oom,
         static_cast<long long>(f.total_parameters()),
         static_cast<long long>(f.total_activations()), trace.size_bytes_size(),
         r->peak_allocated_bytes / kMiB, r->peak_reserved_bytes / kMiB, c[1] / kMiB,
         c[2] / kMiB, c[3] / kMiB, c[4] / kMiB, c[5] / kMiB, c[6] / kMiB, c[7] / kMiB,
-        gpuest::allocsim::LargestConvOutputMib(row.model));
+        gpuest::allocsim::LargestConvOutputMib(row.model), step.uncertain_bytes / kMiB);
   }
   return 0;
 }

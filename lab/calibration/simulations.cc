@@ -26,10 +26,15 @@ absl::StatusOr<std::map<std::string, allocsim::ReplayResult>> ReplayEach(
     const v1::ModelDescription& model, const GpuProfile& gpu, int steps) {
   std::map<std::string, allocsim::ReplayResult> replay;
   for (const SimulationModel& s : Simulations()) {
-    const v1::AllocationTrace trace = s.trace_source == TraceSource::kRequest
-                                          ? model.trace()
-                                          : analytic::TraceFromLayers(model);
-    GPUEST_ASSIGN_OR_RETURN(replay[s.id], allocsim::SimulatePeak(trace, gpu, {}, steps));
+    if (s.trace_source == TraceSource::kRequest) {
+      GPUEST_ASSIGN_OR_RETURN(replay[s.id],
+                              allocsim::SimulatePeak(model.trace(), gpu, {}, steps));
+      continue;
+    }
+    const analytic::LayerStep step = analytic::StepFromLayers(model);
+    GPUEST_ASSIGN_OR_RETURN(replay[s.id],
+                            allocsim::SimulatePeak(step.trace, gpu, {}, steps));
+    replay[s.id].uncertain_bytes = step.uncertain_bytes;
   }
   return replay;
 }

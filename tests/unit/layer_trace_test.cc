@@ -3,6 +3,7 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "estimators/allocsim/trace_replay.h"
 #include "estimators/core/request_validation.h"
 #include "gtest/gtest.h"
@@ -469,6 +470,166 @@ TEST(LayerTrace, ASqueezeExcitationGateMakesAProductAndKeepsItsSource) {
   for (int k : {1, 2}) {
     const int i = x_sized[k];
     EXPECT_TRUE(t.free_at(i) == 0 || t.free_at(i) > backward) << k;
+  }
+}
+
+// A block as a describer lists it: a parent row of `parent_type` and its children
+// (parents before children), 64 features per sample throughout.
+v1::ModelDescription NamedBlock(const char* parent_type, const char* leaf_type,
+                                int leaf_input_from) {
+  v1::ModelDescription m;
+  m.set_batch_size(4);
+  m.add_input_shape(64);
+  auto add = [&](const char* type, int64_t params, const char* name, int from) {
+    AddLayer(m, type, 64, params);
+    v1::Layer* l = m.mutable_layers(m.layers_size() - 1);
+    l->set_name(name);
+    l->set_input_activations(64);
+    l->set_input_from(from);
+  };
+  add("Linear", 64 * 64 + 64, "stem", -2);  // 0
+  add(parent_type, 128, "block", 0);        // 1: its own work, then its children
+  add("Identity", 0, "block.drop", -1);     // 2: reads what the parent made
+  add(leaf_type, 0, "block.act", leaf_input_from);
+  add("Linear", 64 * 10 + 10, "head", 3);
+  return m;
+}
+
+TEST(LayerTrace, ASequenceTheRulesExplainHasNoUncertainLayers) {
+  const LayerStep step = StepFromLayers(NamedBlock("BatchNormAct2d", "SiLU", 2));
+  EXPECT_TRUE(step.uncertain.empty());
+  EXPECT_EQ(step.uncertain_bytes, 0u);
+  EXPECT_TRUE(StepFromLayers(SmallMlp(4, v1::OPTIMIZER_ADAM)).uncertain.empty());
+}
+
+TEST(LayerTrace, ALeafOfAnUnknownTypeMayKeepItsOutput) {
+  // An unknown leaf is taken to keep its input (unknown_saves); it may keep its
+  // output too: one tensor of its output's size. An unknown parent whose children are
+  // listed is not a leaf: its children show its work.
+  const LayerStep step = StepFromLayers(NamedBlock("BatchNormAct2d", "MysteryAct", 2));
+  ASSERT_EQ(step.uncertain.size(), 1u);
+  const v1::UncertainLayers& g = step.uncertain[0];
+  EXPECT_EQ(g.type(), "MysteryAct");
+  EXPECT_EQ(g.uncertainty(), v1::UNCERTAINTY_UNKNOWN_TYPE);
+  EXPECT_EQ(g.count(), 1);
+  EXPECT_EQ(g.first_name(), "block.act");
+  EXPECT_EQ(g.bytes(), 4u * 64 * 4);
+  EXPECT_EQ(step.uncertain_bytes, g.bytes());
+}
+
+TEST(LayerTrace, ATensorMadeBetweenModulesIsUncertainWhereNoKnownModuleMadeIt) {
+  // Under BatchNormAct2d, whose own forward is F.batch_norm, the tensor its drop child
+  // reads is that op's output: explained. Under a parent of unknown type the op that
+  // made it is unseen, and may keep a tensor of its size.
+  const LayerStep known = StepFromLayers(NamedBlock("BatchNormAct2d", "SiLU", 2));
+  EXPECT_TRUE(known.uncertain.empty());
+  const LayerStep unknown = StepFromLayers(NamedBlock("MysteryBlock", "SiLU", 2));
+  ASSERT_EQ(unknown.uncertain.size(), 1u);
+  EXPECT_EQ(unknown.uncertain[0].type(), "Identity");
+  EXPECT_EQ(unknown.uncertain[0].uncertainty(), v1::UNCERTAINTY_MADE_BETWEEN_MODULES);
+  EXPECT_EQ(unknown.uncertain[0].bytes(), 4u * 64 * 4);
+}
+
+TEST(LayerTrace, WithoutSourcesATensorMadeBetweenModulesIsUncertain) {
+  // DenseBlock's second conv reads a concatenation no layer made: counted as a tensor
+  // of its own, and uncertain, for the operation that made it is unseen.
+  const LayerStep with = StepFromLayers(DenseBlock(true));
+  ASSERT_EQ(with.uncertain.size(), 1u);
+  EXPECT_EQ(with.uncertain[0].uncertainty(), v1::UNCERTAINTY_MADE_BETWEEN_MODULES);
+  EXPECT_EQ(with.uncertain_bytes, 2u * 4 * 24 * 64);
+}
+
+TEST(LayerTrace, TimmsAttentionBetweenItsProjectionsIsExplained) {
+  // The attention between `<block>.qkv` and `<block>.proj` is modelled (fused kernel):
+  // proj reading the attention's output is no uncertain layer.
+  v1::ModelDescription m;
+  m.set_batch_size(2);
+  m.add_input_shape(16);
+  m.add_input_shape(64);
+  auto add = [&](const char* type, int64_t in, int64_t out, int64_t params,
+                 const char* name, int from) {
+    AddLayer(m, type, out, params);
+    v1::Layer* l = m.mutable_layers(m.layers_size() - 1);
+    l->set_name(name);
+    l->set_input_activations(in);
+    l->set_input_from(from);
+  };
+  add("Linear", 16 * 64, 16 * 192, 64 * 192 + 192, "blocks.0.attn.qkv", -2);
+  add("Linear", 16 * 64, 16 * 64, 64 * 64 + 64, "blocks.0.attn.proj", -1);
+  EXPECT_TRUE(StepFromLayers(m).uncertain.empty());
+}
+
+// A Hugging Face decoder block's rows as a describer without inputs lists them: a
+// norm, then `prefix`'s projections (64 features per token, 16 tokens); with
+// `named` false the same rows under names no rule reads.
+v1::ModelDescription DecoderRows(bool named, bool mlp) {
+  v1::ModelDescription m;
+  m.set_batch_size(2);
+  m.add_input_shape(16);
+  m.add_input_shape(64);
+  auto add = [&](const char* type, int64_t features, int64_t params, const char* name) {
+    AddLayer(m, type, 16 * features, params);
+    m.mutable_layers(m.layers_size() - 1)
+        ->set_name(named ? name : absl::StrCat("x.", m.layers_size()));
+  };
+  add("LayerNorm", 64, 128, "model.layers.0.norm");
+  if (mlp) {
+    add("Linear", 176, 64 * 176, "model.layers.0.mlp.gate_proj");
+    add("SiLU", 176, 0, "model.layers.0.mlp.act_fn");
+    add("Linear", 176, 64 * 176, "model.layers.0.mlp.up_proj");
+    add("Linear", 64, 176 * 64, "model.layers.0.mlp.down_proj");
+  } else {  // Grouped-query attention: k and v of half q's width.
+    add("Linear", 64, 64 * 64, "model.layers.0.self_attn.q_proj");
+    add("Linear", 32, 64 * 32, "model.layers.0.self_attn.k_proj");
+    add("Linear", 32, 64 * 32, "model.layers.0.self_attn.v_proj");
+    add("Linear", 64, 64 * 64, "model.layers.0.self_attn.o_proj");
+  }
+  return m;
+}
+
+TEST(LayerTrace, HuggingFacesGatedMlpKeepsBothOperandsAndTheProduct) {
+  // By names, up_proj reads the norm's output as gate_proj does, and down_proj reads
+  // act_fn(gate) * up, a product torch.mul makes, keeping both operands. Without them
+  // up_proj seems to read act_fn's output (which it keeps, as the product does) and
+  // down_proj up_proj's: the product itself is missing.
+  const uint64_t token = 2u * 16 * 4;  // Bytes per feature over the batch's tokens.
+  EXPECT_EQ(
+      LiveActivationsAtBackward(TraceFromLayers(DecoderRows(true, true))),
+      LiveActivationsAtBackward(TraceFromLayers(DecoderRows(false, true))) + 176 * token);
+}
+
+TEST(LayerTrace, HuggingFacesAttentionKeepsWhatRotaryAndSdpaMake) {
+  // By names: k_proj and v_proj read the norm's output; the attention keeps rotary q
+  // (64) and k (32), v (32) and its output (64); o_proj reads a copy (64). Without
+  // names: k_proj keeps q's output (64), v_proj k's (32), o_proj v's (32).
+  const uint64_t token = 2u * 16 * 4;
+  const LayerStep named = StepFromLayers(DecoderRows(true, false));
+  EXPECT_EQ(LiveActivationsAtBackward(named.trace),
+            LiveActivationsAtBackward(TraceFromLayers(DecoderRows(false, false))) +
+                (32 + 64 + 32 + 64 + 64 - 64 - 32 - 32) * token);
+  // repeat_kv's copies of k and v to every head are version-dependent: uncertain.
+  ASSERT_EQ(named.uncertain.size(), 1u);
+  EXPECT_EQ(named.uncertain[0].first_name(), "model.layers.0.self_attn.o_proj");
+  EXPECT_EQ(named.uncertain_bytes, 2 * (64 - 32) * token);
+}
+
+TEST(LayerTrace, ALanguageModelsLossKeepsFloat32LogProbabilities) {
+  // transformers' ForCausalLMLoss: a float32 copy of half logits, log_softmax's float32
+  // result kept for backward, and a float32 gradient of their size.
+  auto bytes = [](const char* head, v1::DType dtype) {
+    v1::ModelDescription m = SmallMlp(4, v1::OPTIMIZER_SGD);
+    m.set_dtype(dtype);
+    m.mutable_layers(3)->set_name(head);
+    return BytesByCategory(TraceFromLayers(m), false);
+  };
+  const uint64_t logits = 4u * 10 * 4;  // Batch 4, 10 outputs, float32.
+  for (const v1::DType dtype : {v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16}) {
+    const auto lm = bytes("lm_head", dtype), plain = bytes("head", dtype);
+    EXPECT_EQ(lm.at(v1::ALLOCATION_CATEGORY_ACTIVATION),
+              plain.at(v1::ALLOCATION_CATEGORY_ACTIVATION) + logits);
+    EXPECT_EQ(lm.at(v1::ALLOCATION_CATEGORY_TEMPORARY),
+              plain.at(v1::ALLOCATION_CATEGORY_TEMPORARY) +
+                  (dtype == v1::DTYPE_BFLOAT16 ? 2 : 1) * logits);
   }
 }
 

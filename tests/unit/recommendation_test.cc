@@ -72,6 +72,43 @@ TEST(Recommendation, AFormulaNeverOutranksAnEstimateOutOfItsDistribution) {
 
 // fits compares the recommended figure with the card, whatever the allocator's retry
 // would do; the retry verdict of the recommended estimator goes beside it.
+// A classifier's bin that misses the trusted simulator's range is named in the basis,
+// with which is trusted and why; an agreeing one is not.
+TEST(Recommendation, SaysWhichItTrustsWhereAClassifierBinAndABoundDisagree) {
+  google::protobuf::RepeatedPtrField<v1::EstimatorResult> results;
+  *results.Add() =
+      MemoryResult("analytic", v1::ESTIMATOR_KIND_SIMULATOR, 5 * kGiB, 6 * kGiB);
+  v1::EstimatorResult classifier =
+      MemoryResult("gpumemnet", v1::ESTIMATOR_KIND_CLASSIFIER, 12 * kGiB, 16 * kGiB);
+  for (uint64_t edge : {0, 8, 16}) {
+    v1::MemoryBin* bin = classifier.mutable_memory()->add_bins();
+    bin->set_lower_bytes(edge * kGiB);
+    bin->set_upper_bytes((edge + 8) * kGiB);
+  }
+  classifier.mutable_memory()->set_predicted_bin(1);  // [8, 16) GiB.
+  *results.Add() = classifier;
+  auto rec = Recommend(results, nullptr);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->estimator_id(), "analytic");
+  EXPECT_NE(rec->basis().find("gpumemnet says 8.00-16.00 GiB, analytic 5.00-6.00 GiB: "
+                              "trusted analytic, as it simulates this job's own"),
+            std::string::npos)
+      << rec->basis();
+
+  results.Mutable(1)->mutable_memory()->set_predicted_bin(0);  // [0, 8): agrees.
+  rec = Recommend(results, nullptr);
+  EXPECT_EQ(rec->basis().find("gpumemnet says"), std::string::npos) << rec->basis();
+
+  // Outside its calibration the simulator gives way, and the basis says why.
+  results.Mutable(1)->mutable_memory()->set_predicted_bin(1);
+  results.Mutable(0)->set_in_distribution(false);
+  rec = Recommend(results, nullptr);
+  EXPECT_EQ(rec->estimator_id(), "gpumemnet");
+  EXPECT_NE(rec->basis().find("trusted gpumemnet, as analytic is outside"),
+            std::string::npos)
+      << rec->basis();
+}
+
 TEST(Recommendation, TheFitCarriesTheRecommendedEstimatorsRetryVerdict) {
   GpuProfile card;
   card.id = "card";

@@ -117,7 +117,7 @@ uint64_t Sum(const v1::MemoryBreakdown& b) {
   return b.weights_bytes() + b.gradients_bytes() + b.optimizer_state_bytes() +
          b.inputs_bytes() + b.activations_bytes() + b.temporaries_bytes() +
          b.fragmentation_bytes() + b.context_bytes() + b.calibration_bytes() +
-         b.workspaces_bytes();
+         b.workspaces_bytes() + b.uncertain_layers_bytes();
 }
 
 bool HasWarning(const Outcome& run, v1::WarningCode code) {
@@ -148,6 +148,23 @@ TEST(MemoryModel, CalibratedEstimateAndABreakdownThatAddsUp) {
   EXPECT_EQ(
       CalibratedEstimate(*replay, Card(40960, false), calibration, 0).gpu_constants(),
       v1::GPU_CONSTANTS_ASSUMED);
+}
+
+TEST(MemoryModel, UncertainBytesWidenTheUpperBoundOnlyAndShowApart) {
+  const v1::EstimateRequest request = MlpRequest(true);
+  const GpuProfile gpu = Card(40960);
+  auto replay = SimulatePeak(request.model().trace(), gpu, {}, 2);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  const FamilyCalibration calibration{100, 1.5, 50, 1.1};
+  const v1::MemoryEstimate settled = CalibratedEstimate(*replay, gpu, calibration, 0);
+  replay->uncertain_bytes = 64 * MiB;
+  const v1::MemoryEstimate m = CalibratedEstimate(*replay, gpu, calibration, 0);
+  EXPECT_EQ(m.point_bytes(), settled.point_bytes());
+  EXPECT_NEAR(m.upper_bytes(), settled.upper_bytes() + 1.5 * 64 * MiB, 1);
+  EXPECT_EQ(m.uncertain_bytes(), 64 * MiB);
+  EXPECT_NEAR(m.breakdown().uncertain_layers_bytes(), 1.5 * 64 * MiB, 1);
+  EXPECT_EQ(m.breakdown().calibration_bytes(), settled.breakdown().calibration_bytes());
+  EXPECT_EQ(Sum(m.breakdown()), m.upper_bytes());
 }
 
 TEST(MemoryModel, ConvTermAddsToTheUpperBoundOnlyAndShowsAsCalibration) {
@@ -247,6 +264,34 @@ TEST(SimulationEstimator, AnalyticBuildsTheStepFromTheLayers) {
   const v1::MemoryBreakdown& b = from_layers.result.memory().breakdown();
   EXPECT_EQ(b.gradients_bytes(), b.weights_bytes());
   EXPECT_EQ(b.optimizer_state_bytes(), 2 * b.weights_bytes());
+}
+
+TEST(SimulationEstimator, UncertainLayersWidenThisJobsBoundAndAreNamed) {
+  auto analytic = Create(Manifest("layers"));
+  ASSERT_TRUE(analytic.ok());
+  const GpuProfile gpu = Card(40960);
+  const Outcome explained = EstimateWith(**analytic, MlpRequest(false), gpu);
+  ASSERT_TRUE(explained.status.ok());
+  EXPECT_EQ(explained.result.memory().uncertain_layers_size(), 0);
+  EXPECT_EQ(explained.result.memory().breakdown().uncertain_layers_bytes(), 0u);
+  EXPECT_NE(explained.result.basis().find("explain every layer"), std::string::npos);
+
+  v1::EstimateRequest request = MlpRequest(false);
+  request.mutable_model()->mutable_layers(1)->set_type("MysteryAct");
+  request.mutable_model()->mutable_layers(1)->set_name("body.act");
+  const Outcome run = EstimateWith(**analytic, request, gpu);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  const v1::MemoryEstimate& m = run.result.memory();
+  ASSERT_EQ(m.uncertain_layers_size(), 1);
+  EXPECT_EQ(m.uncertain_layers(0).type(), "MysteryAct");
+  EXPECT_EQ(m.uncertain_layers(0).uncertainty(), v1::UNCERTAINTY_UNKNOWN_TYPE);
+  EXPECT_EQ(m.uncertain_bytes(), 64u * 1024 * 4);  // Its output, at batch 64.
+  EXPECT_GT(m.breakdown().uncertain_layers_bytes(), m.uncertain_bytes() - 1);
+  EXPECT_EQ(Sum(m.breakdown()), m.upper_bytes());
+  EXPECT_NE(run.result.basis().find("MysteryAct x1 (type not in the layer table, first "
+                                    "body.act)"),
+            std::string::npos)
+      << run.result.basis();
 }
 
 TEST(SimulationEstimator, WarnsWhereItsNumbersRestOnLess) {
