@@ -37,22 +37,35 @@ constexpr uint64_t kGateSpread = 4;
 
 using Saves = SavedForBackward;
 
-// timm's attention (timm/layers/attention.py, models/vision_transformer.py Attention):
-// a fused projection `<block>.qkv` makes q, k and v at once; between it and
-// `<block>.proj` the module computes attention functionally, which no row shows.
-constexpr absl::string_view kQkvSuffix = ".qkv";
-constexpr absl::string_view kProjSuffix = ".proj";
+// Fused attention by its module names: a projection makes q, k and v at once, and
+// between it and the output projection the module computes attention functionally,
+// which no row shows. timm (timm/layers/attention.py, models/vision_transformer.py
+// Attention): `<block>.qkv` and `<block>.proj`; transformers' GPT-2 (GPT2Attention):
+// `<block>.c_attn` and `<block>.c_proj`.
+constexpr std::pair<absl::string_view, absl::string_view> kFusedAttentionNames[] = {
+    {".qkv", ".proj"}, {".c_attn", ".c_proj"}};
+
+// The output projection's suffix where layer is a fused q/k/v projection, else empty.
+absl::string_view OutputProjectionOf(const v1::Layer& layer) {
+  for (const auto& [fused, output] : kFusedAttentionNames) {
+    if (absl::EndsWith(layer.name(), fused)) return output;
+  }
+  return {};
+}
 
 // Whether layer is the output projection of the attention whose fused q/k/v
 // projection is qkv: named alike, and reading a third of what qkv made (the attention
-// output has one of q, k, v's sizes).
+// output has one of q, k, v's sizes; where the description gives no inputs, it
+// projects back to that size).
 bool ProjectsAttentionOf(const v1::Layer& qkv, const v1::Layer& layer) {
-  const absl::string_view block =
-      absl::string_view(qkv.name()).substr(0, qkv.name().size() - kQkvSuffix.size());
-  return layer.name().size() == block.size() + kProjSuffix.size() &&
-         absl::StartsWith(layer.name(), block) &&
-         absl::EndsWith(layer.name(), kProjSuffix) &&
-         qkv.output_activations() == 3 * layer.input_activations();
+  const absl::string_view output = OutputProjectionOf(qkv);
+  if (output.empty()) return false;
+  const absl::string_view name = qkv.name();
+  const absl::string_view block = name.substr(0, name.rfind('.'));
+  const int64_t reads = layer.input_activations() > 0 ? layer.input_activations()
+                                                      : layer.output_activations();
+  return layer.name() == absl::StrCat(block, output) &&
+         qkv.output_activations() == 3 * reads;
 }
 
 // Hugging Face's decoders (transformers' LlamaAttention and LlamaMLP, which Mistral,
@@ -107,6 +120,15 @@ Checkpointing FindCheckpointing(const v1::ModelDescription& model) {
     c.last[r] = std::max(c.last[r], first);
   }
   return c;
+}
+
+// Whether the operation that made a tensor no module made (Layer.input_op) keeps
+// nothing for backward: add and sub need neither operand for their gradients, cat and
+// stack only the sizes (derivatives.yaml add, sub, cat: grad.narrow by sizes).
+bool KeepsNothing(absl::string_view op) {
+  constexpr absl::string_view kOps[] = {"add",  "iadd", "radd",   "sub",   "isub",
+                                        "rsub", "cat",  "concat", "stack", "concatenate"};
+  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
 // Whether child is a module path inside parent's ("stages.0.bn" in "stages.0").
@@ -304,7 +326,9 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
     const uint64_t elements = batch * static_cast<uint64_t>(layer.output_activations());
     const uint64_t input = batch * static_cast<uint64_t>(layer.input_activations());
     bool resolved = false;  // Whether the tensor this layer reads is settled.
-    if (qkv >= 0 && input > 0 && ProjectsAttentionOf(model.layers(qkv), layer)) {
+    if (qkv >= 0 && ProjectsAttentionOf(model.layers(qkv), layer)) {
+      const uint64_t heads =
+          batch * static_cast<uint64_t>(model.layers(qkv).output_activations() / 3);
       // The attention between them, as F.scaled_dot_product_attention runs it (timm's
       // fused_attn; derivatives.yaml _scaled_dot_product_efficient_attention and
       // _flash_attention save query, key, value, output and logsumexp): q, k and v are
@@ -313,12 +337,8 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
       // x.transpose(1, 2).reshape(B, N, C) copies it into the tensor this layer reads.
       b.KeepAlive(outputs[qkv]);
       if (!held(outputs[qkv])) hold(qkv, outputs[qkv]);
-      hold(qkv, b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
-      const int copy = b.Alloc(input * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION);
-      if (previous != batch_input && !held(previous)) b.Free(previous);
-      previous = copy;
-      previous_bytes = input * act_bytes;
-      previous_elements = input;
+      hold(qkv, b.Alloc(heads * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
+      reads(b.Alloc(heads * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION), heads);
       qkv = -1;
       resolved = true;
     }
@@ -376,10 +396,11 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
     }
     const bool attention_explained = resolved;
     if (!attention_explained && input > 0 && layer.has_input_from() &&
-        layer.input_from() == -1 && !parent_explains(i)) {
+        layer.input_from() == -1 && !parent_explains(i) &&
+        !KeepsNothing(layer.input_op())) {
       doubts.Add(layer, v1::UNCERTAINTY_MADE_BETWEEN_MODULES, input * act_bytes);
     }
-    if (absl::EndsWith(layer.name(), kQkvSuffix)) qkv = i;
+    if (!OutputProjectionOf(layer).empty()) qkv = i;
     if (!resolved && input > 0 && layer.has_input_from() && layer.input_from() >= 0 &&
         outputs[layer.input_from()] >= 0) {
       // The describer says which earlier output it is (Layer.input_from, by storage):

@@ -287,6 +287,15 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
                                      i, ".parameters", limits));
     GPUEST_RETURN_IF_ERROR(CheckItem(kLayerInputActivations, layer.input_activations(),
                                      "model.layers", i, ".input_activations", limits));
+    if (static_cast<int64_t>(layer.input_op().size()) > limits.max_name_length) {
+      return Invalid(field("input_op"), "too long");
+    }
+    if (!layer.input_op().empty() &&
+        !(layer.has_input_from() && layer.input_from() == -1)) {
+      return Invalid(field("input_op"),
+                     "names the operation that made an input no module made: it needs "
+                     "input_from -1");
+    }
     if (layer.has_input_from()) {
       GPUEST_RETURN_IF_ERROR(CheckItem(kLayerInputFrom, int64_t{layer.input_from()},
                                        "model.layers", i, ".input_from", limits));

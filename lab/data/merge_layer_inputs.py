@@ -1,5 +1,5 @@
-"""Give the layers of already traced rows their inputs (Layer.input_activations and
-Layer.input_from) from a layers-only description of the same rows, without tracing
+"""Give the layers of already traced rows their inputs (Layer.input_activations,
+Layer.input_from and Layer.input_op) from a layers-only description of the same rows, without tracing
 again.
 
     /usr/bin/python3 lab/data/merge_layer_inputs.py \
@@ -23,7 +23,7 @@ _SAME = ("name", "type", "outputActivations", "parameters")
 
 
 def merged_layers(traced: List[dict], described: List[dict]) -> Tuple[List[dict], bool]:
-    """(traced's layers with described's inputActivations and inputFrom, whether they
+    """(traced's layers with described's inputActivations, inputFrom and inputOp, whether they
     matched)."""
     if len(traced) != len(described):
         return traced, False
@@ -36,6 +36,8 @@ def merged_layers(traced: List[dict], described: List[dict]) -> Tuple[List[dict]
             layer["inputActivations"] = d["inputActivations"]
         if "inputFrom" in d:  # 0 is a layer: present or not, never falsy-skipped
             layer["inputFrom"] = d["inputFrom"]
+        if d.get("inputOp"):
+            layer["inputOp"] = d["inputOp"]
         out.append(layer)
     return out, True
 

@@ -1,5 +1,6 @@
 """Layer.input_from: which tensor each layer reads, as the describer sees it by storage
 (the layer rule then needs no guess by size)."""
+import torch
 import torch.nn as nn
 
 from helpers import describe_dict
@@ -44,9 +45,40 @@ def test_each_layer_names_the_tensor_it_reads():
     assert sources["block.conv2"] == index["block.act"]
     # Read again, not the previous layer's output: the stem's.
     assert sources["branch"] == index["stem"]
-    # The sum of the branches no module made.
+    # The sum of the branches no module made, and the function that made it.
     assert sources["flatten"] == -1
+    assert d["layers"][index["flatten"]]["inputOp"] == "add"
     assert sources["head"] == index["flatten"]
+    # A module's output needs no operation named.
+    assert all("inputOp" not in layer for layer in d["layers"]
+               if layer.get("inputFrom") != -1)
+
+
+class _Gated(nn.Module):
+    """A gated block: a product, a concatenation, an in-place sum and a product by a
+    number between modules."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+        self.c = nn.Linear(16, 8)
+        self.d = nn.Linear(8, 8)
+        self.e = nn.Linear(8, 4)
+
+    def forward(self, x):
+        g = self.a(x) * self.b(x)
+        y = self.c(torch.cat([g, x], dim=1))
+        y += x
+        return self.e(self.d(y) * 2)
+
+
+def test_the_operation_that_made_an_input_no_module_made_is_named():
+    d = describe_dict(_Gated(), input_shape=(8,), batch_size=4)
+    ops = {layer["name"]: layer.get("inputOp") for layer in d["layers"]}
+    # d reads c's output, which the in-place sum wrote again: by storage, c's row.
+    assert ops == {"a": None, "b": None, "c": "cat", "d": None, "e": "mul"}
+    assert d["layers"][3]["inputFrom"] == 2
 
 
 class _NormAct(nn.BatchNorm2d):

@@ -67,3 +67,19 @@ def test_by_model_one_layer_list_serves_every_batch(tmp_path):
     assert "2 of 3 rows have their layers' inputs" in done.stderr
     merged = [json.loads(line) for line in open(out)]
     assert [m["description"]["layers"][0].get("inputFrom") for m in merged] == [-2, -2, None]
+
+
+def test_the_operation_that_made_an_input_travels_with_it(tmp_path):
+    conv = {"name": "c", "type": "Conv2d", "outputActivations": 8, "parameters": 3}
+    norm = {"name": "n", "type": "BatchNorm2d", "outputActivations": 8, "parameters": 2}
+    _write(tmp_path / "traced.jsonl", [_row("a", [conv, norm])])
+    _write(tmp_path / "layers.jsonl",
+           [_row("a", [dict(conv, inputActivations=4, inputFrom=-2),
+                       dict(norm, inputActivations=8, inputFrom=-1, inputOp="add")],
+                 trace=False)])
+    out = tmp_path / "merged.jsonl"
+    subprocess.run([sys.executable, SCRIPT, "--traced", str(tmp_path / "traced.jsonl"),
+                    "--layers", str(tmp_path / "layers.jsonl"), "--out", str(out)],
+                   capture_output=True, text=True, check=True)
+    layers = json.loads(open(out).readline())["description"]["layers"]
+    assert [l.get("inputOp") for l in layers] == [None, "add"]

@@ -528,6 +528,16 @@ TEST(LayerTrace, ATensorMadeBetweenModulesIsUncertainWhereNoKnownModuleMadeIt) {
   EXPECT_EQ(unknown.uncertain[0].type(), "Identity");
   EXPECT_EQ(unknown.uncertain[0].uncertainty(), v1::UNCERTAINTY_MADE_BETWEEN_MODULES);
   EXPECT_EQ(unknown.uncertain[0].bytes(), 4u * 64 * 4);
+  // The describer's word on the operation settles it where the operation keeps
+  // nothing (a sum, a concatenation), and leaves it uncertain where it may (a product).
+  for (const char* op : {"add", "iadd", "cat"}) {
+    v1::ModelDescription m = NamedBlock("MysteryBlock", "SiLU", 2);
+    m.mutable_layers(2)->set_input_op(op);
+    EXPECT_TRUE(StepFromLayers(m).uncertain.empty()) << op;
+  }
+  v1::ModelDescription product = NamedBlock("MysteryBlock", "SiLU", 2);
+  product.mutable_layers(2)->set_input_op("mul");
+  EXPECT_EQ(StepFromLayers(product).uncertain_bytes, 4u * 64 * 4);
 }
 
 TEST(LayerTrace, WithoutSourcesATensorMadeBetweenModulesIsUncertain) {
@@ -631,6 +641,28 @@ TEST(LayerTrace, ALanguageModelsLossKeepsFloat32LogProbabilities) {
               plain.at(v1::ALLOCATION_CATEGORY_TEMPORARY) +
                   (dtype == v1::DTYPE_BFLOAT16 ? 2 : 1) * logits);
   }
+}
+
+TEST(LayerTrace, GptTwosFusedAttentionIsReadByItsNamesWithoutInputs) {
+  // transformers' GPT2Attention: c_attn makes q, k and v at once, c_proj reads the
+  // merged heads. Without inputs, by names: c_attn's output stays for the attention,
+  // which keeps its output (64), and c_proj reads a copy (64); under other names
+  // c_proj seems to read c_attn's output itself.
+  auto live = [](bool named) {
+    v1::ModelDescription m;
+    m.set_batch_size(2);
+    m.add_input_shape(16);
+    m.add_input_shape(64);
+    const char* names[] = {"h.0.ln_1", "h.0.attn.c_attn", "h.0.attn.c_proj"};
+    const char* types[] = {"LayerNorm", "Conv1D", "Conv1D"};
+    const int64_t features[] = {64, 192, 64};
+    for (int k = 0; k < 3; ++k) {
+      AddLayer(m, types[k], 16 * features[k], 64 * features[k]);
+      m.mutable_layers(k)->set_name(named ? names[k] : absl::StrCat("x", k));
+    }
+    return LiveActivationsAtBackward(TraceFromLayers(m));
+  };
+  EXPECT_EQ(live(true), live(false) + 2u * 16 * 4 * (64 + 64));
 }
 
 }  // namespace

@@ -97,6 +97,18 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"input_from_below_the_model_input",
              [](auto& r) { r.mutable_model()->mutable_layers(1)->set_input_from(-3); },
              "model.layers[1].input_from:"},
+        Case{"input_op_without_an_input_no_module_made",
+             [](auto& r) {
+               r.mutable_model()->mutable_layers(1)->set_input_from(0);
+               r.mutable_model()->mutable_layers(1)->set_input_op("add");
+             },
+             "model.layers[1].input_op:"},
+        Case{"input_op_too_long",
+             [](auto& r) {
+               r.mutable_model()->mutable_layers(1)->set_input_from(-1);
+               r.mutable_model()->mutable_layers(1)->set_input_op(std::string(5000, 'a'));
+             },
+             "model.layers[1].input_op:"},
         Case{"no_layers", [](auto& r) { r.mutable_model()->clear_layers(); },
              "model.layers:"},
         Case{"negative_params",

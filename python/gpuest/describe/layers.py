@@ -18,6 +18,7 @@ from typing import Dict, List
 
 import torch
 import torch.nn as nn
+from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from . import layer_types
@@ -36,6 +37,32 @@ def _per_sample(value, batch_size: int) -> int:
         if isinstance(t, torch.Tensor):
             return int(t.numel()) // batch_size
     return 0
+
+
+def _op_name(func) -> str:
+    """torch's name of a function a model called, underscores at either end dropped:
+    x + y calls Tensor.__add__ ("add"), x += y "iadd", x.add_(y) "add"."""
+    return getattr(func, "__name__", "").strip("_")
+
+
+class _OperationMakers(TorchFunctionMode):
+    """Records which function made each storage (the latest to write it), for the
+    inputs no module made (Layer.input_op): the layer rule reads a sum apart from a
+    product or an attention. Functions a module calls inside its own forward are seen
+    too; a module's output is its row's all the same (LayerRecorder._producer first)."""
+
+    def __init__(self, recorder: "LayerRecorder"):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        first = LayerRecorder._first_tensor(out)
+        if first is not None:
+            key = LayerRecorder._storage_key(first)
+            if key is not None:
+                self.recorder._maker[key] = (_op_name(func), weakref.ref(first))
+        return out
 
 
 class LayerRecorder:
@@ -60,6 +87,9 @@ class LayerRecorder:
         # frees must stay where they happen. A storage whose tensor is gone may have
         # been freed and its address reused, so it no longer names a producer.
         self._producer: Dict[int, tuple] = {}
+        # Storage -> (the function that last wrote it, a weak reference to its tensor).
+        self._maker: Dict[int, tuple] = {}
+        self._makers: "_OperationMakers | None" = None
         self._open: Dict[int, List[int]] = {}
         self._counted: set = set()
         self._handles = []
@@ -70,18 +100,24 @@ class LayerRecorder:
             if id(m) in self._recordable:
                 self._handles.append(m.register_forward_pre_hook(self._pre))
                 self._handles.append(m.register_forward_hook(self._post))
+        self._makers = _OperationMakers(self)
+        self._makers.__enter__()
         return self
 
     def detach(self):
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        if self._makers is not None:
+            makers, self._makers = self._makers, None
+            makers.__exit__(None, None, None)
 
     def reset(self):
         self.entries.clear()
         self._open.clear()
         self._counted.clear()
         self._producer.clear()
+        self._maker.clear()
 
     @staticmethod
     def _first_tensor(value):
@@ -119,6 +155,11 @@ class LayerRecorder:
             return None
         return entry[0]
 
+    def _made_by(self, key) -> str:
+        """The function that made the storage while its tensor lives, else ""."""
+        entry = self._maker.get(key)
+        return "" if entry is None or entry[1]() is None else entry[0]
+
     def _source(self, key) -> int:
         current = self._live(key)
         return -1 if current is None else current
@@ -136,10 +177,12 @@ class LayerRecorder:
         self._open.setdefault(key, []).append(len(self.entries))
         first = self._first_tensor(inputs)
         source = self._storage_key(first) if first is not None else None
+        input_from = self._source(source) if source is not None else None
         self.entries.append({"type": type(module).__name__, "name": self.names.get(key, ""),
                              "input_activations": _per_sample(inputs, self.batch_size),
-                             "input_from": (self._source(source)
-                                            if source is not None else None),
+                             "input_from": input_from,
+                             "input_op": (self._made_by(source) if input_from == -1
+                                          else ""),
                              "output_activations": 0, "parameters": params})
 
     def _post(self, module, inputs, output):

@@ -44,6 +44,7 @@ def layer_json(layer: dict) -> dict:
     _put(d, "name", layer.get("name", ""))
     if layer.get("input_from") is not None:  # 0 is a layer, not the default
         d["inputFrom"] = int(layer["input_from"])
+    _put(d, "inputOp", layer.get("input_op", ""))
     return d
 
 
