@@ -169,6 +169,19 @@ void WarnWhereLayerInputsUnknown(const v1::ModelDescription& model, const std::s
       id));
 }
 
+absl::string_view UncertaintyWords(v1::Uncertainty why) {
+  switch (why) {
+    case v1::UNCERTAINTY_UNKNOWN_TYPE:
+      return "type not in the layer table";
+    case v1::UNCERTAINTY_MADE_BETWEEN_MODULES:
+      return "reads a tensor made between modules";
+    case v1::UNCERTAINTY_OUTPUT_READ_BETWEEN_MODULES:
+      return "its output read only between modules";
+    default:
+      return "uncertain";
+  }
+}
+
 // The basis's words on what the layer rules could not settle, largest first.
 std::string DescribeUncertainLayers(const analytic::LayerStep& step, double safe_factor) {
   if (step.uncertain.empty()) {
@@ -183,10 +196,8 @@ std::string DescribeUncertainLayers(const analytic::LayerStep& step, double safe
   for (size_t k = 0; k < std::min(groups.size(), kNamed); ++k) {
     const v1::UncertainLayers& g = *groups[k];
     absl::StrAppend(
-        &named, k > 0 ? ", " : "", g.type(), " x", g.count(),
-        g.uncertainty() == v1::UNCERTAINTY_UNKNOWN_TYPE ? " (type not in the layer table"
-                                                        : " (reads a tensor made between "
-                                                          "modules",
+        &named, k > 0 ? ", " : "", g.type(), " x", g.count(), " (",
+        UncertaintyWords(g.uncertainty()),
         g.first_name().empty() ? "" : absl::StrCat(", first ", g.first_name()), ") ",
         absl::StrFormat("%.0f MiB", InMiB(g.bytes())));
   }

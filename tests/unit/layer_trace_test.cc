@@ -665,5 +665,41 @@ TEST(LayerTrace, GptTwosFusedAttentionIsReadByItsNamesWithoutInputs) {
   EXPECT_EQ(live(true), live(false) + 2u * 16 * 4 * (64 + 64));
 }
 
+TEST(LayerTrace, OutputsReadOnlyBetweenModulesAreUncertainUnlessSummed) {
+  // a and b read the stem's output; c reads what an operation between modules made of
+  // a's and b's outputs, which no row reads. A matmul keeps both for backward (its
+  // gradients read the other operand), a sum keeps neither.
+  auto step = [](const char* op) {
+    v1::ModelDescription m;
+    m.set_batch_size(4);
+    m.add_input_shape(16);
+    const struct {
+      const char* name;
+      int64_t out;
+      int from;
+    } rows[] = {{"stem", 16, -2}, {"blk.a", 32, 0}, {"blk.b", 32, 0}, {"blk.c", 8, -1}};
+    for (const auto& r : rows) {
+      AddLayer(m, "Linear", r.out, 16 * r.out);
+      v1::Layer* l = m.mutable_layers(m.layers_size() - 1);
+      l->set_name(r.name);
+      l->set_input_activations(r.from == -1 ? 32 : 16);
+      l->set_input_from(r.from);
+    }
+    m.mutable_layers(3)->set_input_op(op);
+    return StepFromLayers(m);
+  };
+  const LayerStep matmul = step("matmul");
+  uint64_t read_between = 0;
+  for (const v1::UncertainLayers& g : matmul.uncertain) {
+    if (g.uncertainty() == v1::UNCERTAINTY_OUTPUT_READ_BETWEEN_MODULES) {
+      EXPECT_EQ(g.count(), 2);
+      EXPECT_EQ(g.first_name(), "blk.b");  // Found from the end.
+      read_between = g.bytes();
+    }
+  }
+  EXPECT_EQ(read_between, 2u * 4 * 32 * 4);
+  EXPECT_TRUE(step("add").uncertain.empty());
+}
+
 }  // namespace
 }  // namespace gpuest::analytic
