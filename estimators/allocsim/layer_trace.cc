@@ -124,10 +124,12 @@ Checkpointing FindCheckpointing(const v1::ModelDescription& model) {
 
 // Whether the operation that made a tensor no module made (Layer.input_op) keeps
 // nothing for backward: add and sub need neither operand for their gradients, cat and
-// stack only the sizes (derivatives.yaml add, sub, cat: grad.narrow by sizes).
+// stack only the sizes (derivatives.yaml add, sub, cat: grad.narrow by sizes), mean and
+// sum only the input's sizes (sum_backward(grad, self.sym_sizes(), ...)).
 bool KeepsNothing(absl::string_view op) {
-  constexpr absl::string_view kOps[] = {"add",  "iadd", "radd",   "sub",   "isub",
-                                        "rsub", "cat",  "concat", "stack", "concatenate"};
+  constexpr absl::string_view kOps[] = {"add",   "iadd",        "radd", "sub",
+                                        "isub",  "rsub",        "cat",  "concat",
+                                        "stack", "concatenate", "mean", "sum"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 

@@ -70,14 +70,15 @@ class _Gated(nn.Module):
         g = self.a(x) * self.b(x)
         y = self.c(torch.cat([g, x], dim=1))
         y += x
-        return self.e(self.d(y) * 2)
+        s = (self.d(y) * 2 + x).view(4, 8)  # a view keeps its base's maker
+        return self.e(s)
 
 
 def test_the_operation_that_made_an_input_no_module_made_is_named():
     d = describe_dict(_Gated(), input_shape=(8,), batch_size=4)
     ops = {layer["name"]: layer.get("inputOp") for layer in d["layers"]}
     # d reads c's output, which the in-place sum wrote again: by storage, c's row.
-    assert ops == {"a": None, "b": None, "c": "cat", "d": None, "e": "mul"}
+    assert ops == {"a": None, "b": None, "c": "cat", "d": None, "e": "add"}
     assert d["layers"][3]["inputFrom"] == 2
 
 

@@ -530,7 +530,7 @@ TEST(LayerTrace, ATensorMadeBetweenModulesIsUncertainWhereNoKnownModuleMadeIt) {
   EXPECT_EQ(unknown.uncertain[0].bytes(), 4u * 64 * 4);
   // The describer's word on the operation settles it where the operation keeps
   // nothing (a sum, a concatenation), and leaves it uncertain where it may (a product).
-  for (const char* op : {"add", "iadd", "cat"}) {
+  for (const char* op : {"add", "iadd", "cat", "mean"}) {
     v1::ModelDescription m = NamedBlock("MysteryBlock", "SiLU", 2);
     m.mutable_layers(2)->set_input_op(op);
     EXPECT_TRUE(StepFromLayers(m).uncertain.empty()) << op;

@@ -58,10 +58,20 @@ class _OperationMakers(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         first = LayerRecorder._first_tensor(out)
-        if first is not None:
-            key = LayerRecorder._storage_key(first)
-            if key is not None:
-                self.recorder._maker[key] = (_op_name(func), weakref.ref(first))
+        key = LayerRecorder._storage_key(first) if first is not None else None
+        # A view (x.view, permute, transpose, split) makes no storage: its base's maker
+        # stays the maker. In-place ops write an input's storage: the latest writer.
+        name = getattr(func, "__name__", "")
+        in_place = (name.endswith("_") and not name.startswith("__")) or \
+            name.startswith("__i")
+        if key is not None and not in_place:
+            inputs = {LayerRecorder._storage_key(t)
+                      for t in tree_flatten((args, kwargs or {}))[0]
+                      if isinstance(t, torch.Tensor)}
+            if key in inputs:
+                return out
+        if key is not None:
+            self.recorder._maker[key] = (_op_name(func), weakref.ref(first))
         return out
 
 
