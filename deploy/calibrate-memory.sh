@@ -48,10 +48,12 @@ if [[ -z "${GPUEST_TIMM_ROWS:-}" ]]; then
   PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 lab/data/describe_timm.py \
     --csv "$TIMM_CSV" --out "$timm_rows"
 fi
-# Which tensor each layer reads (Layer.input_from), from a layers-only describe of one
-# row per model here (a few minutes the first time, resumable; the layer list is per
-# sample), given to every row of the model: the layer rule reads it in place of
-# matching by size.
+# Which tensor each layer reads (Layer.input_from) and, for a tensor no module made, the
+# operation that made it (Layer.input_op), from a layers-only describe of one row per
+# model here (about 15 minutes the first time on 2 cores, resumable; the layer list is
+# per sample), given to every row of the model: the layer rule reads it in place of
+# matching by size. The files are kept: delete build/datasets/*layer_sources.jsonl to
+# describe again after the describer changes.
 layer_sources=build/datasets/timm_layer_sources.jsonl
 PYTHONPATH="python:build/python:build/timm-src/timm" /usr/bin/python3 lab/data/describe_timm.py \
   --csv "$TIMM_CSV" --out "$layer_sources" --layers-only --one-row-per-model
