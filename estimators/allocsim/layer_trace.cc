@@ -195,13 +195,12 @@ class Doubts {
 // between modules. Where the next tensor made between modules is a sum or a
 // concatenation, they kept nothing (a residual branch's end); else (a matmul, a
 // product: lambda layers' position lambdas, a gate) they may have kept it for backward.
-// (A parent's output is its children's tensor, an unknown leaf's output is doubted as
-// such already, and a named rule's operands are counted by it: all are `skip`; a
-// checkpoint's recomputation rows have no output.)
+// Outputs `accounted` for elsewhere are left out; a checkpoint's recomputation rows have
+// no output.
 void DoubtOutputsReadBetweenModules(const v1::ModelDescription& model,
                                     const std::vector<uint64_t>& output_elements,
-                                    const std::vector<bool>& skip, uint64_t act_bytes,
-                                    Doubts& doubts) {
+                                    const std::vector<bool>& accounted,
+                                    uint64_t act_bytes, Doubts& doubts) {
   const int n = model.layers_size();
   std::vector<bool> read(n, false);
   for (const v1::Layer& layer : model.layers()) {
@@ -211,7 +210,7 @@ void DoubtOutputsReadBetweenModules(const v1::ModelDescription& model,
   int next_made = n;  // The next row reading a tensor made between modules.
   for (int i = n - 1; i >= 0; --i) {
     const v1::Layer& layer = model.layers(i);
-    if (!read[i] && next_made < n && output_elements[i] > 0 && !skip[i] &&
+    if (!read[i] && next_made < n && output_elements[i] > 0 && !accounted[i] &&
         !KeepsNothing(model.layers(next_made).input_op())) {
       doubts.Add(layer, v1::UNCERTAINTY_OUTPUT_READ_BETWEEN_MODULES,
                  output_elements[i] * act_bytes);
@@ -314,8 +313,10 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
     return tensor < static_cast<int>(holders.size()) && holders[tensor] > 0;
   };
   std::vector<uint64_t> output_elements(n, 0);
-  std::vector<bool> unknown_leaf(n, false);
-  std::vector<bool> kept_by_rule(n, false);  // Read by an attention or product rule.
+  // Outputs another account covers (DoubtOutputsReadBetweenModules): a parent's is its
+  // children's tensor; an unknown leaf's is doubted as such; a named rule keeps its
+  // operands.
+  std::vector<bool> accounted = tree.has_children;
   std::vector<bool> alias(n, false);  // A view of its input: no tensor, no gradient.
   uint64_t previous_bytes = batch * input_elements * 4;
   uint64_t previous_elements = batch * input_elements;
@@ -369,7 +370,7 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
       // (just before the projection's own), and so does the kernel's output; then
       // x.transpose(1, 2).reshape(B, N, C) copies it into the tensor this layer reads.
       b.KeepAlive(outputs[qkv]);
-      kept_by_rule[qkv] = true;
+      accounted[qkv] = true;
       if (!held(outputs[qkv])) hold(qkv, outputs[qkv]);
       hold(qkv, b.Alloc(heads * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
       reads(b.Alloc(heads * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION), heads);
@@ -400,7 +401,7 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
       // the version decides, so those copies are uncertain.
       const uint64_t q_elements = output_elements[q], k_elements = output_elements[k];
       b.KeepAlive(outputs[v]);
-      kept_by_rule[q] = kept_by_rule[k] = kept_by_rule[v] = true;
+      accounted[q] = accounted[k] = accounted[v] = true;
       if (!held(outputs[v])) hold(i, outputs[v]);
       for (const uint64_t made : {q_elements, k_elements, q_elements}) {
         hold(i, b.Alloc(made * act_bytes, v1::ALLOCATION_CATEGORY_ACTIVATION));
@@ -421,8 +422,8 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
       // act_fn(gate) * up: torch.mul makes the product down_proj reads and keeps both
       // operands (derivatives.yaml mul: grad * other, grad * self).
       const int act = sibling(i, kHfDown, kHfAct);
-      kept_by_rule[gate] = kept_by_rule[up] = true;
-      if (act >= 0) kept_by_rule[act] = true;
+      accounted[gate] = accounted[up] = true;
+      if (act >= 0) accounted[act] = true;
       for (const int operand : {act >= 0 ? outputs[act] : outputs[gate], outputs[up]}) {
         b.KeepAlive(operand);
         if (!held(operand)) hold(i, operand);
@@ -431,10 +432,8 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
             output_elements[up]);
       resolved = true;
     }
-    const bool attention_explained = resolved;
-    if (!attention_explained && input > 0 && layer.has_input_from() &&
-        layer.input_from() == -1 && !parent_explains(i) &&
-        !KeepsNothing(layer.input_op())) {
+    if (!resolved && input > 0 && layer.has_input_from() && layer.input_from() == -1 &&
+        !parent_explains(i) && !KeepsNothing(layer.input_op())) {
       doubts.Add(layer, v1::UNCERTAINTY_MADE_BETWEEN_MODULES, input * act_bytes);
     }
     if (!OutputProjectionOf(layer).empty()) qkv = i;
@@ -510,7 +509,7 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
     const LayerTypeInfo info = ClassifyLayerType(layer.type());
     if (info.kind == LayerKind::kUnknown && !tree.has_children[i]) {
       doubts.Add(layer, v1::UNCERTAINTY_UNKNOWN_TYPE, elements * act_bytes);
-      unknown_leaf[i] = true;
+      accounted[i] = true;
     }
     if (info.kind == LayerKind::kShape && elements == previous_elements &&
         layer.parameters() == 0) {
@@ -656,9 +655,7 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
       b.Free(b.Alloc(total_params * param_bytes, v1::ALLOCATION_CATEGORY_TEMPORARY));
     }
   }
-  std::vector<bool> skip = tree.has_children;
-  for (int i = 0; i < n; ++i) skip[i] = skip[i] || unknown_leaf[i] || kept_by_rule[i];
-  DoubtOutputsReadBetweenModules(model, output_elements, skip, act_bytes, doubts);
+  DoubtOutputsReadBetweenModules(model, output_elements, accounted, act_bytes, doubts);
   LayerStep step;
   step.trace = b.Take();
   step.uncertain_bytes = doubts.total();

@@ -34,7 +34,10 @@
 // the built step (v1::Uncertainty): a leaf of a type the table does not know may keep
 // its output as well as its input; a tensor no module made, read where no known module
 // around it explains it, was made by an operation between modules (a product, an
-// attention, a copy) that may keep one tensor of its size. A sequence the rules fully
+// attention, a copy) that may keep one tensor of its size, unless the describer names
+// that operation a sum, a concatenation or a mean (Layer.input_op), which keep nothing;
+// an output no later layer reads may be kept by the operations between modules that
+// read it, unless the next tensor they make is such a sum. A sequence the rules fully
 // explain has none.
 #pragma once
 

@@ -26,14 +26,12 @@ absl::StatusOr<std::map<std::string, allocsim::ReplayResult>> ReplayEach(
     const v1::ModelDescription& model, const GpuProfile& gpu, int steps) {
   std::map<std::string, allocsim::ReplayResult> replay;
   for (const SimulationModel& s : Simulations()) {
-    if (s.trace_source == TraceSource::kRequest) {
-      GPUEST_ASSIGN_OR_RETURN(replay[s.id],
-                              allocsim::SimulatePeak(model.trace(), gpu, {}, steps));
-      continue;
-    }
-    const analytic::LayerStep step = analytic::StepFromLayers(model);
-    GPUEST_ASSIGN_OR_RETURN(replay[s.id],
-                            allocsim::SimulatePeak(step.trace, gpu, {}, steps));
+    const bool from_layers = s.trace_source == TraceSource::kLayers;
+    analytic::LayerStep step;
+    if (from_layers) step = analytic::StepFromLayers(model);
+    GPUEST_ASSIGN_OR_RETURN(
+        replay[s.id],
+        allocsim::SimulatePeak(from_layers ? step.trace : model.trace(), gpu, {}, steps));
     replay[s.id].uncertain_bytes = step.uncertain_bytes;
   }
   return replay;
