@@ -2,7 +2,8 @@
 gpuest server what they need.
 
 ``gpuest.describe(model, input_shape=(3, 224, 224), batch_size=32)`` returns a
-``gpuest.v1.ModelDescription`` (proto/gpuest/v1/model.proto); ``gpuest.Client``
+``gpuest.v1.ModelDescription`` (proto/gpuest/v1/model.proto); the same settings can be
+kept in a ``gpuest.DescribeOptions`` and passed as ``options=``. ``gpuest.Client``
 estimates it on a server. ``gpuest.v1`` holds the generated messages and stubs.
 ``gpuest.synthetic`` (optional, not imported here) rebuilds the models of the
 GPUMemNet seed dataset. Importing gpuest imports neither torch (until ``describe`` is
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 # directory of this package on sys.path; an installed wheel has it inside this one.
 __path__ = pkgutil.extend_path(__path__, __name__)
 
-from .describe import DescribeError, as_json_dict, describe  # noqa: E402
+from .describe import DescribeError, DescribeOptions, as_json_dict, describe  # noqa: E402
 
 if TYPE_CHECKING:
     from .client import Client as Client
@@ -29,4 +30,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'gpuest' has no attribute {name!r}")
 
 
-__all__ = ["Client", "GpuestError", "describe", "DescribeError", "as_json_dict"]
+__all__ = ["Client", "GpuestError", "describe", "DescribeOptions", "DescribeError",
+           "as_json_dict"]

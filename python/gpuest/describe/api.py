@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import os
+import dataclasses
 import functools
 import inspect
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, ParamSpec, Sequence,
-                    Union)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, ParamSpec,
+                    Sequence)
 
 import torch
 import torch.nn as nn
@@ -15,7 +16,8 @@ from .layers import infer_activation, infer_family
 from .losses import LOSSES, STEP_FUNCTION
 from .errors import DescribeError
 from .parallelism import parallelism_json
-from .message import allocator_json, description_json, model_source, to_message, trace_json
+from .message import (DescribeOptions, DescriptionFields, allocator_json, description_json,
+                      model_source, to_message, trace_json)
 from .optim import ENUM_NAMES as OPTIMIZER_ENUMS
 from .optim import IMPLEMENTATIONS as OPTIMIZER_IMPLEMENTATIONS, OPTIMIZERS
 from .caveats import unwrap_compiled, weight_caveats
@@ -67,28 +69,54 @@ def _specs(input_shape, example_inputs, batch_size, input_dtype):
     return [InputSpec((int(batch_size), *shape), input_dtype)], shape, int(batch_size)
 
 
-def describe_json(model: nn.Module,
-                  input_shape: Optional[Sequence[int]] = None,
-                  example_inputs: Any = None,
-                  batch_size: Optional[int] = None,
-                  optimizer: str = "adamw",
-                  dtype: str = "float32",
-                  amp: Union[bool, str] = False,
-                  trace: bool = True,
-                  *,
-                  input_dtype: Union[str, torch.dtype, None] = None,
-                  name: Optional[str] = None,
-                  sequence_length: Optional[int] = None,
-                  alloc_conf: Optional[str] = None,
-                  loss: str = "auto",
-                  step: Optional[Callable] = None,
-                  cudnn_benchmark: Optional[bool] = None,
-                  parallelism: Optional[Mapping[str, Any]] = None,
-                  gradient_accumulation: int = 1,
-                  optimizer_impl: str = "foreach") -> Dict[str, Any]:
+# The options describe takes by position too (before keyword-only ones, as it always
+# has): the first fields of DescribeOptions, in its order.
+_POSITIONAL_OPTIONS = ("input_shape", "example_inputs", "batch_size", "optimizer", "dtype",
+                       "amp", "trace")
+
+
+def _describe_signature() -> inspect.Signature:
+    """describe's signature as callers see it: the model, every DescribeOptions field
+    as a keyword with the options' default, and ``options``."""
+    Parameter = inspect.Parameter
+    model = Parameter("model", Parameter.POSITIONAL_OR_KEYWORD, annotation="nn.Module")
+    fields = [Parameter(f.name, Parameter.POSITIONAL_OR_KEYWORD
+                        if f.name in _POSITIONAL_OPTIONS else Parameter.KEYWORD_ONLY,
+                        default=f.default, annotation=f.type)
+              for f in dataclasses.fields(DescribeOptions)]
+    options = Parameter("options", Parameter.KEYWORD_ONLY, default=None,
+                        annotation="Optional[DescribeOptions]")
+    return inspect.Signature([model, *fields, options], return_annotation="Dict[str, Any]")
+
+
+_DESCRIBE_SIGNATURE = _describe_signature()
+
+
+def _with_arguments(options: Optional[DescribeOptions], model: Any, args: Sequence[Any],
+                    kwargs: Mapping[str, Any]) -> DescribeOptions:
+    """``options`` (default: DescribeOptions()) with the fields given by position or
+    keyword in place of its own."""
+    if args and isinstance(args[0], DescribeOptions):
+        raise TypeError("describe_json() takes its DescribeOptions by keyword: "
+                        "options=DescribeOptions(...)")
+    try:
+        given = _DESCRIBE_SIGNATURE.bind(model, *args, **kwargs).arguments
+    except TypeError as e:  # as Python words it for a plain signature
+        raise TypeError(f"describe_json() {e}") from None
+    del given["model"]
+    return dataclasses.replace(options if options is not None else DescribeOptions(), **given)
+
+
+def describe_json(model: nn.Module, *args: Any, options: Optional[DescribeOptions] = None,
+                  **kwargs: Any) -> Dict[str, Any]:
     """Describe ``model`` for gpuest: its layer sequence and, with ``trace``, the
     allocations of one training step at ``batch_size``, without a GPU and without
     computing anything (fake tensors).
+
+    What to describe comes as keywords (``input_shape``, ``example_inputs``,
+    ``batch_size``, ``optimizer``, ``dtype``, ``amp`` and ``trace`` by position too), as
+    ``options=gpuest.DescribeOptions(...)`` with the same fields, or both: a keyword
+    replaces that field of ``options``. The defaults are DescribeOptions'.
 
     Inputs: ``input_shape`` is per sample (``(3, 224, 224)``; ``(seq_len,)`` with
     ``input_dtype="int64"`` for token ids); or ``example_inputs``, a tensor or tuple
@@ -133,22 +161,25 @@ def describe_json(model: nn.Module,
     forward), the description still has the layers and says why in
     ``traceUnavailableReason``.
     """
+    options = _with_arguments(options, model, args, kwargs)
     if not isinstance(model, nn.Module):
         raise DescribeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if optimizer_impl not in OPTIMIZER_IMPLEMENTATIONS:
-        raise DescribeError(f"unknown optimizer_impl {optimizer_impl!r}; one of "
+    if options.optimizer_impl not in OPTIMIZER_IMPLEMENTATIONS:
+        raise DescribeError(f"unknown optimizer_impl {options.optimizer_impl!r}; one of "
                             f"{', '.join(OPTIMIZER_IMPLEMENTATIONS)}")
-    if optimizer not in OPTIMIZERS:
-        raise DescribeError(f"unknown optimizer {optimizer!r}; one of {', '.join(OPTIMIZERS)}")
-    if dtype not in DTYPES:
-        raise DescribeError(f"unknown dtype {dtype!r}; one of {', '.join(DTYPES)}")
-    if loss not in LOSSES:
-        raise DescribeError(f"unknown loss {loss!r}; one of {', '.join(LOSSES)}")
-    if step is not None and not callable(step):
+    if options.optimizer not in OPTIMIZERS:
+        raise DescribeError(f"unknown optimizer {options.optimizer!r}; one of "
+                            f"{', '.join(OPTIMIZERS)}")
+    if options.dtype not in DTYPES:
+        raise DescribeError(f"unknown dtype {options.dtype!r}; one of {', '.join(DTYPES)}")
+    if options.loss not in LOSSES:
+        raise DescribeError(f"unknown loss {options.loss!r}; one of {', '.join(LOSSES)}")
+    if options.step is not None and not callable(options.step):
         raise DescribeError(f"step must be a function step(model, batch) -> loss, got "
-                            f"{type(step).__name__}")
-    if step is not None and loss != "auto":
-        raise DescribeError(f"give either loss={loss!r} or a step function, not both")
+                            f"{type(options.step).__name__}")
+    if options.step is not None and options.loss != "auto":
+        raise DescribeError(f"give either loss={options.loss!r} or a step function, not both")
+    cudnn_benchmark = options.cudnn_benchmark
     if cudnn_benchmark is None:
         # True here means the model's code turned it on; False is only PyTorch's
         # default, which the training script may still change: not recorded, so the
@@ -158,45 +189,50 @@ def describe_json(model: nn.Module,
     elif not isinstance(cudnn_benchmark, bool):
         raise DescribeError(f"cudnn_benchmark must be True, False or None, got "
                             f"{cudnn_benchmark!r}")
-    amp_dtype = _amp_dtype(amp)
+    amp_dtype = _amp_dtype(options.amp)
+    gradient_accumulation = options.gradient_accumulation
     if isinstance(gradient_accumulation, bool) or not isinstance(gradient_accumulation, int) \
             or gradient_accumulation < 1:
         raise DescribeError(f"gradient_accumulation must be a whole number of micro-batches "
                             f"(1 or more), got {gradient_accumulation!r}")
     model, caveats = unwrap_compiled(model)
-    if batch_size is not None and int(batch_size) <= 0:
-        raise DescribeError(f"batch_size must be positive, got {batch_size}")
+    if options.batch_size is not None and int(options.batch_size) <= 0:
+        raise DescribeError(f"batch_size must be positive, got {options.batch_size}")
+    alloc_conf = options.alloc_conf
     if alloc_conf is None:
         alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     try:
         allocator = allocator_json(alloc_conf)
     except ValueError as e:
         raise DescribeError(str(e)) from None
-    in_dtype = _input_dtype(input_dtype)
-    specs, sample_shape, batch = _specs(input_shape, example_inputs, batch_size, in_dtype)
-    torch_dtype = DTYPES[dtype]
+    in_dtype = _input_dtype(options.input_dtype)
+    specs, sample_shape, batch = _specs(options.input_shape, options.example_inputs,
+                                        options.batch_size, in_dtype)
+    torch_dtype = DTYPES[options.dtype]
 
     # Everything that reads the model runs in the session: it holds the describe lock,
     # and another call's session may have the same model's parameters swapped for fakes.
     with TraceSession(model, batch, amp_dtype) as session:
         caveats += weight_caveats(model)
-        parallel = parallelism_json(parallelism, model, getattr(torch, dtype))
+        parallel = parallelism_json(options.parallelism, model, getattr(torch, options.dtype))
         reason = ""
         # Without a trace, the loss the caller named (auto resolves only in a step).
-        traced_loss = STEP_FUNCTION if step is not None else ("" if loss == "auto" else loss)
+        traced_loss = STEP_FUNCTION if options.step is not None else (
+            "" if options.loss == "auto" else options.loss)
         trace_msg = None
         layers = None
-        if trace:
+        if options.trace:
             try:
-                traced = traced_step(session, specs, batch, optimizer, torch_dtype,
-                                     loss=loss, step_fn=step,
+                traced = traced_step(session, specs, batch, options.optimizer, torch_dtype,
+                                     loss=options.loss, step_fn=options.step,
                                      micro_batches=gradient_accumulation,
-                                     optimizer_impl=optimizer_impl)
+                                     optimizer_impl=options.optimizer_impl)
                 layers = session.recorder.layers()
                 traced_loss = traced.loss
                 how = (f"torch {TORCH_VERSION} FakeTensorMode, one step: forward, "
                        f"{traced_loss} loss, "
-                       f"backward, {optimizer} step emulated ({optimizer_impl}, first step)"
+                       f"backward, {options.optimizer} step emulated ({options.optimizer_impl}, "
+                       f"first step)"
                        + _amp_words(amp_dtype)
                        + (f", gradient accumulation ({gradient_accumulation} micro-batches: "
                           f"the first two traced)" if gradient_accumulation > 1 else "")
@@ -213,23 +249,26 @@ def describe_json(model: nn.Module,
         family = infer_family(model, layers)
         activation_function = infer_activation(model, layers)
 
-    if trace and trace_msg is None and not reason:
+    if options.trace and trace_msg is None and not reason:
         reason = "trace failed for an unknown reason"
+    sequence_length = options.sequence_length
     if sequence_length is None:
         tokens = specs[0].dtype is not None and not specs[0].dtype.is_floating_point
         sequence_length = sample_shape[0] if tokens and len(sample_shape) == 1 else 0
-    d = description_json(
-        name=name or type(model).__name__, family=family, batch_size=batch,
+    return description_json(DescriptionFields(
+        name=options.name or type(model).__name__, family=family, batch_size=batch,
         input_shape=sample_shape, sequence_length=sequence_length, layers=layers,
         activation_function=activation_function,
-        optimizer=OPTIMIZER_ENUMS[optimizer], dtype=DTYPE_ENUMS[dtype],
+        optimizer=OPTIMIZER_ENUMS[options.optimizer], dtype=DTYPE_ENUMS[options.dtype],
         mixed_precision=amp_dtype is not None, framework_version=TORCH_VERSION, trace=trace_msg,
-        trace_unavailable_reason=reason if trace else
+        trace_unavailable_reason=reason if options.trace else
         "; ".join(x for x in ("tracing was turned off", reason) if x),
         allocator=allocator, loss=traced_loss, cudnn_benchmark=cudnn_benchmark,
-        parallelism=parallel, trace_caveats=caveats if trace else [],
-        stack=job_stack(), model_source=model_source(model))
-    return d
+        parallelism=parallel, trace_caveats=caveats if options.trace else [],
+        stack=job_stack(), model_source=model_source(model)))
+
+
+describe_json.__signature__ = _DESCRIBE_SIGNATURE  # type: ignore[attr-defined]
 
 
 def _returning_message(build: Callable[P, Dict[str, Any]]) -> Callable[P, "ModelDescription"]:

@@ -1,13 +1,17 @@
-"""ModelDescription: built in its protobuf-JSON form, returned as the message.
+"""ModelDescription: what describe is asked for (DescribeOptions), and the message
+built in its protobuf-JSON form, returned as the message.
 
 The dict is built to the letter of protobuf's JSON mapping for proto/gpuest/v1/
 model.proto: lowerCamelCase field names, enums by name, default values left out
 (as MessageToJson does), 64-bit integers as JSON numbers (which the parser accepts).
 ``to_message`` parses it strictly (an unknown key fails), so the two cannot drift.
+Nothing here imports torch, so that ``import gpuest`` does not.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, TYPE_CHECKING
+from dataclasses import dataclass
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence, TYPE_CHECKING,
+                    Union)
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
@@ -16,7 +20,61 @@ from google.protobuf.message import Message
 from .._generated import missing_generated_modules
 
 if TYPE_CHECKING:
+    import torch
+
     from gpuest.v1 import ModelDescription
+
+
+@dataclass(frozen=True)
+class DescribeOptions:
+    """What to describe a model at: its input, the training step to trace, the job's
+    settings. The fields are describe's parameters (``gpuest.describe.api.describe_json``
+    says what each means) and these defaults are its only defaults; describe checks the
+    values when it runs. The first seven stay first, in this order: describe takes them
+    by position too."""
+    input_shape: Optional[Sequence[int]] = None
+    example_inputs: Any = None
+    batch_size: Optional[int] = None
+    optimizer: str = "adamw"
+    dtype: str = "float32"
+    amp: Union[bool, str] = False
+    trace: bool = True
+    input_dtype: Union[str, torch.dtype, None] = None
+    name: Optional[str] = None
+    sequence_length: Optional[int] = None
+    alloc_conf: Optional[str] = None
+    loss: str = "auto"
+    step: Optional[Callable] = None
+    cudnn_benchmark: Optional[bool] = None
+    parallelism: Optional[Mapping[str, Any]] = None
+    gradient_accumulation: int = 1
+    optimizer_impl: str = "foreach"
+
+
+@dataclass(frozen=True)
+class DescriptionFields:
+    """A ModelDescription's contents as describe settled them (enums by name, the loss
+    that was traced, the per-sample input shape), for ``description_json`` to write."""
+    name: str
+    family: str
+    batch_size: int
+    input_shape: List[int]
+    sequence_length: int
+    layers: List[dict]
+    activation_function: str
+    optimizer: str
+    dtype: str
+    mixed_precision: bool
+    framework_version: str
+    trace: Optional[dict]
+    trace_unavailable_reason: str
+    allocator: Optional[dict]
+    loss: str
+    cudnn_benchmark: Optional[bool]
+    parallelism: Optional[dict]
+    trace_caveats: List[str]
+    stack: Optional[dict]
+    model_source: str
 
 
 def _model_description_class() -> "type[ModelDescription]":
@@ -62,45 +120,35 @@ def trace_json(sizes: Sequence[int], alloc_at: Sequence[int], free_at: Sequence[
     return d
 
 
-def description_json(*, name: str, family: str, batch_size: int, input_shape: List[int],
-                     sequence_length: int, layers: List[dict], activation_function: str,
-                     optimizer: str, dtype: str, mixed_precision: bool,
-                     framework_version: str, trace: Optional[dict],
-                     trace_unavailable_reason: str,
-                     allocator: Optional[dict] = None, loss: str = "",
-                     cudnn_benchmark: Optional[bool] = None,
-                     parallelism: Optional[dict] = None,
-                     trace_caveats: Optional[List[str]] = None,
-                     stack: Optional[dict] = None,
-                     model_source: str = "") -> dict:
+def description_json(fields: DescriptionFields) -> dict:
     d: Dict[str, Any] = {}
-    _put(d, "name", name)
-    _put(d, "family", family)
-    _put(d, "batchSize", int(batch_size))
-    _put(d, "inputShape", [int(x) for x in input_shape])
-    _put(d, "sequenceLength", int(sequence_length))
-    _put(d, "layers", [layer_json(l) for l in layers])
-    _put(d, "activationFunction", activation_function)
-    _put(d, "optimizer", optimizer)
-    _put(d, "dtype", dtype)
-    _put(d, "mixedPrecision", bool(mixed_precision))
+    _put(d, "name", fields.name)
+    _put(d, "family", fields.family)
+    _put(d, "batchSize", int(fields.batch_size))
+    _put(d, "inputShape", [int(x) for x in fields.input_shape])
+    _put(d, "sequenceLength", int(fields.sequence_length))
+    _put(d, "layers", [layer_json(l) for l in fields.layers])
+    _put(d, "activationFunction", fields.activation_function)
+    _put(d, "optimizer", fields.optimizer)
+    _put(d, "dtype", fields.dtype)
+    _put(d, "mixedPrecision", bool(fields.mixed_precision))
     _put(d, "framework", "pytorch")
-    _put(d, "frameworkVersion", framework_version)
-    if trace is not None:
-        d["trace"] = trace
-    _put(d, "traceUnavailableReason", trace_unavailable_reason)
-    if allocator:
-        d["allocator"] = allocator
-    _put(d, "loss", loss)
-    if cudnn_benchmark is not None:  # proto3 optional: false is written, unset is not
-        d["cudnnBenchmark"] = bool(cudnn_benchmark)
-    if parallelism:
-        d["parallelism"] = parallelism
-    if trace_caveats:
-        d["traceCaveats"] = list(trace_caveats)
-    if stack:
-        d["stack"] = stack
-    _put(d, "modelSource", model_source[:MAX_MODEL_SOURCE])
+    _put(d, "frameworkVersion", fields.framework_version)
+    if fields.trace is not None:
+        d["trace"] = fields.trace
+    _put(d, "traceUnavailableReason", fields.trace_unavailable_reason)
+    if fields.allocator:
+        d["allocator"] = fields.allocator
+    _put(d, "loss", fields.loss)
+    if fields.cudnn_benchmark is not None:  # proto3 optional: false is written, unset is not
+        d["cudnnBenchmark"] = bool(fields.cudnn_benchmark)
+    if fields.parallelism:
+        d["parallelism"] = fields.parallelism
+    if fields.trace_caveats:
+        d["traceCaveats"] = list(fields.trace_caveats)
+    if fields.stack:
+        d["stack"] = fields.stack
+    _put(d, "modelSource", fields.model_source[:MAX_MODEL_SOURCE])
     return d
 
 
