@@ -6,13 +6,11 @@
 #     torch 2.x (describe_timm.py, 14 shards), for the calibration.
 # Needs .devcarry/ (timm_a100.csv and the timm source tarball, copied from ../shared).
 # Results go to $OUT (device tool) or ./device-out.
-set -uo pipefail
-OUT="${OUT:-device-out}"; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-mkdir -p /tmp/timm-src && tar -xzf .devcarry/timm-src-*.tar.gz -C /tmp/timm-src
-export GPUEST_TIMM_SRC=/tmp/timm-src/timm
+source lab/gpu/device_setup.sh
+unpack_timm_src
+export GPUEST_TIMM_SRC="$TIMM_SRC"
 export PYTHONPATH="python:$GPUEST_TIMM_SRC"
-nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv | tee "$OUT/env.txt"
+start_env_txt name,memory.total,memory.used,driver_version
 python3 -c "import torch,timm;print(torch.__version__, torch.backends.cudnn.version(), timm.__version__)" | tee -a "$OUT/env.txt"
 
 # 3, in the background, no GPU.

@@ -13,12 +13,10 @@
 #   mkdir -p .devcarry && cp ../shared/vendor/timm-src-*.tar.gz \
 #     ../shared/data/timm/timm_a100.csv .devcarry/
 # Results to $OUT.
-set -uo pipefail
-OUT="${OUT:-device-out}"; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-mkdir -p /tmp/timm-src && tar -xzf .devcarry/timm-src-*.tar.gz -C /tmp/timm-src
-export PYTHONPATH="python:/tmp/timm-src/timm"
-nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv | tee "$OUT/env.txt"
+source lab/gpu/device_setup.sh
+unpack_timm_src
+export PYTHONPATH="python:$TIMM_SRC"
+start_env_txt name,memory.total,memory.used,driver_version
 python3 -c "import torch,timm,transformers,peft;print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'timm', timm.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)" | tee -a "$OUT/env.txt"
 
 # 1, alone on the GPU.

@@ -4,10 +4,9 @@
 # three processes at a time on the GPU (allocator peaks are per process); meanwhile each
 # job is described on the CPUs with the machine's torch 2.x. Results to $OUT or
 # ./device-out.
-set -uo pipefail
-OUT="${OUT:-device-out}"; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=python
-nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv | tee "$OUT/env.txt"
+source lab/gpu/device_setup.sh
+export PYTHONPATH=python
+start_env_txt name,memory.total,memory.used,driver_version
 python3 -c "import torch,transformers,peft;print(torch.__version__, transformers.__version__, peft.__version__)" | tee -a "$OUT/env.txt"
 JOBS=llama-0.2b/full_fp32@4x1024,llama-0.2b/full_bf16@4x1024,llama-0.2b/full_fp32_amp_fp16@4x1024
 JOBS+=,llama-0.2b/full_fp32_amp_bf16@4x1024,llama-0.2b/full_fp32_ckpt@4x1024,llama-0.2b/full_bf16_ckpt@4x1024

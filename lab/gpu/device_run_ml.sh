@@ -18,9 +18,7 @@
 # GPUEST_ML_SERVER=0 leaves step 3 out; GPUEST_ML_BUILD=cxx builds the check with the
 # plain c++ line only. Output under $OUT (the device tool) or
 # ./device-out; commit it under data/ with a README (lab/gpu/ml_check/README.md says how).
-set -uo pipefail
-OUT="${OUT:-device-out}"
-mkdir -p "$OUT"
+source lab/gpu/device_setup.sh
 OUT="$(cd "$OUT" && pwd)"
 LIMIT_S="${LIMIT_S:-290}"  # The whole script, steps cut to fit; the tool's timeout_s: 330.
 START=$SECONDS

@@ -13,12 +13,10 @@
 #   mkdir -p .devcarry && cp ../shared/vendor/timm-src-*.tar.gz \
 #     ../shared/data/gpumemnet/cnn.csv .devcarry/
 # Results to $OUT.
-set -uo pipefail
-OUT="${OUT:-device-out}"; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-mkdir -p /tmp/timm-src && tar -xzf .devcarry/timm-src-*.tar.gz -C /tmp/timm-src
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/env.txt"
-PYTHONPATH="python:/tmp/timm-src/timm" timeout 240 python3 \
+source lab/gpu/device_setup.sh
+unpack_timm_src
+start_env_txt name,memory.total,driver_version
+PYTHONPATH="python:$TIMM_SRC" timeout 240 python3 \
   lab/gpu/measure_op_transients.py --deadline-s 200 --timeout-s 90 \
   --jobs darknet17@128,levit_128@128,hieradet_small@64,resnet50@32,convnext_tiny@32,vgg16@64,mobilevitv2_100@32,nest_tiny@32,regnety_320@32 \
   --out "$OUT/op_transients.jsonl" 2> "$OUT/op_transients.log"

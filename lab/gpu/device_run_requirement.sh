@@ -8,11 +8,9 @@
 #  3. CPUs, meanwhile: describe of a 70B decoder (Llama-2-70B's shape) on the meta
 #     device, timed, with its peak RSS.
 # Needs .devcarry/ (the timm source tarball, copied from ../shared). Results to $OUT.
-set -uo pipefail
-OUT="${OUT:-device-out}"; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-mkdir -p /tmp/timm-src && tar -xzf .devcarry/timm-src-*.tar.gz -C /tmp/timm-src
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/env.txt"
+source lab/gpu/device_setup.sh
+unpack_timm_src
+start_env_txt name,memory.total,driver_version
 python3 -c "import torch,transformers,peft;print(torch.__version__, torch.backends.cudnn.version(), transformers.__version__, peft.__version__)" | tee -a "$OUT/env.txt"
 
 # 3, in the background, no GPU.
@@ -49,7 +47,7 @@ JOBS+=,sedarknet21@32,semnasnet_050@32,seresnext101_32x4d@32,seresnextaa101d_32x
 JOBS+=,skresnet18@32,spnasnet_100@32,swinv2_base_window12_192@32,test_byobnet@32
 JOBS+=,tf_efficientnet_b0@32,tiny_vit_11m_224@32,tinynet_a@32,tresnet_l@32,vgg11@32
 JOBS+=,visformer_small@32,vitamin_large2_224@32,volo_d1_224@32,vovnet39a@32
-PYTHONPATH="python:/tmp/timm-src/timm" timeout 330 python3 lab/gpu/measure_cudnn_benchmark.py \
+PYTHONPATH="python:$TIMM_SRC" timeout 330 python3 lab/gpu/measure_cudnn_benchmark.py \
   --modes off --parallel 6 --steps 2 --deadline-s 260 --timeout-s 60 --jobs "$JOBS" \
   --out "$OUT/cudnn_benchmark_off.jsonl" 2> "$OUT/timm_off.log"
 wait

@@ -6,12 +6,10 @@
 # compare_with_estimates.py --family-out-bound --write-caps): the 16 jobs whose
 # benchmark-off peak the bound misses, and the 44 it holds most tightly. Twelve
 # processes at a time. Needs .devcarry/ (the timm source tarball). Results to $OUT.
-set -uo pipefail
-OUT="${OUT:-device-out}"; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-mkdir -p /tmp/timm-src && tar -xzf .devcarry/timm-src-*.tar.gz -C /tmp/timm-src
+source lab/gpu/device_setup.sh
+unpack_timm_src
 JOBS=$(python3 -c "import json;print(','.join(json.load(open('lab/gpu/tight_caps.json'))))")
-PYTHONPATH="python:/tmp/timm-src/timm" timeout 200 python3 lab/gpu/measure_cudnn_benchmark.py \
+PYTHONPATH="python:$TIMM_SRC" timeout 200 python3 lab/gpu/measure_cudnn_benchmark.py \
   --modes cap --cap-file lab/gpu/tight_caps.json --parallel 12 --steps 2 \
   --deadline-s 150 --timeout-s 60 --jobs "$JOBS" \
   --out "$OUT/cudnn_benchmark_tight_caps.jsonl" 2> "$OUT/tight_caps.log"
