@@ -110,7 +110,7 @@ BENCHMARK(BM_ReplayRealTrace)->Unit(benchmark::kMicrosecond);
 // replayed, the breakdown and the basis built.
 void BM_ServedSimulation(benchmark::State& state, const std::string& id) {
   const std::string models = GPUEST_MODELS_DIR;
-  auto gpus = GpuProfiles::LoadFile(models + "/gpu_profiles.json");
+  auto gpus = core::GpuProfiles::LoadFile(models + "/gpu_profiles.json");
   auto estimator = CreateSimulationEstimator(
       {id, models + "/" + id, ReadText(models + "/" + id + "/manifest.json"), {}}, {});
   v1::EstimateRequest request;
@@ -118,8 +118,8 @@ void BM_ServedSimulation(benchmark::State& state, const std::string& id) {
     state.SkipWithError("cannot read the shipped models or the encoder's description");
     return;
   }
-  const v1::FeatureVector features = FeaturesOf(request);
-  const EstimationInput input{request, features, gpus->Default()};
+  const v1::FeatureVector features = core::FeaturesOf(request);
+  const core::EstimationInput input{request, features, gpus->Default()};
   for (auto _ : state) {
     v1::EstimatorResult result;
     std::vector<v1::Warning> warnings;

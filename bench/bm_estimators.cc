@@ -33,7 +33,7 @@ const char* kExamples[] = {"mlp.json", "cnn.json", "transformer.json"};
 void BM_ExtractFeatures(benchmark::State& state) {
   const v1::EstimateRequest request = Example(kExamples[state.range(0)]);
   state.SetLabel(kExamples[state.range(0)]);
-  for (auto _ : state) benchmark::DoNotOptimize(ExtractFeatures(request.model()));
+  for (auto _ : state) benchmark::DoNotOptimize(core::ExtractFeatures(request.model()));
 }
 BENCHMARK(BM_ExtractFeatures)->DenseRange(0, 2);
 
@@ -44,7 +44,7 @@ void BM_ClassifyLayerTypes(benchmark::State& state) {
   state.SetLabel(kExamples[state.range(0)]);
   for (auto _ : state) {
     for (const v1::Layer& layer : request.model().layers())
-      benchmark::DoNotOptimize(ClassifyLayerType(layer.type()));
+      benchmark::DoNotOptimize(core::ClassifyLayerType(layer.type()));
   }
   state.SetItemsProcessed(state.iterations() * request.model().layers_size());
 }
@@ -54,27 +54,27 @@ void BM_Validate(benchmark::State& state) {
   const v1::EstimateRequest request = Example(kExamples[state.range(0)]);
   state.SetLabel(kExamples[state.range(0)]);
   for (auto _ : state)
-    benchmark::DoNotOptimize(ValidateRequest(request, ValidationLimits{}));
+    benchmark::DoNotOptimize(core::ValidateRequest(request, core::ValidationLimits{}));
 }
 BENCHMARK(BM_Validate)->DenseRange(0, 2);
 
 void BM_HorusBytes(benchmark::State& state) {
   int64_t a = 1000;
-  for (auto _ : state) benchmark::DoNotOptimize(HorusBytes(a++, 25'000'000, 32));
+  for (auto _ : state) benchmark::DoNotOptimize(horus::HorusBytes(a++, 25'000'000, 32));
 }
 BENCHMARK(BM_HorusBytes);
 
 // One registry with every shipped model, shared by the benchmarks.
-const Engine* SharedEngine(std::string* error) {
-  static const Engine* engine = [error]() -> const Engine* {
-    UseOneIntraOpThread();  // As the server does.
-    auto registry =
-        EstimatorRegistry::Load(WithDefaultFactories({GPUEST_MODELS_DIR, "cpu"}));
+const core::Engine* SharedEngine(std::string* error) {
+  static const core::Engine* engine = [error]() -> const core::Engine* {
+    core::UseOneIntraOpThread();  // As the server does.
+    auto registry = core::EstimatorRegistry::Load(
+        estimators::WithDefaultFactories({GPUEST_MODELS_DIR, "cpu"}));
     if (!registry.ok()) {
       *error = std::string(registry.status().message());
       return nullptr;
     }
-    return new Engine(std::move(*registry), ValidationLimits{});
+    return new core::Engine(std::move(*registry), core::ValidationLimits{});
   }();
   return engine;
 }
@@ -87,7 +87,7 @@ void BM_GpuMemNet(benchmark::State& state) {
       "gpumemnet-cnn-mlp",         "gpumemnet-cnn-transformer",
       "gpumemnet-transformer-mlp", "gpumemnet-transformer-transformer"};
   std::string error;
-  const Engine* engine = SharedEngine(&error);
+  const core::Engine* engine = SharedEngine(&error);
   if (engine == nullptr) {
     state.SkipWithError(error.c_str());
     return;
@@ -106,12 +106,12 @@ BENCHMARK(BM_GpuMemNet)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
 
 void BM_EngineEstimate(benchmark::State& state) {
   std::string error;
-  const Engine* engine_ptr = SharedEngine(&error);
+  const core::Engine* engine_ptr = SharedEngine(&error);
   if (engine_ptr == nullptr) {
     state.SkipWithError(error.c_str());
     return;
   }
-  const Engine& engine = *engine_ptr;
+  const core::Engine& engine = *engine_ptr;
   v1::EstimateRequest request = Example(kExamples[state.range(0)]);
   request.set_gpu("a100-40gb");
   state.SetLabel(kExamples[state.range(0)]);

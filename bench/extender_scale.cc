@@ -56,7 +56,7 @@ ABSL_FLAG(std::string, description, GPUEST_EXAMPLES_DIR "/cnn.json",
 
 namespace {
 
-using gpuest::Quantile;
+using gpuest::common::Quantile;
 using nlohmann::json;
 
 // A Node object as a real cluster's API server returns it: GPU feature discovery and

@@ -123,7 +123,7 @@ struct Summary {
   double seconds = 0;
 
   double throughput() const { return latencies_us.size() / seconds; }
-  double p(double q) const { return gpuest::QuantileOfSorted(latencies_us, q); }
+  double p(double q) const { return gpuest::common::QuantileOfSorted(latencies_us, q); }
   void Print(const std::string& what) const {
     std::printf(
         "%s: calls=%zu throughput=%.0f/s p50=%.0fus p99=%.0fus p999=%.0fus errors=%lld\n",
@@ -228,13 +228,14 @@ int RunCheckPlacement(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gpuest::ParseFlags(argc, argv,
-                     {"gpuest-loadgen [flags]",
-                      "Closed-loop load generator for gpuest-server's Estimate (or "
-                      "CheckPlacement) RPC.",
-                      "Prints: calls, throughput (calls/s), p50/p99/p999 latency in us, "
-                      "errors. Exit 1 when any call failed.",
-                      __FILE__});
+  gpuest::common::ParseFlags(
+      argc, argv,
+      {"gpuest-loadgen [flags]",
+       "Closed-loop load generator for gpuest-server's Estimate (or "
+       "CheckPlacement) RPC.",
+       "Prints: calls, throughput (calls/s), p50/p99/p999 latency in us, "
+       "errors. Exit 1 when any call failed.",
+       __FILE__});
   std::ifstream in(absl::GetFlag(FLAGS_request));
   if (!in) {
     std::fprintf(stderr, "cannot read %s\n", absl::GetFlag(FLAGS_request).c_str());
@@ -276,14 +277,15 @@ int main(int argc, char** argv) {
   std::optional<Summary> in_process;
   if (const std::string models = absl::GetFlag(FLAGS_in_process_models);
       !models.empty()) {
-    gpuest::UseOneIntraOpThread();  // As the server does.
-    auto registry =
-        gpuest::EstimatorRegistry::Load(gpuest::WithDefaultFactories({models, "cpu"}));
+    gpuest::core::UseOneIntraOpThread();  // As the server does.
+    auto registry = gpuest::core::EstimatorRegistry::Load(
+        gpuest::estimators::WithDefaultFactories({models, "cpu"}));
     if (!registry.ok()) {
       std::fprintf(stderr, "%s\n", registry.status().ToString().c_str());
       return 2;
     }
-    const gpuest::Engine engine(std::move(*registry), gpuest::ValidationLimits{});
+    const gpuest::core::Engine engine(std::move(*registry),
+                                      gpuest::core::ValidationLimits{});
     const int threads =
         std::min<int>(concurrency, std::max(1u, std::thread::hardware_concurrency()));
     in_process = MeasureThreads([&] { return engine.Estimate(request).status(); },

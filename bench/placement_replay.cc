@@ -85,7 +85,7 @@ struct Outcome {
 
 enum class Figure { kGpuest, kHorus, kGpuMemNet };
 
-absl::StatusOr<std::vector<Job>> LoadJobs(const Engine& engine,
+absl::StatusOr<std::vector<Job>> LoadJobs(const core::Engine& engine,
                                           const std::vector<std::string>& models,
                                           const std::string& path, int count,
                                           uint64_t seed) {
@@ -103,7 +103,7 @@ absl::StatusOr<std::vector<Job>> LoadJobs(const Engine& engine,
   for (const data::MeasuredRow& row : rows) {
     Job job;
     job.name = row.file_name;
-    job.truth_bytes = static_cast<uint64_t>(std::llround(row.peak_mib * kMiB));
+    job.truth_bytes = static_cast<uint64_t>(std::llround(row.peak_mib * common::kMiB));
     v1::EstimateRequest request;
     *request.mutable_model() = row.model;
     for (const std::string& gpu : models) {
@@ -151,7 +151,7 @@ v1::PlacementJob AsPlacementJob(const Job& job, uint64_t figure) {
 
 class Replay {
  public:
-  Replay(const PlacementEngine& placement, const GpuProfiles& catalog,
+  Replay(const placement::PlacementEngine& placement, const core::GpuProfiles& catalog,
          std::vector<std::string> models, const std::vector<Job>& jobs)
       : placement_(placement),
         catalog_(catalog),
@@ -263,9 +263,9 @@ class Replay {
 
   // A new GPU of the smallest model that holds the figure; -1 when none does.
   int OpenGpu(std::vector<Gpu>& gpus, const Job& job, Figure figure) {
-    const GpuProfile* pick = nullptr;
+    const core::GpuProfile* pick = nullptr;
     for (const std::string& model : models_) {
-      const GpuProfile* p = catalog_.Find(model);
+      const core::GpuProfile* p = catalog_.Find(model);
       const uint64_t need = FigureOf(job, figure, model);
       if (need == 0 || need > p->memory_bytes) continue;
       if (pick == nullptr || p->memory_bytes < pick->memory_bytes) pick = p;
@@ -275,8 +275,8 @@ class Replay {
     return static_cast<int>(gpus.size()) - 1;
   }
 
-  const PlacementEngine& placement_;
-  const GpuProfiles& catalog_;
+  const placement::PlacementEngine& placement_;
+  const core::GpuProfiles& catalog_;
   const std::vector<std::string> models_;
   const std::vector<Job>& jobs_;
 };
@@ -356,16 +356,17 @@ std::string Report(const std::vector<Outcome>& outcomes, const std::vector<Job>&
 }
 
 int Main(int argc, char** argv) {
-  ParseFlags(argc, argv,
-             {"gpuest-placement-replay [flags]",
-              "Replays a stream of measured training jobs onto a simulated cluster under "
-              "five placement policies and reports OOM kills, GPUs used and predicted "
-              "slowdown.",
-              "", __FILE__});
+  common::ParseFlags(
+      argc, argv,
+      {"gpuest-placement-replay [flags]",
+       "Replays a stream of measured training jobs onto a simulated cluster under "
+       "five placement policies and reports OOM kills, GPUs used and predicted "
+       "slowdown.",
+       "", __FILE__});
   const std::vector<std::string> models =
       absl::StrSplit(absl::GetFlag(FLAGS_gpus), ',', absl::SkipEmpty());
-  auto registry =
-      EstimatorRegistry::Load(WithDefaultFactories({absl::GetFlag(FLAGS_models), "cpu"}));
+  auto registry = core::EstimatorRegistry::Load(
+      estimators::WithDefaultFactories({absl::GetFlag(FLAGS_models), "cpu"}));
   if (!registry.ok()) {
     std::fprintf(stderr, "%s\n", registry.status().ToString().c_str());
     return 1;
@@ -376,22 +377,23 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  auto contention =
-      ContentionModel::Load(ContentionModelPath(absl::GetFlag(FLAGS_models)));
+  auto contention = placement::ContentionModel::Load(
+      core::ContentionModelPath(absl::GetFlag(FLAGS_models)));
   if (!contention.ok()) {
     std::fprintf(stderr, "%s\n", contention.status().ToString().c_str());
     return 1;
   }
-  Engine engine(std::shared_ptr<const EstimatorRegistry>(std::move(*registry)),
-                ValidationLimits{});
-  PlacementEngine placement(engine, *contention);
+  core::Engine engine(
+      std::shared_ptr<const core::EstimatorRegistry>(std::move(*registry)),
+      core::ValidationLimits{});
+  placement::PlacementEngine placement(engine, *contention);
   auto jobs = LoadJobs(engine, models, absl::GetFlag(FLAGS_dataset),
                        absl::GetFlag(FLAGS_jobs), absl::GetFlag(FLAGS_seed));
   if (!jobs.ok()) {
     std::fprintf(stderr, "%s\n", jobs.status().ToString().c_str());
     return 1;
   }
-  const std::shared_ptr<const EstimatorRegistry> served = engine.registry();
+  const std::shared_ptr<const core::EstimatorRegistry> served = engine.registry();
   Replay replay(placement, served->gpus(), models, *jobs);
   std::vector<Outcome> outcomes;
   outcomes.push_back(replay.Run("one-per-gpu"));

@@ -12,10 +12,10 @@
 #include "common/status_macros.h"
 #include "common/strict_json.h"
 
-namespace gpuest {
+namespace gpuest::client {
 namespace {
 
-using Fields = strict_json::Fields<nlohmann::json>;
+using Fields = common::strict_json::Fields<nlohmann::json>;
 
 // gRPC's limit: a retry policy's maxAttempts above it counts as 5.
 constexpr int kGrpcMaxAttempts = 5;
@@ -74,7 +74,7 @@ absl::StatusOr<ClientPolicy> ParseClientPolicy(absl::string_view text,
 }
 
 const ClientPolicy& EmbeddedClientPolicy() {
-  static const ClientPolicy* policy = ParseEmbeddedFileOrDie<ClientPolicy>(
+  static const ClientPolicy* policy = common::ParseEmbeddedFileOrDie<ClientPolicy>(
       ClientPolicyJson(), "client_policy.json", ParseClientPolicy);
   return *policy;
 }
@@ -92,4 +92,4 @@ std::string ServiceConfigJson(const ClientPolicy& policy, int max_attempts) {
   return config.dump();
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::client

@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest {
+namespace gpuest::client {
 
 struct ClientPolicy {
   absl::Duration default_deadline;
@@ -41,4 +41,4 @@ const ClientPolicy& EmbeddedClientPolicy();
 // and wait-for-ready, so that a call fails at once while no server is reachable.
 std::string ServiceConfigJson(const ClientPolicy& policy, int max_attempts);
 
-}  // namespace gpuest
+}  // namespace gpuest::client

@@ -7,8 +7,8 @@
 
 #include <string_view>
 
-namespace gpuest {
+namespace gpuest::client {
 
 std::string_view ClientPolicyJson();
 
-}  // namespace gpuest
+}  // namespace gpuest::client

@@ -4,7 +4,7 @@
 #include "common/text_file.h"
 #include "grpcpp/security/credentials.h"
 
-namespace gpuest {
+namespace gpuest::client {
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
     const ClientTlsOptions& tls) {
@@ -21,13 +21,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
     return grpc::InsecureChannelCredentials();
   }
   grpc::SslCredentialsOptions ssl;
-  absl::StatusOr<std::string> ca = ReadPemFile(tls.ca_file, "tls.ca_file");
+  absl::StatusOr<std::string> ca = common::ReadPemFile(tls.ca_file, "tls.ca_file");
   if (!ca.ok()) return ca.status();
   ssl.pem_root_certs = *std::move(ca);
   if (!tls.cert_file.empty()) {
-    absl::StatusOr<std::string> cert = ReadPemFile(tls.cert_file, "tls.cert_file");
+    absl::StatusOr<std::string> cert =
+        common::ReadPemFile(tls.cert_file, "tls.cert_file");
     if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadPemFile(tls.key_file, "tls.key_file");
+    absl::StatusOr<std::string> key = common::ReadPemFile(tls.key_file, "tls.key_file");
     if (!key.ok()) return key.status();
     ssl.pem_cert_chain = *std::move(cert);
     ssl.pem_private_key = *std::move(key);
@@ -35,4 +36,4 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
   return grpc::SslCredentials(ssl);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::client

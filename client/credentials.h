@@ -13,11 +13,11 @@ namespace grpc {
 class ChannelCredentials;
 }  // namespace grpc
 
-namespace gpuest {
+namespace gpuest::client {
 
 // InvalidArgument naming the field for an incomplete configuration; NotFound naming
 // the file for an unreadable one.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
     const ClientTlsOptions& tls);
 
-}  // namespace gpuest
+}  // namespace gpuest::client

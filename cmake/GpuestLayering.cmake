@@ -79,21 +79,20 @@ endfunction()
 
 function(gpuest_check_layering)
   gpuest_forbid_links(
-    TARGETS gpuest_estimators gpuest_allocsim gpuest_horus gpuest_ml gpuest_gpumemnet
-      gpuest_default_factories gpuest_torch gpuest_placement gpuest_requests
-      gpuest_parsers gpuest_common gpuest_vocabulary
+    TARGETS gpuest_core gpuest_allocsim gpuest_horus gpuest_gpumemnet gpuest_gpumemnet_torch
+      gpuest_estimators gpuest_core_torch gpuest_placement gpuest_requests gpuest_common
     FORBIDDEN gRPC::grpc++ gRPC::grpc gRPC::grpc++_reflection gpuest_grpc
       prometheus-cpp::pull prometheus-cpp::core PkgConfig::HTTPLIB PkgConfig::MICROHTTPD
       civetweb::civetweb
       civetweb::civetweb-cpp
     WHY "the model layers run without a server")
   gpuest_forbid_links(
-    TARGETS gpuest_extender gpuest_admission gpuest_server_lib gpuest-server
-    FORBIDDEN gpuest_client gpuest_cli_lib gpuest
+    TARGETS gpuest_kubernetes gpuest_server gpuest-server
+    FORBIDDEN gpuest_client gpuest_cli gpuest
     WHY "the server never links client/")
   gpuest_forbid_links(
-    TARGETS gpuest-server gpuest_server_lib gpuest gpuest_client gpuest_cli_lib
-      gpuest_pod_patch
-    FORBIDDEN gpuest_datasets gpuest_train_lib gpuest_calibration gpuest_contention_fit
+    TARGETS gpuest-server gpuest_server gpuest gpuest_client gpuest_cli
+      gpuest_kubernetes
+    FORBIDDEN gpuest_data gpuest_trainer gpuest_calibration gpuest_contention
     WHY "the product never links the lab")
 endfunction()

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace gpuest {
+namespace gpuest::common {
 
 // parse(text, file) -> absl::StatusOr<T>; the value, kept for the program's life (hold
 // it in a function-local static).
@@ -30,4 +30,4 @@ const T* ParseEmbeddedFileOrDie(std::string_view text, const std::string& file,
   return new T(std::move(*parsed));
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 
-namespace gpuest {
+namespace gpuest::common {
 namespace {
 
 std::string Dashed(absl::string_view name) {
@@ -112,4 +112,4 @@ std::vector<std::string> ParseFlags(int argc, char** argv, const ProgramUsage& u
   return positional;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace gpuest {
+namespace gpuest::common {
 
 struct ProgramUsage {
   std::string synopsis;     // "gpuest-server [flags]"
@@ -27,4 +27,4 @@ std::vector<std::string> ParseFlags(int argc, char** argv, const ProgramUsage& u
 // The usage text --help prints.
 std::string UsageText(const ProgramUsage& usage);
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 
-namespace gpuest {
+namespace gpuest::common {
 
 struct HttpReply {
   int status = 200;
@@ -19,4 +19,4 @@ struct HttpReply {
   absl::StatusCode code = absl::StatusCode::kOk;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
-namespace gpuest {
+namespace gpuest::common {
 namespace {
 
 // Past this many keys an object's duplicates are found with a hash set; below it a
@@ -285,4 +285,4 @@ std::string Utf8Prefix(absl::string_view text, size_t max_bytes) {
   return std::string(text.substr(0, end));
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace gpuest {
+namespace gpuest::common {
 
 // Deeper than any request or artifact gpuest reads (a Kubernetes Node object nests
 // about 8 levels; a ModelDescription 4), and far below what recursion can survive.
@@ -39,4 +39,4 @@ absl::Status CheckJsonText(absl::string_view text, absl::string_view what);
 // At most max_bytes of text, never ending inside a UTF-8 character.
 std::string Utf8Prefix(absl::string_view text, size_t max_bytes);
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -5,7 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/strip.h"
 
-namespace gpuest {
+namespace gpuest::common {
 namespace {
 
 // Built once from the enum's descriptor, so a new family needs no edit here.
@@ -39,4 +39,4 @@ std::optional<v1::ModelFamily> FamilyFromName(absl::string_view name) {
   return std::nullopt;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "gpuest/v1/model.pb.h"
 
-namespace gpuest {
+namespace gpuest::common {
 
 // "mlp", "cnn", "transformer", "other"; "any" for UNSPECIFIED and unknown values.
 const std::string& FamilyName(v1::ModelFamily family);
@@ -20,4 +20,4 @@ const std::string& FamilyName(v1::ModelFamily family);
 // "any" included: a name always means one concrete family.
 std::optional<v1::ModelFamily> FamilyFromName(absl::string_view name);
 
-}  // namespace gpuest
+}  // namespace gpuest::common

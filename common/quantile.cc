@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-namespace gpuest {
+namespace gpuest::common {
 
 double QuantileOfSorted(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return std::numeric_limits<double>::quiet_NaN();
@@ -19,4 +19,4 @@ double Quantile(std::vector<double> values, double q) {
   return QuantileOfSorted(values, q);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -15,7 +15,7 @@
 
 #include <vector>
 
-namespace gpuest {
+namespace gpuest::common {
 
 // q in [0, 1] (clamped). NaN for no values.
 double Quantile(std::vector<double> values, double q);
@@ -23,4 +23,4 @@ double Quantile(std::vector<double> values, double q);
 // The same on values sorted ascending: for several quantiles of one sample.
 double QuantileOfSorted(const std::vector<double>& sorted, double q);
 
-}  // namespace gpuest
+}  // namespace gpuest::common

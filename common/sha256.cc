@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/text_file.h"
 
-namespace gpuest {
+namespace gpuest::common {
 namespace {
 
 constexpr std::array<uint32_t, 64> kRound = {
@@ -89,4 +89,4 @@ absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
   return Sha256Hex(*data);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -11,10 +11,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace gpuest {
+namespace gpuest::common {
 
 // Lower-case hex digest.
 std::string Sha256Hex(absl::string_view data);
 absl::StatusOr<std::string> Sha256OfFile(const std::string& path);
 
-}  // namespace gpuest
+}  // namespace gpuest::common

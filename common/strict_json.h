@@ -23,7 +23,7 @@
 #include "common/json_guard.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest::strict_json {
+namespace gpuest::common::strict_json {
 
 // One JSON value into the C++ value of the matching type: false on a mismatch.
 // Integers must be JSON integers (no 2.5 for a count) and fit; unsigned ones are
@@ -224,4 +224,4 @@ class Fields {
   std::set<std::string> read_;
 };
 
-}  // namespace gpuest::strict_json
+}  // namespace gpuest::common::strict_json

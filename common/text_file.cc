@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace gpuest {
+namespace gpuest::common {
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path, uint64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; a regular file ignores it.
@@ -87,4 +87,4 @@ absl::Status WriteTextFile(const std::string& path, absl::string_view text) {
   return absl::OkStatus();
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace gpuest {
+namespace gpuest::common {
 
 // What a reader may hold of one file, by kind; each reader names the bound it reads
 // under, and a file over it is refused before a byte of it is read.
@@ -37,4 +37,4 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_vi
 // over it); Internal "cannot write <path>".
 absl::Status WriteTextFile(const std::string& path, absl::string_view text);
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace gpuest {
+namespace gpuest::common {
 
 inline constexpr uint64_t kKiB = uint64_t{1} << 10;
 inline constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -37,4 +37,4 @@ constexpr int64_t SignedHeadroom(uint64_t capacity, uint64_t need) {
                                 : -static_cast<int64_t>(need - capacity);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -2,7 +2,7 @@
 
 #include "absl/time/clock.h"
 
-namespace gpuest {
+namespace gpuest::common {
 namespace {
 
 // How early before the server's copy of the deadline the client's cancellation at
@@ -33,4 +33,4 @@ absl::Status WorkDeadline::Check() const {
   return absl::OkStatus();
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::common

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
-namespace gpuest {
+namespace gpuest::common {
 
 class WorkDeadline {
  public:
@@ -43,4 +43,4 @@ inline bool StoppedByCaller(const absl::Status& status) {
          status.code() == absl::StatusCode::kCancelled;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::common

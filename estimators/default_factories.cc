@@ -4,21 +4,21 @@
 #include "estimators/gpumemnet/gpumemnet_estimator.h"
 #include "estimators/horus/horus.h"
 
-namespace gpuest {
+namespace gpuest::estimators {
 
-std::map<std::string, EstimatorFactory> DefaultEstimatorFactories() {
-  return {{"gpumemnet", ml::CreateGpuMemNetEstimator},
+std::map<std::string, core::EstimatorFactory> DefaultEstimatorFactories() {
+  return {{"gpumemnet", gpumemnet::CreateGpuMemNetEstimator},
           {"allocsim", allocsim::CreateSimulationEstimator}};
 }
 
-std::vector<ArtifactlessEstimatorFactory> DefaultArtifactlessEstimators() {
-  return {MakeHorusEstimator};
+std::vector<core::ArtifactlessEstimatorFactory> DefaultArtifactlessEstimators() {
+  return {horus::MakeHorusEstimator};
 }
 
-RegistryOptions WithDefaultFactories(RegistryOptions options) {
+core::RegistryOptions WithDefaultFactories(core::RegistryOptions options) {
   options.factories = DefaultEstimatorFactories();
   options.artifactless = DefaultArtifactlessEstimators();
   return options;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::estimators

@@ -12,17 +12,17 @@
 
 #include "estimators/core/registry.h"
 
-namespace gpuest {
+namespace gpuest::estimators {
 
-// "gpumemnet" -> ml::CreateGpuMemNetEstimator,
+// "gpumemnet" -> gpumemnet::CreateGpuMemNetEstimator,
 // "allocsim" -> allocsim::CreateSimulationEstimator.
-std::map<std::string, EstimatorFactory> DefaultEstimatorFactories();
+std::map<std::string, core::EstimatorFactory> DefaultEstimatorFactories();
 
 // The formulas: MakeHorusEstimator.
-std::vector<ArtifactlessEstimatorFactory> DefaultArtifactlessEstimators();
+std::vector<core::ArtifactlessEstimatorFactory> DefaultArtifactlessEstimators();
 
 // options with DefaultEstimatorFactories() and DefaultArtifactlessEstimators() filled
 // in.
-RegistryOptions WithDefaultFactories(RegistryOptions options);
+core::RegistryOptions WithDefaultFactories(core::RegistryOptions options);
 
-}  // namespace gpuest
+}  // namespace gpuest::estimators

@@ -8,14 +8,14 @@
 #include "common/strict_json.h"
 #include "common/text_file.h"
 
-namespace gpuest {
+namespace gpuest::placement {
 namespace {
 
 constexpr int kGridSteps = 4;  // The interval searches a 5 x 5 grid of the ranges.
 
 double Clamp01(double v) { return std::min(1.0, std::max(0.0, v)); }
 
-using Fields = strict_json::Fields<nlohmann::ordered_json>;
+using Fields = common::strict_json::Fields<nlohmann::ordered_json>;
 
 // A number that must be finite: the model's arithmetic has no use for inf or NaN.
 absl::Status FiniteAt(Fields& f, const std::string& key, double& out) {
@@ -191,8 +191,8 @@ absl::StatusOr<ContentionModel> ContentionModel::Parse(const std::string& text,
 
 absl::StatusOr<ContentionModel> ContentionModel::Load(const std::string& path) {
   GPUEST_ASSIGN_OR_RETURN(const std::string text,
-                          ReadTextFile(path, kMaxConfigFileBytes));
+                          common::ReadTextFile(path, common::kMaxConfigFileBytes));
   return Parse(text, path);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

@@ -21,7 +21,7 @@
 #include "estimators/core/model_repository.h"  // ContentionModelPath: where it is kept.
 #include "nlohmann/json.hpp"
 
-namespace gpuest {
+namespace gpuest::placement {
 
 // A job's utilization.gpu as a fraction, with the range it may lie in (equal to value
 // for a measurement taken as exact).
@@ -111,4 +111,4 @@ struct ContentionModel {
   static absl::StatusOr<ContentionModel> Load(const std::string& path);
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

@@ -12,7 +12,7 @@
 
 #include "absl/types/span.h"
 
-namespace gpuest {
+namespace gpuest::placement {
 
 struct MemoryFit {
   uint64_t capacity_bytes = 0;
@@ -28,4 +28,4 @@ struct MemoryFit {
 MemoryFit FitMemory(uint64_t capacity_bytes, absl::Span<const uint64_t> existing_bytes,
                     uint64_t candidate_bytes, uint64_t reported_used_bytes = 0);
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

@@ -16,13 +16,13 @@
 #include "placement/contention_model.h"
 #include "placement/placement_engine.h"
 
-namespace gpuest {
+namespace gpuest::placement {
 
 class ModelSet {
  public:
-  ModelSet(std::shared_ptr<const EstimatorRegistry> registry,
+  ModelSet(std::shared_ptr<const core::EstimatorRegistry> registry,
            std::shared_ptr<const ContentionModel> contention,
-           const ValidationLimits& limits)
+           const core::ValidationLimits& limits)
       : engine_(std::move(registry), limits),
         placement_(engine_, std::move(contention)) {}
   ModelSet(const ModelSet&) = delete;  // placement_ refers to engine_.
@@ -30,13 +30,13 @@ class ModelSet {
 
   // The registry's version, which covers the contention model's bytes too.
   const std::string& version() const { return engine_.registry()->models_version(); }
-  const EstimatorRegistry& registry() const { return *engine_.registry(); }
+  const core::EstimatorRegistry& registry() const { return *engine_.registry(); }
   const ContentionModel& contention() const { return placement_.contention(); }
-  const Engine& engine() const { return engine_; }
+  const core::Engine& engine() const { return engine_; }
   const PlacementEngine& placement() const { return placement_; }
 
  private:
-  const Engine engine_;
+  const core::Engine engine_;
   const PlacementEngine placement_;
 };
 
@@ -48,4 +48,4 @@ class ModelSetSource {
   virtual std::shared_ptr<const ModelSet> Current() const = 0;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

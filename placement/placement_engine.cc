@@ -14,7 +14,7 @@
 #include "placement/placement_reasons.h"
 #include "placement/placement_verdict.h"
 
-namespace gpuest {
+namespace gpuest::placement {
 namespace {
 
 // How much a job's inputs are trusted, as a factor on the interval's coverage.
@@ -36,14 +36,15 @@ double Trust(v1::UtilizationSource source) {
 
 // The GPU a request names, with what the node reports in use (0 for a catalog GPU).
 struct Target {
-  const GpuProfile* profile = nullptr;  // For estimates and the context size.
+  const core::GpuProfile* profile = nullptr;  // For estimates and the context size.
   std::string id;
   uint64_t capacity_bytes = 0;
   uint64_t reported_used_bytes = 0;
   bool node_reported = false;
 };
 
-absl::StatusOr<Target> ResolveGpu(const v1::PlacementGpu& gpu, const GpuProfiles& gpus) {
+absl::StatusOr<Target> ResolveGpu(const v1::PlacementGpu& gpu,
+                                  const core::GpuProfiles& gpus) {
   Target t;
   switch (gpu.gpu_case()) {
     case v1::PlacementGpu::kCatalogId:
@@ -58,10 +59,10 @@ absl::StatusOr<Target> ResolveGpu(const v1::PlacementGpu& gpu, const GpuProfiles
       return t;
     case v1::PlacementGpu::kNodeReported: {
       const v1::NodeReportedGpu& n = gpu.node_reported();
-      GPUEST_RETURN_IF_ERROR(
-          CheckField(kNodeTotalBytes, n.total_bytes(), "gpu.node_reported.total_bytes"));
-      GPUEST_RETURN_IF_ERROR(
-          CheckField(kNodeFreeBytes, n.free_bytes(), "gpu.node_reported.free_bytes"));
+      GPUEST_RETURN_IF_ERROR(core::CheckField(core::kNodeTotalBytes, n.total_bytes(),
+                                              "gpu.node_reported.total_bytes"));
+      GPUEST_RETURN_IF_ERROR(core::CheckField(core::kNodeFreeBytes, n.free_bytes(),
+                                              "gpu.node_reported.free_bytes"));
       if (n.free_bytes() > n.total_bytes()) {
         return absl::InvalidArgumentError(
             "gpu.node_reported.free_bytes: above total_bytes");
@@ -124,7 +125,8 @@ absl::Status CheckJobNamesDistinct(const v1::CheckPlacementRequest& request) {
 }  // namespace
 
 absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
-    const v1::CheckPlacementRequest& request, const WorkDeadline& deadline) const {
+    const v1::CheckPlacementRequest& request,
+    const common::WorkDeadline& deadline) const {
   const ContentionModel& contention = *contention_;
   GPUEST_ASSIGN_OR_RETURN(const Target target,
                           ResolveGpu(request.gpu(), engine_.registry()->gpus()));
@@ -157,7 +159,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
   uint64_t existing_sum = 0;
   for (size_t i = 0; i + 1 < jobs.size(); ++i) {
     existing_bytes.push_back(jobs[i].memory_bytes);
-    existing_sum = SaturatingAdd(existing_sum, jobs[i].memory_bytes);
+    existing_sum = common::SaturatingAdd(existing_sum, jobs[i].memory_bytes);
   }
   const MemoryFit fit = FitMemory(target.capacity_bytes, existing_bytes,
                                   jobs.back().memory_bytes, target.reported_used_bytes);
@@ -235,7 +237,7 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     tally.Add(contention, p);
   }
   if (jobs.size() > 1) AddContentionReasons(jobs, predictions, contention, response);
-  if (IsMigProfile(*target.profile) && !target.node_reported) {
+  if (core::IsMigProfile(*target.profile) && !target.node_reported) {
     // MIG partitions the SMs and memory: other slices' jobs do not slow these. The
     // contention model (fitted on whole GPUs) applies only among the jobs listed, which
     // share this slice.
@@ -248,14 +250,14 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
 }
 
 absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
-    const v1::RankGpusRequest& request, const WorkDeadline& deadline) const {
+    const v1::RankGpusRequest& request, const common::WorkDeadline& deadline) const {
   if (!request.has_job()) return absl::InvalidArgumentError("job: missing");
   v1::RankGpusResponse response;
   response.set_models_version(engine_.registry()->models_version());
-  const GpuProfiles& catalog = engine_.registry()->gpus();
+  const core::GpuProfiles& catalog = engine_.registry()->gpus();
   std::set<std::string> only;  // Catalog ids; empty: all.
   for (int i = 0; i < request.gpus_size(); ++i) {
-    const GpuProfile* named = catalog.Find(request.gpus(i));
+    const core::GpuProfile* named = catalog.Find(request.gpus(i));
     if (named == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("gpus[", i, "]: '", request.gpus(i).substr(0, 128),
@@ -264,7 +266,7 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
     only.insert(named->id);
   }
   std::set<std::string> seen;
-  for (const GpuProfile& gpu : catalog.All()) {
+  for (const core::GpuProfile& gpu : catalog.All()) {
     if (!only.empty() && only.count(gpu.id) == 0) continue;
     // Each GPU is one more estimate: none starts past the deadline.
     GPUEST_RETURN_IF_ERROR(deadline.Check());
@@ -277,12 +279,12 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
     r.set_gpu(gpu.id);
     r.set_name(gpu.name);
     for (const std::string& alias : gpu.aliases) r.add_aliases(alias);
-    r.set_mig(IsMigProfile(gpu));
+    r.set_mig(core::IsMigProfile(gpu));
     r.set_capacity_bytes(gpu.memory_bytes);
     r.set_peak_bytes(job.memory_bytes);
     r.set_estimator_id(job.estimator_id);
     r.set_fits(job.memory_bytes <= gpu.memory_bytes);
-    r.set_headroom_bytes(SignedHeadroom(gpu.memory_bytes, job.memory_bytes));
+    r.set_headroom_bytes(common::SignedHeadroom(gpu.memory_bytes, job.memory_bytes));
     r.set_needs_cap(job.cap.needed());
   }
   std::stable_sort(response.mutable_gpus()->begin(), response.mutable_gpus()->end(),
@@ -294,4 +296,4 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
   return response;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

@@ -17,7 +17,7 @@
 #include "placement/contention_model.h"
 #include "placement/placement_job.h"
 
-namespace gpuest {
+namespace gpuest::placement {
 
 // The most jobs a CheckPlacement may list as already on the GPU (MIG slices and MPS
 // clients included, a GPU holds a few dozen at most); more is refused, naming the bound.
@@ -32,9 +32,10 @@ class PlacementEngine {
  public:
   // The engine estimates jobs given by description and its registry is the GPU
   // catalog; it must outlive this object.
-  PlacementEngine(const Engine& engine, std::shared_ptr<const ContentionModel> contention)
+  PlacementEngine(const core::Engine& engine,
+                  std::shared_ptr<const ContentionModel> contention)
       : engine_(engine), contention_(std::move(contention)) {}
-  PlacementEngine(const Engine& engine, ContentionModel contention)
+  PlacementEngine(const core::Engine& engine, ContentionModel contention)
       : PlacementEngine(engine,
                         std::make_shared<const ContentionModel>(std::move(contention))) {}
 
@@ -44,17 +45,17 @@ class PlacementEngine {
   // job or GPU) stops: DeadlineExceeded or Cancelled, never a late answer.
   absl::StatusOr<v1::CheckPlacementResponse> CheckPlacement(
       const v1::CheckPlacementRequest& request,
-      const WorkDeadline& deadline = WorkDeadline::Never()) const;
+      const common::WorkDeadline& deadline = common::WorkDeadline::Never()) const;
   absl::StatusOr<v1::RankGpusResponse> RankGpus(
       const v1::RankGpusRequest& request,
-      const WorkDeadline& deadline = WorkDeadline::Never()) const;
+      const common::WorkDeadline& deadline = common::WorkDeadline::Never()) const;
 
-  const Engine& engine() const { return engine_; }
+  const core::Engine& engine() const { return engine_; }
   const ContentionModel& contention() const { return *contention_; }
 
  private:
-  const Engine& engine_;
+  const core::Engine& engine_;
   const std::shared_ptr<const ContentionModel> contention_;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

@@ -10,7 +10,7 @@
 #include "estimators/core/field_bounds.h"
 #include "estimators/core/job_gpus.h"
 
-namespace gpuest {
+namespace gpuest::placement {
 namespace {
 
 // GRACT against utilization.gpu on GPUMemNet's A100 rows: 3 to 5 points apart on
@@ -37,8 +37,10 @@ absl::StatusOr<UtilizationRange> FromMeasured(const v1::MeasuredJob& m,
                    "a measurement comes from NVIDIA_SMI (percent), DCGM_GRACT or "
                    "DCGM_SMACT (fractions)");
   }
-  GPUEST_RETURN_IF_ERROR(CheckField(kMeasuredGpuUtil, m.gpu_util(), field + ".gpu_util"));
-  GPUEST_RETURN_IF_ERROR(CheckField(kMeasuredMemUtil, m.mem_util(), field + ".mem_util"));
+  GPUEST_RETURN_IF_ERROR(
+      core::CheckField(core::kMeasuredGpuUtil, m.gpu_util(), field + ".gpu_util"));
+  GPUEST_RETURN_IF_ERROR(
+      core::CheckField(core::kMeasuredMemUtil, m.mem_util(), field + ".mem_util"));
   const double top = percent ? 100.0 : 1.0;
   for (const auto& [name, v] : {std::pair<const char*, double>{"gpu_util", m.gpu_util()},
                                 {"mem_util", m.mem_util()}}) {
@@ -81,19 +83,20 @@ absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
   if (classes == 0 || estimate.bin_edges_size() != classes + 1) {
     return Invalid(field + ".bin_edges", "needs one more edge than probabilities");
   }
-  if (classes > kUtilPredictedClass.max + 1) {
-    return Invalid(field + ".probabilities",
-                   absl::StrCat("at most ", kUtilPredictedClass.max + 1, " classes"));
+  if (classes > core::kUtilPredictedClass.max + 1) {
+    return Invalid(
+        field + ".probabilities",
+        absl::StrCat("at most ", core::kUtilPredictedClass.max + 1, " classes"));
   }
-  GPUEST_RETURN_IF_ERROR(CheckField(kUtilPredictedClass,
-                                    int64_t{estimate.predicted_class()},
-                                    field + ".predicted_class"));
-  GPUEST_RETURN_IF_ERROR(
-      CheckField(kUtilConfidence, estimate.confidence(), field + ".confidence"));
+  GPUEST_RETURN_IF_ERROR(core::CheckField(core::kUtilPredictedClass,
+                                          int64_t{estimate.predicted_class()},
+                                          field + ".predicted_class"));
+  GPUEST_RETURN_IF_ERROR(core::CheckField(core::kUtilConfidence, estimate.confidence(),
+                                          field + ".confidence"));
   for (int k = 0; k <= classes; ++k) {
     const double e = estimate.bin_edges(k);
-    GPUEST_RETURN_IF_ERROR(
-        CheckField(kUtilBinEdges, e, absl::StrCat(field, ".bin_edges[", k, "]")));
+    GPUEST_RETURN_IF_ERROR(core::CheckField(core::kUtilBinEdges, e,
+                                            absl::StrCat(field, ".bin_edges[", k, "]")));
     if (k > 0 && e < estimate.bin_edges(k - 1))
       return Invalid(field + ".bin_edges", "edges must rise within 0..1");
   }
@@ -103,8 +106,8 @@ absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
     const double p = estimate.probabilities(k);
     // Above 1 the sum can overflow to infinity and the mean to NaN, which compares as
     // neither bad nor acceptable.
-    GPUEST_RETURN_IF_ERROR(CheckField(kUtilProbabilities, p,
-                                      absl::StrCat(field, ".probabilities[", k, "]")));
+    GPUEST_RETURN_IF_ERROR(core::CheckField(
+        core::kUtilProbabilities, p, absl::StrCat(field, ".probabilities[", k, "]")));
     mass += p;
     r.value += p * (estimate.bin_edges(k) + estimate.bin_edges(k + 1)) / 2;
     if (p >= kClassMass) {
@@ -120,10 +123,10 @@ absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
 }
 
 absl::Status CheckDescriptionGpu(const v1::EstimateRequest& description,
-                                 const std::string& field, const GpuProfile& target,
-                                 const GpuProfiles& catalog) {
+                                 const std::string& field, const core::GpuProfile& target,
+                                 const core::GpuProfiles& catalog) {
   if (description.gpu().empty()) return absl::OkStatus();
-  const GpuProfile* named = catalog.Find(description.gpu());
+  const core::GpuProfile* named = catalog.Find(description.gpu());
   if (named != nullptr && named->id == target.id) return absl::OkStatus();
   return Invalid(field + ".gpu",
                  absl::StrCat("names '", description.gpu().substr(0, 128),
@@ -139,17 +142,19 @@ UtilizationRange MeasuredByNvidiaSmi(double percent) {
 }
 
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
-                                       const std::string& field, const GpuProfile& gpu,
-                                       const Engine& engine,
+                                       const std::string& field,
+                                       const core::GpuProfile& gpu,
+                                       const core::Engine& engine,
                                        const ContentionModel& contention,
-                                       const WorkDeadline& deadline) {
+                                       const common::WorkDeadline& deadline) {
   ResolvedJob out;
   out.name = job.name().empty() ? field : job.name();
   switch (job.job_case()) {
     case v1::PlacementJob::kMeasured: {
       const v1::MeasuredJob& m = job.measured();
-      GPUEST_RETURN_IF_ERROR(CheckField(kMeasuredMemory, m.memory_in_use_bytes(),
-                                        field + ".measured.memory_in_use_bytes"));
+      GPUEST_RETURN_IF_ERROR(core::CheckField(core::kMeasuredMemory,
+                                              m.memory_in_use_bytes(),
+                                              field + ".measured.memory_in_use_bytes"));
       out.memory_bytes = m.memory_in_use_bytes();
       out.memory_basis = "measured in use (its CUDA context included)";
       GPUEST_ASSIGN_OR_RETURN(out.util, FromMeasured(m, field + ".measured", contention));
@@ -158,14 +163,15 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
     }
     case v1::PlacementJob::kEstimate: {
       const v1::EstimatedJob& e = job.estimate();
-      GPUEST_RETURN_IF_ERROR(
-          CheckField(kEstimatedPeak, e.peak_bytes(), field + ".estimate.peak_bytes"));
+      GPUEST_RETURN_IF_ERROR(core::CheckField(core::kEstimatedPeak, e.peak_bytes(),
+                                              field + ".estimate.peak_bytes"));
       out.memory_bytes = e.peak_bytes();
       out.memory_basis = "an earlier estimate's peak";
       if (e.peak_excludes_context()) {
-        out.memory_bytes = SaturatingAdd(out.memory_bytes, gpu.context_bytes);
+        out.memory_bytes = common::SaturatingAdd(out.memory_bytes, gpu.context_bytes);
         absl::StrAppendFormat(&out.memory_basis, " plus %s's CUDA context (%.0f MiB)",
-                              gpu.id, InMiB(static_cast<double>(gpu.context_bytes)));
+                              gpu.id,
+                              common::InMiB(static_cast<double>(gpu.context_bytes)));
       } else {
         out.memory_basis += " (its CUDA context included)";
       }
@@ -186,7 +192,8 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
       request.set_gpu(gpu.id);
       absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request, deadline);
       // Stopped by the deadline or the caller: the call's outcome, not this field's.
-      if (!response.ok() && StoppedByCaller(response.status())) return response.status();
+      if (!response.ok() && common::StoppedByCaller(response.status()))
+        return response.status();
       if (!response.ok()) {
         return absl::Status(
             response.status().code(),
@@ -198,7 +205,7 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
             absl::StrCat(field, ".description: no estimator gave a memory figure"));
       }
       out.memory_bytes = response->recommendation().memory_bytes();
-      out.gpus = GpusPerJob(request.model().parallelism());
+      out.gpus = core::GpusPerJob(request.model().parallelism());
       out.estimator_id = response->recommendation().estimator_id();
       out.cap = response->recommendation().cap();
       out.memory_basis = absl::StrCat("estimated for ", gpu.id, ": ",
@@ -219,4 +226,4 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
   return Invalid(field, "a job needs a description, an estimate or a measurement");
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

@@ -18,7 +18,7 @@
 #include "gpuest/v1/placement.pb.h"
 #include "placement/contention_model.h"
 
-namespace gpuest {
+namespace gpuest::placement {
 
 struct ResolvedJob {
   std::string name;
@@ -42,18 +42,19 @@ struct ResolvedJob {
 // DeadlineExceeded or Cancelled, the call's outcome. A measured job's utilization is
 // read as contention's data was.
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
-                                       const std::string& field, const GpuProfile& gpu,
-                                       const Engine& engine,
+                                       const std::string& field,
+                                       const core::GpuProfile& gpu,
+                                       const core::Engine& engine,
                                        const ContentionModel& contention,
-                                       const WorkDeadline& deadline);
+                                       const common::WorkDeadline& deadline);
 
 // A job given by description is estimated for the GPU it is placed on (target): its
 // description may name that GPU (catalog id, alias or nvidia-smi name) or none.
 // Another GPU named is InvalidArgument naming <field>.gpu, never silently replaced.
 // field names the description ("candidate.description", a pod's annotation).
 absl::Status CheckDescriptionGpu(const v1::EstimateRequest& description,
-                                 const std::string& field, const GpuProfile& target,
-                                 const GpuProfiles& catalog);
+                                 const std::string& field, const core::GpuProfile& target,
+                                 const core::GpuProfiles& catalog);
 
 // Nothing says how busy a job is: taken as saturating the GPU (the conservative
 // point), over the whole range.
@@ -68,4 +69,4 @@ UtilizationRange MeasuredByNvidiaSmi(double percent);
 absl::StatusOr<UtilizationRange> UtilizationFromEstimate(
     const v1::UtilizationEstimate& estimate, const std::string& field);
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

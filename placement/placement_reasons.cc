@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/units.h"
 
-namespace gpuest {
+namespace gpuest::placement {
 namespace {
 
 // The verdict in a reason: the probability and the operating point where the model
@@ -52,7 +52,9 @@ constexpr size_t kJobsWordedEach = 8;
 
 }  // namespace
 
-std::string GibWords(double bytes) { return absl::StrFormat("%.2f GiB", InGiB(bytes)); }
+std::string GibWords(double bytes) {
+  return absl::StrFormat("%.2f GiB", common::InGiB(bytes));
+}
 
 std::string UtilizationSourceWords(v1::UtilizationSource source) {
   switch (source) {
@@ -70,12 +72,15 @@ std::string UtilizationSourceWords(v1::UtilizationSource source) {
 }
 
 std::string MemoryFitWords(const MemoryFit& fit) {
-  const std::string head = absl::StrFormat(
-      "needs %.2f GiB beside %.2f GiB used of %.2f GiB", InGiB(fit.candidate_bytes),
-      InGiB(fit.used_bytes), InGiB(fit.capacity_bytes));
-  return fit.fits ? absl::StrFormat("%s, %.2f GiB left", head, InGiB(fit.headroom_bytes))
-                  : absl::StrFormat("%s, short by %.2f GiB", head,
-                                    InGiB(-static_cast<double>(fit.headroom_bytes)));
+  const std::string head =
+      absl::StrFormat("needs %.2f GiB beside %.2f GiB used of %.2f GiB",
+                      common::InGiB(fit.candidate_bytes), common::InGiB(fit.used_bytes),
+                      common::InGiB(fit.capacity_bytes));
+  return fit.fits
+             ? absl::StrFormat("%s, %.2f GiB left", head,
+                               common::InGiB(fit.headroom_bytes))
+             : absl::StrFormat("%s, short by %.2f GiB", head,
+                               common::InGiB(-static_cast<double>(fit.headroom_bytes)));
 }
 
 std::string TargetGpuWords(bool node_reported, const std::string& id,
@@ -188,4 +193,4 @@ std::string GpuShortWords(int index, const std::string& profile_id, bool free_re
                       "): ", MemoryFitWords(fit));
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

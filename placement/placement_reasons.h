@@ -16,7 +16,7 @@
 #include "placement/memory_fit.h"
 #include "placement/placement_job.h"
 
-namespace gpuest {
+namespace gpuest::placement {
 
 // "3.10 GiB".
 std::string GibWords(double bytes);
@@ -55,4 +55,4 @@ std::string ManyJobsReason(size_t jobs);
 std::string GpuShortWords(int index, const std::string& profile_id, bool free_reported,
                           const MemoryFit& fit);
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

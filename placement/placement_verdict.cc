@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace gpuest {
+namespace gpuest::placement {
 
 void ContentionTally::Add(const ContentionModel& contention, const SpeedPrediction& p) {
   worst_speed = std::min(worst_speed, p.speed);
@@ -30,4 +30,4 @@ GpuJudgement JudgeReportedGpu(const ContentionModel& contention, uint64_t candid
   return j;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

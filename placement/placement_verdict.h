@@ -14,7 +14,7 @@
 #include "placement/contention_model.h"
 #include "placement/memory_fit.h"
 
-namespace gpuest {
+namespace gpuest::placement {
 
 // A placement's contention verdict over its jobs: BAD where any job is called bad,
 // else ACCEPTABLE where any shares the GPU, else ALONE; and the slowest predicted speed.
@@ -40,4 +40,4 @@ GpuJudgement JudgeReportedGpu(const ContentionModel& contention, uint64_t candid
                               uint64_t total_bytes, uint64_t free_bytes,
                               const UtilizationRange& running);
 
-}  // namespace gpuest
+}  // namespace gpuest::placement

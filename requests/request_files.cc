@@ -19,7 +19,7 @@ namespace gpuest::requests {
 namespace {
 
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
-  if (path != "-") return ReadTextFile(path, kMaxRequestFileBytes);
+  if (path != "-") return common::ReadTextFile(path, kMaxRequestFileBytes);
   // In chunks, stopping one byte past the bound to tell a stream that is over it.
   std::string text;
   char chunk[64 << 10];
@@ -89,7 +89,7 @@ absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
   if (text[first] != '{') return ReadSummary(text, name, options);
   // Protobuf's JSON parser recurses per level and may run up to three times below,
   // and takes a key named twice as its last copy (appending a list's two copies).
-  if (absl::Status shape = CheckJsonText(text, name); !shape.ok()) return shape;
+  if (absl::Status shape = common::CheckJsonText(text, name); !shape.ok()) return shape;
   v1::EstimateRequest request;
   auto as_model =
       google::protobuf::util::JsonStringToMessage(text, request.mutable_model());

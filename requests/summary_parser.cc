@@ -15,7 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
-namespace gpuest {
+namespace gpuest::requests {
 namespace {
 
 // Far beyond any real model, far below int64 overflow when summed over many rows.
@@ -564,4 +564,4 @@ absl::StatusOr<v1::ModelDescription> ParseModelSummary(absl::string_view text,
   return ParseModelSummaryAs(SummaryFormat::kTorchinfo, text, source_name);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::requests

@@ -44,7 +44,7 @@
 #include "absl/strings/string_view.h"
 #include "gpuest/v1/model.pb.h"
 
-namespace gpuest {
+namespace gpuest::requests {
 
 enum class SummaryFormat { kTorchsummary, kTorchinfo };
 
@@ -58,4 +58,4 @@ absl::StatusOr<v1::ModelDescription> ParseModelSummaryAs(SummaryFormat format,
                                                          absl::string_view text,
                                                          absl::string_view source_name);
 
-}  // namespace gpuest
+}  // namespace gpuest::requests

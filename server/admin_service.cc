@@ -4,7 +4,7 @@
 #include "server/raw_messages.h"
 #include "server/status_util.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 grpc::ServerUnaryReactor* AdminService::ReloadModels(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* in,
@@ -39,4 +39,4 @@ grpc::ServerUnaryReactor* AdminService::ReloadModels(grpc::CallbackServerContext
   return reactor;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

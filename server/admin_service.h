@@ -9,7 +9,7 @@
 #include "server/model_lifecycle.h"
 #include "server/worker_pool.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 // Raw, as the other services (server/raw_messages.h): an undecodable request is
 // INVALID_ARGUMENT, not UNIMPLEMENTED.
@@ -28,4 +28,4 @@ class AdminService final
   WorkerPool& pool_;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -7,7 +7,7 @@
 #include "integrations/kubernetes/admission_review.h"
 #include "integrations/kubernetes/admission_webhook.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 absl::StatusOr<std::unique_ptr<HttpFront>> StartAdmissionHttps(
     const kubernetes::AdmissionWebhook& webhook, const AdmissionWebhookOptions& options,
@@ -25,10 +25,10 @@ absl::StatusOr<std::unique_ptr<HttpFront>> StartAdmissionHttps(
   front.error_body = kubernetes::AdmissionErrorText;
   std::vector<HttpRoute> routes = {
       {"/mutate", RpcMethod::kAdmissionMutate,
-       [&webhook](std::string body, const WorkDeadline& deadline) {
+       [&webhook](std::string body, const common::WorkDeadline& deadline) {
          return webhook.Mutate(body, deadline);
        }}};
   return HttpFront::Start(std::move(front), std::move(routes), &dispatcher);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

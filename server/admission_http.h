@@ -2,7 +2,7 @@
 //
 // Serves the mutating admission webhook (integrations/kubernetes/admission_webhook.h)
 // on the server's HTTP front over HTTPS, as kube-apiserver calls webhooks: POST
-// /mutate, GET /healthz. Each call goes through the server's CallDispatcher (admission,
+// /mutate, GET /healthz. Each call goes through the server's CallDispatcher (intake,
 // the workers' share, deadline, the request metrics as "admission/mutate"), as a gRPC
 // call does.
 #pragma once
@@ -13,7 +13,7 @@
 #include "server/http_front.h"
 #include "server/options.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 // Binds options.listen_address with options' certificate; webhook and dispatcher must
 // outlive the front.
@@ -21,4 +21,4 @@ absl::StatusOr<std::unique_ptr<HttpFront>> StartAdmissionHttps(
     const kubernetes::AdmissionWebhook& webhook, const AdmissionWebhookOptions& options,
     CallDispatcher& dispatcher);
 
-}  // namespace gpuest
+}  // namespace gpuest::server

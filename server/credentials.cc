@@ -8,7 +8,7 @@
 #include "common/text_file.h"
 #include "grpcpp/security/server_credentials.h"
 
-namespace gpuest {
+namespace gpuest::server {
 namespace {
 
 // The host of host:port or [host]:port.
@@ -60,18 +60,20 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
   }
   grpc::SslServerCredentialsOptions ssl;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  GPUEST_ASSIGN_OR_RETURN(pair.private_key, ReadPemFile(tls.key_file, "--tls-key"));
-  GPUEST_ASSIGN_OR_RETURN(pair.cert_chain, ReadPemFile(tls.cert_file, "--tls-cert"));
+  GPUEST_ASSIGN_OR_RETURN(pair.private_key,
+                          common::ReadPemFile(tls.key_file, "--tls-key"));
+  GPUEST_ASSIGN_OR_RETURN(pair.cert_chain,
+                          common::ReadPemFile(tls.cert_file, "--tls-cert"));
   ssl.pem_key_cert_pairs.push_back(std::move(pair));
   if (tls.client_ca_file.empty()) {
     ssl.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
   } else {
     GPUEST_ASSIGN_OR_RETURN(ssl.pem_root_certs,
-                            ReadPemFile(tls.client_ca_file, "--tls-client-ca"));
+                            common::ReadPemFile(tls.client_ca_file, "--tls-client-ca"));
     ssl.client_certificate_request =
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

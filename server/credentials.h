@@ -18,7 +18,7 @@ namespace grpc {
 class ServerCredentials;
 }  // namespace grpc
 
-namespace gpuest {
+namespace gpuest::server {
 
 // Whether a listen address (host:port, [v6]:port or unix:path) only accepts
 // connections from this machine: 127.0.0.0/8, [::1], localhost, or a Unix socket.
@@ -32,4 +32,4 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
 // "plaintext", "TLS" or "mutual TLS", for the start-up log.
 std::string TransportSecurityName(const TlsOptions& tls);
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/resource_quota.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 void ApplyTransportBounds(const GrpcTransportOptions& options, const std::string& name,
                           grpc::ServerBuilder& builder) {
@@ -42,4 +42,4 @@ std::string DescribeTransportBounds(const GrpcTransportOptions& options) {
       " streams a second is cut");
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -12,7 +12,7 @@
 
 #include "grpcpp/server_builder.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 struct GrpcTransportOptions {
   // Streams one connection may have open at once; 0 leaves gRPC's default (no limit
@@ -39,4 +39,4 @@ void ApplyTransportBounds(const GrpcTransportOptions& options, const std::string
 // One line for the start-up log: the bounds in effect.
 std::string DescribeTransportBounds(const GrpcTransportOptions& options);
 
-}  // namespace gpuest
+}  // namespace gpuest::server

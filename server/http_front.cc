@@ -32,7 +32,7 @@
 #include "server/worker_pool.h"
 #include "spdlog/spdlog.h"
 
-namespace gpuest {
+namespace gpuest::server {
 namespace {
 
 // The work threads of a low-priority front (nice 10: a tenth of the weight of a thread
@@ -211,7 +211,7 @@ absl::StatusOr<int> HttpFront::Impl::Start() {
           options_.flag, ": a client CA needs HTTPS (a certificate and its key)"));
     }
     absl::StatusOr<std::string> ca =
-        ReadPemFile(options_.tls_client_ca_file, options_.flag + " client CA");
+        common::ReadPemFile(options_.tls_client_ca_file, options_.flag + " client CA");
     if (!ca.ok()) return ca.status();
     client_ca_pem_ = *std::move(ca);
   }
@@ -404,10 +404,10 @@ void HttpFront::Impl::StartWork(MHD_Connection* connection, Call& call) {
   Call* work = &call;
   const bool taken = workers_->Submit([this, connection, work] {
     if (options_.lower_priority) LowerThisThreadsPriority();
-    HttpReply reply;
+    common::HttpReply reply;
     const absl::Status status = dispatcher_->RunBlocking(
         work->route->method, work->arrived + options_.timeout,
-        [&](const WorkDeadline& deadline) {
+        [&](const common::WorkDeadline& deadline) {
           reply = work->route->handle(std::move(work->body), deadline);
           return absl::Status(reply.code, "");
         });
@@ -546,4 +546,4 @@ void HttpFront::Impl::Log(void* cls, const char* format, va_list args) {
   spdlog::debug("{}: {}", static_cast<Impl*>(cls)->options_.name, line);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

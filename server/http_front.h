@@ -21,7 +21,7 @@
 //   a Content-Encoding, of another type than JSON, or larger than max_body_bytes is
 //   refused from its headers, before any of its body is read;
 // - a body's bytes are held against the server's in-flight bound before it is read,
-//   and its work goes through the dispatcher (admission, the workers' share, the
+//   and its work goes through the dispatcher (intake, the workers' share, the
 //   deadline timeout after its headers arrived, the request metrics), on the front's
 //   own threads (kWorkThreads, a bounded queue): a slow call never holds the polling
 //   threads, so GET /healthz always answers from them.
@@ -39,7 +39,7 @@
 #include "common/work_deadline.h"
 #include "server/metrics.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 class CallDispatcher;
 
@@ -48,7 +48,8 @@ class CallDispatcher;
 struct HttpRoute {
   std::string path;
   RpcMethod method;
-  std::function<HttpReply(std::string body, const WorkDeadline& deadline)> handle;
+  std::function<common::HttpReply(std::string body, const common::WorkDeadline& deadline)>
+      handle;
 };
 
 // GET path: answered at once on the polling threads (cheap, bounded work, such as
@@ -120,4 +121,4 @@ class HttpFront {
   int port_ = 0;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -8,7 +8,7 @@
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
-namespace gpuest {
+namespace gpuest::server {
 namespace {
 
 // The length of the UTF-8 character that starts text, 0 when it does not start one
@@ -68,7 +68,7 @@ class TextMessageFlag final : public spdlog::custom_flag_formatter {
 
 std::string CutForLog(absl::string_view message, size_t max_bytes) {
   if (message.size() <= max_bytes) return std::string(message);
-  std::string cut = Utf8Prefix(message, max_bytes);
+  std::string cut = common::Utf8Prefix(message, max_bytes);
   absl::StrAppend(&cut, "... (", message.size() - cut.size(), " more bytes not logged)");
   return cut;
 }
@@ -139,4 +139,4 @@ absl::Status SetUpLogging(const std::string& level, const std::string& format) {
   return absl::OkStatus();
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 // The most of one message a line carries; the rest is counted, not written.
 inline constexpr size_t kMaxLogMessageBytes = 4096;
@@ -28,4 +28,4 @@ std::string EscapeForLog(absl::string_view message);
 // level: trace|debug|info|warn|error|off; format: text|json. Logs go to stderr.
 absl::Status SetUpLogging(const std::string& level, const std::string& format);
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -50,7 +50,7 @@ ABSL_FLAG(int, max_queued, 128,
           "calls that may wait for a worker; beyond, calls are refused at once "
           "(RESOURCE_EXHAUSTED), as are calls whose deadline the queue would outlast");
 ABSL_FLAG(int64_t, max_bytes_in_flight, int64_t{256} << 20,
-          "request bytes (in memory) that admitted calls may hold at once; beyond, "
+          "request bytes (in memory) that calls taken in may hold at once; beyond, "
           "calls are refused (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int64_t, inline_max_request_bytes, int64_t{64} << 10,
           "a request up to this size (in memory) is worked on by the gRPC thread that "
@@ -134,8 +134,8 @@ ABSL_FLAG(std::string, ready_file, "",
 
 namespace {
 
-gpuest::ServerOptions OptionsFromFlags() {
-  gpuest::ServerOptions o;
+gpuest::server::ServerOptions OptionsFromFlags() {
+  gpuest::server::ServerOptions o;
   o.grpc.listen_address = absl::GetFlag(FLAGS_listen);
   o.grpc.max_message_bytes = absl::GetFlag(FLAGS_max_message_size);
   o.grpc.transport.max_concurrent_streams =
@@ -156,7 +156,7 @@ gpuest::ServerOptions OptionsFromFlags() {
   o.metrics_listen_address = absl::GetFlag(FLAGS_metrics_listen);
   o.admin_listen_address = absl::GetFlag(FLAGS_admin_listen);
   o.models.directory = absl::GetFlag(FLAGS_models).empty()
-                           ? gpuest::DefaultModelsDirectory()
+                           ? gpuest::server::DefaultModelsDirectory()
                            : absl::GetFlag(FLAGS_models);
   o.models.device = absl::GetFlag(FLAGS_device);
   o.work.worker_threads = absl::GetFlag(FLAGS_workers);
@@ -197,7 +197,7 @@ void BoundMallocArenas() {
 
 int main(int argc, char** argv) {
   BoundMallocArenas();
-  const std::vector<std::string> positional = gpuest::ParseFlags(
+  const std::vector<std::string> positional = gpuest::common::ParseFlags(
       argc, argv,
       {"gpuest-server [flags]",
        "Serves gpuest.v1.Estimator and gpuest.v1.Placement over gRPC (with "
@@ -219,13 +219,13 @@ int main(int argc, char** argv) {
                  positional.front().c_str());
     return 2;
   }
-  if (absl::Status s = gpuest::SetUpLogging(absl::GetFlag(FLAGS_log_level),
-                                            absl::GetFlag(FLAGS_log_format));
+  if (absl::Status s = gpuest::server::SetUpLogging(absl::GetFlag(FLAGS_log_level),
+                                                    absl::GetFlag(FLAGS_log_format));
       !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 2;
   }
-  gpuest::ServerOptions options = OptionsFromFlags();
+  gpuest::server::ServerOptions options = OptionsFromFlags();
   if (options.grpc.max_message_bytes <= 0 || options.work.worker_threads < 0 ||
       options.work.limits.max_layers <= 0 || options.work.limits.max_trace_events < 0 ||
       options.grace_period < absl::ZeroDuration() ||
@@ -304,11 +304,11 @@ int main(int argc, char** argv) {
       options.extender.listen_address, options.extender.descriptions_dir,
       options.extender.nodes_file, options.admission.listen_address);
   // The worker pool is the parallelism: one libtorch thread per estimator call.
-  gpuest::UseOneIntraOpThread();
+  gpuest::core::UseOneIntraOpThread();
   // Debian's Abseil checks every lock's order against a graph of all locks taken (a
   // debugging aid, 1 to 2 % of the server's CPU under load). The tests keep it on.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  auto server = gpuest::GpuestServer::Create(options);
+  auto server = gpuest::server::GpuestServer::Create(options);
   if (!server.ok()) {
     spdlog::error("cannot start: {}", server.status().ToString());
     return 1;

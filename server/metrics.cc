@@ -17,7 +17,7 @@
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 
-namespace gpuest {
+namespace gpuest::server {
 namespace {
 
 constexpr std::array<const char*, kRpcMethodCount> kMethodNames = {
@@ -130,18 +130,19 @@ struct Metrics::State {
   prometheus::Family<prometheus::Gauge>& bytes_in_flight =
       prometheus::BuildGauge()
           .Name("gpuest_request_bytes_in_flight")
-          .Help("Bytes of requests held by admitted calls, queued or running.")
+          .Help("Bytes of requests held by calls taken in, queued or running.")
           .Register(*registry);
   prometheus::Family<prometheus::Gauge>& queued =
       prometheus::BuildGauge()
           .Name("gpuest_requests_queued")
-          .Help("Admitted calls waiting for a worker.")
+          .Help("Calls taken in and waiting for a worker.")
           .Register(*registry);
   prometheus::Family<prometheus::Counter>& run_on_grpc_thread =
       prometheus::BuildCounter()
           .Name("gpuest_requests_run_on_grpc_thread_total")
           .Help(
-              "Admitted calls worked on by the gRPC thread that received them (requests "
+              "Calls taken in and worked on by the gRPC thread that received them "
+              "(requests "
               "up to --inline-max-request-bytes, while the workers had room), by "
               "method; the others ran on a worker.")
           .Register(*registry);
@@ -318,4 +319,4 @@ void Metrics::EstimatorObserved(const std::string& estimator_id, double seconds)
   if (it != state_->estimator_series.end()) it->second->Observe(seconds);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

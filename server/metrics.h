@@ -12,9 +12,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/admission.h"
+#include "server/intake.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 enum class RpcMethod {
   kEstimate = 0,
@@ -59,9 +59,9 @@ class Metrics {
   void RequestShed(RpcMethod method, ShedReason reason);
   // A gRPC connection shut for resetting its streams too fast (server/stream_guard.h).
   void ConnectionCut();
-  // An admitted call worked on by the gRPC thread that received it, not a worker.
+  // A call taken in worked on by the gRPC thread that received it, not a worker.
   void RanOnGrpcThread(RpcMethod method);
-  // Request bytes held by admitted calls, and calls waiting for a worker.
+  // Request bytes held by calls taken in, and calls waiting for a worker.
   void BytesInFlightChanged(int64_t delta);
   void QueuedChanged(int delta);
 
@@ -71,4 +71,4 @@ class Metrics {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::server

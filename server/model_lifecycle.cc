@@ -12,11 +12,11 @@
 #include "server/metrics.h"
 #include "spdlog/spdlog.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 ModelLifecycle::ModelLifecycle(const ModelOptions& options, std::string device,
-                               Metrics& metrics, const ValidationLimits& limits,
-                               std::shared_ptr<const ModelSet> set)
+                               Metrics& metrics, const core::ValidationLimits& limits,
+                               std::shared_ptr<const placement::ModelSet> set)
     : options_(options),
       device_(std::move(device)),
       limits_(limits),
@@ -24,9 +24,9 @@ ModelLifecycle::ModelLifecycle(const ModelOptions& options, std::string device,
       current_(std::move(set)) {}
 
 absl::StatusOr<std::unique_ptr<ModelLifecycle>> ModelLifecycle::Create(
-    const ModelOptions& options, const ValidationLimits& limits, Metrics& metrics) {
-  GPUEST_ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.device));
-  GPUEST_ASSIGN_OR_RETURN(std::shared_ptr<const ModelSet> set,
+    const ModelOptions& options, const core::ValidationLimits& limits, Metrics& metrics) {
+  GPUEST_ASSIGN_OR_RETURN(std::string device, core::ResolveDevice(options.device));
+  GPUEST_ASSIGN_OR_RETURN(std::shared_ptr<const placement::ModelSet> set,
                           LoadSet(options, device, limits));
   std::unique_ptr<ModelLifecycle> lifecycle(
       new ModelLifecycle(options, std::move(device), metrics, limits, set));
@@ -34,59 +34,59 @@ absl::StatusOr<std::unique_ptr<ModelLifecycle>> ModelLifecycle::Create(
   return lifecycle;
 }
 
-std::shared_ptr<const ModelSet> ModelLifecycle::Current() const {
+std::shared_ptr<const placement::ModelSet> ModelLifecycle::Current() const {
   absl::MutexLock lock(&current_mu_);
   return current_;
 }
 
-absl::StatusOr<std::shared_ptr<const ModelSet>> ModelLifecycle::LoadSet(
+absl::StatusOr<std::shared_ptr<const placement::ModelSet>> ModelLifecycle::LoadSet(
     const ModelOptions& options, const std::string& device,
-    const ValidationLimits& limits) {
+    const core::ValidationLimits& limits) {
   // One scan: the registry and the contention model are loaded from the bytes the
   // version is computed from.
-  GPUEST_ASSIGN_OR_RETURN(const ModelRepositoryContents contents,
-                          ScanModelRepository(options.directory));
+  GPUEST_ASSIGN_OR_RETURN(const core::ModelRepositoryContents contents,
+                          core::ScanModelRepository(options.directory));
   if (!contents.contention_text) {
     return absl::NotFoundError(absl::StrCat("cannot read ", contents.contention_path,
                                             " (the placement's contention model)"));
   }
-  GPUEST_ASSIGN_OR_RETURN(
-      ContentionModel contention,
-      ContentionModel::Parse(*contents.contention_text, contents.contention_path));
-  const RegistryOptions registry_options =
-      WithDefaultFactories({options.directory, device});
-  GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<EstimatorRegistry> registry,
-                          EstimatorRegistry::Load(contents, registry_options));
-  return std::make_shared<const ModelSet>(
-      std::move(registry), std::make_shared<const ContentionModel>(std::move(contention)),
-      limits);
+  GPUEST_ASSIGN_OR_RETURN(placement::ContentionModel contention,
+                          placement::ContentionModel::Parse(*contents.contention_text,
+                                                            contents.contention_path));
+  const core::RegistryOptions registry_options =
+      estimators::WithDefaultFactories({options.directory, device});
+  GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<core::EstimatorRegistry> registry,
+                          core::EstimatorRegistry::Load(contents, registry_options));
+  return std::make_shared<const placement::ModelSet>(
+      std::move(registry),
+      std::make_shared<const placement::ContentionModel>(std::move(contention)), limits);
 }
 
-void ModelLifecycle::Announce(const ModelSet& set) {
-  const EstimatorRegistry& registry = set.registry();
+void ModelLifecycle::Announce(const placement::ModelSet& set) {
+  const core::EstimatorRegistry& registry = set.registry();
   std::vector<ServedEstimator> served;
   for (const auto& e : registry.estimators()) {
     const v1::EstimatorInfo& info = e->Info();
     served.push_back({info.id(), e->Device()});
     spdlog::info("loaded estimator {} (version {}, family {}) on {}", info.id(),
-                 info.version(), FamilyName(info.family()), served.back().device);
+                 info.version(), common::FamilyName(info.family()), served.back().device);
   }
   spdlog::info("model repository {}: version {}, {} estimators, {} GPU profiles",
                options_.directory, registry.models_version(), served.size(),
                registry.gpus().All().size());
   spdlog::info("contention model {} from {}", set.contention().version,
-               ContentionModelPath(options_.directory));
+               core::ContentionModelPath(options_.directory));
   metrics_.SetModels(registry.models_version(), served);
 }
 
 ReloadOutcome ModelLifecycle::Reload() {
   absl::MutexLock lock(&reload_mu_);
   ReloadOutcome outcome;
-  const std::shared_ptr<const ModelSet> current = Current();
+  const std::shared_ptr<const placement::ModelSet> current = Current();
   outcome.old_models_version = current->version();
   spdlog::info("reloading models from {} (serving version {})", options_.directory,
                outcome.old_models_version);
-  absl::StatusOr<std::shared_ptr<const ModelSet>> loaded =
+  absl::StatusOr<std::shared_ptr<const placement::ModelSet>> loaded =
       LoadSet(options_, device_, limits_);
   if (!loaded.ok()) {
     outcome.new_models_version = outcome.old_models_version;
@@ -97,7 +97,7 @@ ReloadOutcome ModelLifecycle::Reload() {
                   outcome.old_models_version, outcome.status.ToString());
     return outcome;
   }
-  const ModelSet& set = **loaded;
+  const placement::ModelSet& set = **loaded;
   outcome.new_models_version = set.version();
   outcome.estimators = static_cast<int>(set.registry().estimators().size());
   {
@@ -114,4 +114,4 @@ ReloadOutcome ModelLifecycle::Reload() {
   return outcome;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -21,7 +21,7 @@
 #include "placement/model_set.h"
 #include "server/options.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 class Metrics;
 
@@ -35,15 +35,16 @@ struct ReloadOutcome {
   absl::Status status;
 };
 
-class ModelLifecycle final : public ModelSetSource {
+class ModelLifecycle final : public placement::ModelSetSource {
  public:
   // Loads the models of options.directory onto options.device (resolved here, once:
   // a reload uses the same device). An error names what is wrong; metrics must
   // outlive the object.
   static absl::StatusOr<std::unique_ptr<ModelLifecycle>> Create(
-      const ModelOptions& options, const ValidationLimits& limits, Metrics& metrics);
+      const ModelOptions& options, const core::ValidationLimits& limits,
+      Metrics& metrics);
 
-  std::shared_ptr<const ModelSet> Current() const override;
+  std::shared_ptr<const placement::ModelSet> Current() const override;
 
   // Loads every model of the directory again and, when the whole set loads, swaps it
   // in; calls in flight finish on the set they started with. One reload at a time: a
@@ -52,24 +53,25 @@ class ModelLifecycle final : public ModelSetSource {
 
  private:
   ModelLifecycle(const ModelOptions& options, std::string device, Metrics& metrics,
-                 const ValidationLimits& limits, std::shared_ptr<const ModelSet> set);
+                 const core::ValidationLimits& limits,
+                 std::shared_ptr<const placement::ModelSet> set);
 
   // One scan of the repository, loaded and verified; nothing serves it yet. Its
   // version (the registry's) covers the contention model's bytes too.
-  static absl::StatusOr<std::shared_ptr<const ModelSet>> LoadSet(
+  static absl::StatusOr<std::shared_ptr<const placement::ModelSet>> LoadSet(
       const ModelOptions& options, const std::string& device,
-      const ValidationLimits& limits);
+      const core::ValidationLimits& limits);
   // Puts the set's version, estimators and contention model into the log and the
   // metrics.
-  void Announce(const ModelSet& set);
+  void Announce(const placement::ModelSet& set);
 
   const ModelOptions options_;
   const std::string device_;
-  const ValidationLimits limits_;
+  const core::ValidationLimits limits_;
   Metrics& metrics_;
   absl::Mutex reload_mu_;  // Held for a whole reload: one at a time.
   mutable absl::Mutex current_mu_;
-  std::shared_ptr<const ModelSet> current_ ABSL_GUARDED_BY(current_mu_);
+  std::shared_ptr<const placement::ModelSet> current_ ABSL_GUARDED_BY(current_mu_);
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::server

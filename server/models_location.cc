@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-namespace gpuest {
+namespace gpuest::server {
 
 std::string DefaultModelsDirectory() {
   std::error_code ec;
@@ -16,4 +16,4 @@ std::string DefaultModelsDirectory() {
   return "models";
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -7,8 +7,8 @@
 
 #include <string>
 
-namespace gpuest {
+namespace gpuest::server {
 
 std::string DefaultModelsDirectory();
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -13,7 +13,7 @@
 #include "integrations/kubernetes/extender_options.h"
 #include "server/grpc_transport.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 // Transport security of the gRPC port (server/credentials.h). No certificate:
 // plaintext, which only a loopback address gets unless plaintext_non_loopback says so.
@@ -42,14 +42,14 @@ struct WorkOptions {
   // Calls waiting for a worker at most; beyond, RESOURCE_EXHAUSTED at once. With a
   // call taking about a millisecond, 128 queued is ~60 ms of waiting on 2 workers.
   size_t max_queued = 128;
-  // Request bytes (in memory) that admitted calls may hold at once.
+  // Request bytes (in memory) that calls taken in may hold at once.
   int64_t max_bytes_in_flight = int64_t{256} << 20;
   // A request up to this size (in memory) is worked on by the gRPC thread that got it
   // while the workers have room (WorkerPool::RunHereIfRoom); 0: every call goes to a
   // worker. 64 KiB holds a
   // description of some 500 layers with no trace, a few milliseconds of work at most.
   int64_t inline_max_request_bytes = int64_t{64} << 10;
-  ValidationLimits limits;
+  core::ValidationLimits limits;
 };
 
 // The Kubernetes mutating admission webhook (admission_webhook.h), served over HTTPS.
@@ -70,12 +70,13 @@ struct ServerOptions {
   ModelOptions models;
   WorkOptions work;
   absl::Duration grace_period = absl::Seconds(10);
-  std::string ready_file;    // Written once serving: the bound ports, as JSON.
-  ExtenderOptions extender;  // Kubernetes scheduler extender; off unless listen is set.
+  std::string ready_file;  // Written once serving: the bound ports, as JSON.
+  kubernetes::ExtenderOptions
+      extender;  // Kubernetes scheduler extender; off unless listen is set.
   // The extender's HTTPS (plain HTTP when no certificate), and the CA whose client
   // certificates it requires (kube-scheduler's extender tlsConfig).
   TlsOptions extender_tls;
   AdmissionWebhookOptions admission;  // Off unless its listen address is set.
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -4,7 +4,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "grpcpp/support/slice.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 absl::Status DecodeRequest(const grpc::ByteBuffer& bytes,
                            google::protobuf::Message& message) {
@@ -40,4 +40,4 @@ void EncodeResponse(const google::protobuf::Message& message, grpc::ByteBuffer& 
   bytes.Swap(&encoded);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -13,7 +13,7 @@
 #include "google/protobuf/message.h"
 #include "grpcpp/support/byte_buffer.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 // Decodes a request of message's type from bytes; InvalidArgument naming the type, the
 // size and why when they are not one (malformed wire data, a field of the wrong wire
@@ -24,4 +24,4 @@ absl::Status DecodeRequest(const grpc::ByteBuffer& bytes,
 // The response's wire bytes, for a raw method's output buffer.
 void EncodeResponse(const google::protobuf::Message& message, grpc::ByteBuffer& bytes);
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -11,7 +11,7 @@
 #include "common/text_file.h"
 #include "spdlog/spdlog.h"
 
-namespace gpuest {
+namespace gpuest::server {
 namespace {
 
 // The certificate Retrieve answers with: GnuTLS's callback has no closure.
@@ -100,9 +100,10 @@ ReloadingCertificate::Stamps() const {
 
 absl::StatusOr<std::shared_ptr<ReloadingCertificate::Pair>> ReloadingCertificate::Read()
     const {
-  absl::StatusOr<std::string> cert = ReadPemFile(cert_file_, flag_ + " certificate");
+  absl::StatusOr<std::string> cert =
+      common::ReadPemFile(cert_file_, flag_ + " certificate");
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPemFile(key_file_, flag_ + " key");
+  absl::StatusOr<std::string> key = common::ReadPemFile(key_file_, flag_ + " key");
   if (!key.ok()) return key.status();
   auto pair = std::make_shared<Pair>();
   pair->chain.resize(kMaxChain);
@@ -199,4 +200,4 @@ int ReloadingCertificate::Retrieve(gnutls_session_t, const gnutls_datum_t*, int,
   return 0;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 class ReloadingCertificate {
  public:
@@ -75,4 +75,4 @@ class ReloadingCertificate {
   bool installed_ = false;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::server

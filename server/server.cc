@@ -15,17 +15,17 @@
 #include "nlohmann/json.hpp"
 #include "placement/placement_engine.h"
 #include "server/admin_service.h"
-#include "server/admission.h"
 #include "server/admission_http.h"
 #include "server/credentials.h"
 #include "server/extender_http.h"
 #include "server/http_front.h"
+#include "server/intake.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
 #include "spdlog/spdlog.h"
 
-namespace gpuest {
+namespace gpuest::server {
 namespace {
 
 // The limits hold bytes after decoding: a 4 MB gzip message can inflate to gigabytes
@@ -124,7 +124,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
                           ? options.work.worker_threads
                           : std::max(1u, std::thread::hardware_concurrency());
   s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
-  s->admission_ = std::make_unique<Admission>(options.work.max_bytes_in_flight, threads);
+  s->intake_ = std::make_unique<Intake>(options.work.max_bytes_in_flight, threads);
   // The extender's calls may hold half the workers (at least one): a flood of them
   // leaves the others to the gRPC API.
   if (options.grpc.transport.max_resets_per_second > 0) {
@@ -134,7 +134,7 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
         [metrics](const std::string&) { metrics->ConnectionCut(); });
   }
   s->dispatcher_ = std::make_unique<CallDispatcher>(
-      *s->metrics_, *s->pool_, *s->admission_, options.grpc.max_message_bytes,
+      *s->metrics_, *s->pool_, *s->intake_, options.grpc.max_message_bytes,
       options.work.inline_max_request_bytes, std::max(1, static_cast<int>(threads) / 2),
       s->stream_guard_.get());
   s->service_ = std::make_unique<EstimatorService>(*s->models_, *s->dispatcher_);
@@ -196,7 +196,8 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
   if (!options.extender.listen_address.empty()) {
     // The extender answers from the same engines as the gRPC services, through the
     // same dispatcher (admission, queue, deadlines, metrics).
-    s->extender_ = std::make_unique<KubeExtender>(*s->models_, options.extender);
+    s->extender_ =
+        std::make_unique<kubernetes::KubeExtender>(*s->models_, options.extender);
     GPUEST_ASSIGN_OR_RETURN(
         s->extender_http_,
         StartExtenderHttp(*s->extender_, options.extender.listen_address,
@@ -246,4 +247,4 @@ void GpuestServer::Shutdown() {
   spdlog::info("stopped");
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -17,21 +17,21 @@ namespace grpc {
 class Server;
 }
 
-namespace gpuest {
+namespace gpuest::kubernetes {
+class AdmissionWebhook;
+class KubeExtender;
+}  // namespace gpuest::kubernetes
 
-class Admission;
+namespace gpuest::server {
+
 class AdminService;
 class CallDispatcher;
 class EstimatorService;
 class HttpFront;
-class KubeExtender;
+class Intake;
 class Metrics;
-class PlacementEngine;
 class PlacementService;
 class WorkerPool;
-namespace kubernetes {
-class AdmissionWebhook;
-}
 
 class GpuestServer {
  public:
@@ -61,14 +61,14 @@ class GpuestServer {
   std::unique_ptr<HttpFront> metrics_http_;  // GET /metrics (--metrics-listen).
   std::unique_ptr<ModelLifecycle> models_;
   std::unique_ptr<WorkerPool> pool_;
-  std::unique_ptr<Admission> admission_;
+  std::unique_ptr<Intake> intake_;
   std::unique_ptr<StreamGuard> stream_guard_;  // Null when not bounded.
   std::unique_ptr<CallDispatcher> dispatcher_;
   std::unique_ptr<EstimatorService> service_;
   std::unique_ptr<PlacementService> placement_service_;
   std::unique_ptr<grpc::Server> server_;
   // The Kubernetes scheduler extender over the models' placement (--extender-listen).
-  std::unique_ptr<KubeExtender> extender_;
+  std::unique_ptr<kubernetes::KubeExtender> extender_;
   std::unique_ptr<HttpFront> extender_http_;
   // The mutating admission webhook over HTTPS (--admission-listen).
   std::unique_ptr<kubernetes::AdmissionWebhook> webhook_;
@@ -82,4 +82,4 @@ class GpuestServer {
   bool shut_down_ = false;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::server

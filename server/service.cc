@@ -10,12 +10,13 @@
 #include "server/status_util.h"
 #include "spdlog/spdlog.h"
 
-namespace gpuest {
+namespace gpuest::server {
 namespace {
 
-// Why an admitted call should not start now (and why it is shed), or OK. queued: it
+// Why a call taken in should not start now (and why it is shed), or OK. queued: it
 // waited for a worker (else it was about to run on the gRPC thread).
-absl::Status Admissible(const WorkDeadline& deadline, bool queued, ShedReason& reason) {
+absl::Status MayStart(const common::WorkDeadline& deadline, bool queued,
+                      ShedReason& reason) {
   const absl::Status status = deadline.Check();
   reason = status.code() == absl::StatusCode::kCancelled ? ShedReason::kCancelledInQueue
                                                          : ShedReason::kDeadlineInQueue;
@@ -54,17 +55,17 @@ grpc::ServerUnaryReactor* CallDispatcher::NewReactor(
   return new GuardedReactor(guard_, context);
 }
 
-// Works on an admitted call with its deadline, unless the deadline passed or the
+// Works on a call taken in with its deadline, unless the deadline passed or the
 // caller cancelled before it started; then releases its bytes and finishes it.
 template <typename Work, typename Finish, typename Release>
 void CallDispatcher::Run(RpcMethod method, grpc::CallbackServerContext* context,
                          absl::Time start, absl::Time deadline, bool queued,
                          google::protobuf::Message& response, Work& work,
                          const Finish& finish, const Release& release) {
-  const WorkDeadline work_deadline(deadline,
-                                   [context] { return context->IsCancelled(); });
-  absl::Status status = RunAdmitted(method, work_deadline, queued,
-                                    [&] { return work(start, work_deadline); });
+  const common::WorkDeadline work_deadline(deadline,
+                                           [context] { return context->IsCancelled(); });
+  absl::Status status = RunTakenIn(method, work_deadline, queued,
+                                   [&] { return work(start, work_deadline); });
   // gRPC would refuse to send it, and the call would be counted OK here.
   if (status.ok()) {
     if (const size_t size = response.ByteSizeLong();
@@ -81,7 +82,7 @@ void CallDispatcher::Run(RpcMethod method, grpc::CallbackServerContext* context,
 }
 
 absl::Status CallDispatcher::ReserveBytes(RpcMethod method, int64_t bytes) {
-  if (absl::Status s = admission_.ReserveBytes(bytes); !s.ok()) {
+  if (absl::Status s = intake_.ReserveBytes(bytes); !s.ok()) {
     metrics_.RequestShed(method, ShedReason::kBytesInFlight);
     return s;
   }
@@ -91,13 +92,13 @@ absl::Status CallDispatcher::ReserveBytes(RpcMethod method, int64_t bytes) {
 
 absl::Status CallDispatcher::CheckStartsInTime(RpcMethod method, absl::Time start,
                                                absl::Time deadline) {
-  absl::Status s = admission_.CheckStartsInTime(pool_.queued(), start, deadline);
+  absl::Status s = intake_.CheckStartsInTime(pool_.queued(), start, deadline);
   if (!s.ok()) metrics_.RequestShed(method, ShedReason::kDeadlineUnmeetable);
   return s;
 }
 
-absl::Status CallDispatcher::Admit(RpcMethod method, int64_t bytes, absl::Time start,
-                                   absl::Time deadline) {
+absl::Status CallDispatcher::TakeIn(RpcMethod method, int64_t bytes, absl::Time start,
+                                    absl::Time deadline) {
   GPUEST_RETURN_IF_ERROR(ReserveBytes(method, bytes));
   if (absl::Status s = CheckStartsInTime(method, start, deadline); !s.ok()) {
     ReleaseBytes(bytes);
@@ -117,21 +118,21 @@ absl::StatusOr<CallDispatcher::HeldBytes> CallDispatcher::HoldRequestBytes(
 }
 
 void CallDispatcher::ReleaseBytes(int64_t bytes) {
-  admission_.ReleaseBytes(bytes);
+  intake_.ReleaseBytes(bytes);
   metrics_.BytesInFlightChanged(-bytes);
 }
 
-absl::Status CallDispatcher::RunAdmitted(RpcMethod method, const WorkDeadline& deadline,
-                                         bool queued,
-                                         const std::function<absl::Status()>& work) {
+absl::Status CallDispatcher::RunTakenIn(RpcMethod method,
+                                        const common::WorkDeadline& deadline, bool queued,
+                                        const std::function<absl::Status()>& work) {
   ShedReason reason;
-  if (absl::Status s = Admissible(deadline, queued, reason); !s.ok()) {
+  if (absl::Status s = MayStart(deadline, queued, reason); !s.ok()) {
     metrics_.RequestShed(method, reason);
     return s;
   }
   const absl::Time work_start = absl::Now();
   absl::Status status = work();
-  admission_.RecordServiceTime(absl::Now() - work_start);
+  intake_.RecordServiceTime(absl::Now() - work_start);
   return status;
 }
 
@@ -145,7 +146,7 @@ absl::Status CallDispatcher::QueueFull(RpcMethod method) {
 
 absl::Status CallDispatcher::RunBlocking(
     RpcMethod method, absl::Time deadline,
-    const std::function<absl::Status(const WorkDeadline&)>& work) {
+    const std::function<absl::Status(const common::WorkDeadline&)>& work) {
   const absl::Time start = absl::Now();
   metrics_.RequestStarted(method);
   auto finish = [&](const absl::Status& status) {
@@ -157,17 +158,17 @@ absl::Status CallDispatcher::RunBlocking(
     return finish(s);
   }
   // Waits for a place in the share no longer than the call could still be worked on.
-  if (!blocking_share_.Acquire(deadline - admission_.recent_service_time())) {
+  if (!blocking_share_.Acquire(deadline - intake_.recent_service_time())) {
     metrics_.RequestShed(method, ShedReason::kEntryPointShare);
     return finish(absl::ResourceExhaustedError(absl::StrCat(
         "the server is busy with this entry point's calls: ", blocking_share_.limit(),
         " of its workers run them and none freed in time; the rest serve its gRPC API")));
   }
-  const WorkDeadline work_deadline(deadline);
+  const common::WorkDeadline work_deadline(deadline);
   absl::Status status;
   auto run = [&](bool queued) {
     status =
-        RunAdmitted(method, work_deadline, queued, [&] { return work(work_deadline); });
+        RunTakenIn(method, work_deadline, queued, [&] { return work(work_deadline); });
   };
   if (!pool_.RunHereIfRoom([&] { run(/*queued=*/false); })) {
     absl::Notification done;
@@ -187,7 +188,7 @@ absl::Status CallDispatcher::RunBlocking(
   return finish(status);
 }
 
-// Admits the call or refuses it at once, runs work with the call's deadline (on the
+// Takes in the call or refuses it at once, runs work with the call's deadline (on the
 // pool, or here for a short request while the pool has room), and finishes the call
 // with its status, recording metrics.
 template <typename Work>
@@ -198,7 +199,7 @@ grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
   grpc::ServerUnaryReactor* reactor = NewReactor(context);
   const absl::Time start = absl::Now();
   metrics_.RequestStarted(method);
-  // What the request holds in memory while the call is admitted.
+  // What the request holds in memory while the call is taken in.
   const int64_t bytes = static_cast<int64_t>(request.SpaceUsedLong());
   auto finish = [this, reactor, method, start](const absl::Status& status) {
     metrics_.RequestFinished(method, status.code(),
@@ -206,7 +207,7 @@ grpc::ServerUnaryReactor* CallDispatcher::Dispatch(
     reactor->Finish(ToGrpcStatus(status));
   };
   const absl::Time deadline = absl::FromChrono(context->deadline());
-  if (absl::Status s = Admit(method, bytes, start, deadline); !s.ok()) {
+  if (absl::Status s = TakeIn(method, bytes, start, deadline); !s.ok()) {
     finish(s);
     return reactor;
   }
@@ -264,14 +265,15 @@ grpc::ServerUnaryReactor* CallDispatcher::DispatchRaw(
     return refuse(NewReactor(context), decoded);
   }
   // The work's copy of messages keeps both alive until the call finishes.
-  return Dispatch(method, context, messages->request, &messages->response,
-                  [messages, out, work](absl::Time start,
-                                        const WorkDeadline& deadline) -> absl::Status {
-                    GPUEST_RETURN_IF_ERROR(
-                        work(messages->request, messages->response, start, deadline));
-                    EncodeResponse(messages->response, *out);
-                    return absl::OkStatus();
-                  });
+  return Dispatch(
+      method, context, messages->request, &messages->response,
+      [messages, out, work](absl::Time start,
+                            const common::WorkDeadline& deadline) -> absl::Status {
+        GPUEST_RETURN_IF_ERROR(
+            work(messages->request, messages->response, start, deadline));
+        EncodeResponse(messages->response, *out);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* EstimatorService::Estimate(grpc::CallbackServerContext* context,
@@ -280,9 +282,9 @@ grpc::ServerUnaryReactor* EstimatorService::Estimate(grpc::CallbackServerContext
   return dispatcher_.DispatchRaw<v1::EstimateRequest, v1::EstimateResponse>(
       RpcMethod::kEstimate, context, in, out,
       [this](const v1::EstimateRequest& request, v1::EstimateResponse& response,
-             absl::Time start, const WorkDeadline& deadline) -> absl::Status {
+             absl::Time start, const common::WorkDeadline& deadline) -> absl::Status {
         // The set current now answers the whole call, whatever is reloaded meanwhile.
-        const std::shared_ptr<const ModelSet> models = models_.Current();
+        const std::shared_ptr<const placement::ModelSet> models = models_.Current();
         absl::StatusOr<v1::EstimateResponse> result =
             models->engine().Estimate(request, deadline);
         if (!result.ok()) {
@@ -307,7 +309,7 @@ grpc::ServerUnaryReactor* EstimatorService::ListEstimators(
   return dispatcher_.DispatchRaw<v1::ListEstimatorsRequest, v1::ListEstimatorsResponse>(
       RpcMethod::kListEstimators, context, in, out,
       [this](const v1::ListEstimatorsRequest&, v1::ListEstimatorsResponse& response,
-             absl::Time, const WorkDeadline&) -> absl::Status {
+             absl::Time, const common::WorkDeadline&) -> absl::Status {
         response = models_.Current()->engine().ListEstimators();
         return absl::OkStatus();
       });
@@ -334,8 +336,8 @@ grpc::ServerUnaryReactor* PlacementService::CheckPlacement(
       RpcMethod::kCheckPlacement, context, in, out,
       [this](const v1::CheckPlacementRequest& request,
              v1::CheckPlacementResponse& response, absl::Time start,
-             const WorkDeadline& deadline) {
-        const std::shared_ptr<const ModelSet> models = models_.Current();
+             const common::WorkDeadline& deadline) {
+        const std::shared_ptr<const placement::ModelSet> models = models_.Current();
         return PlacementAnswer("CheckPlacement", start, response, [&] {
           return models->placement().CheckPlacement(request, deadline);
         });
@@ -348,12 +350,12 @@ grpc::ServerUnaryReactor* PlacementService::RankGpus(grpc::CallbackServerContext
   return dispatcher_.DispatchRaw<v1::RankGpusRequest, v1::RankGpusResponse>(
       RpcMethod::kRankGpus, context, in, out,
       [this](const v1::RankGpusRequest& request, v1::RankGpusResponse& response,
-             absl::Time start, const WorkDeadline& deadline) {
-        const std::shared_ptr<const ModelSet> models = models_.Current();
+             absl::Time start, const common::WorkDeadline& deadline) {
+        const std::shared_ptr<const placement::ModelSet> models = models_.Current();
         return PlacementAnswer("RankGpus", start, response, [&] {
           return models->placement().RankGpus(request, deadline);
         });
       });
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

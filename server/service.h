@@ -1,7 +1,7 @@
 // File: service.h
 //
 // The gpuest.v1.Estimator and gpuest.v1.Placement gRPC services on the callback API.
-// Each call is admitted or refused at once (admission.h, and the worker pool's queue
+// Each call is taken in or refused at once (intake.h, and the worker pool's queue
 // bound), then handed to the worker pool, so gRPC's threads never run estimator work.
 #pragma once
 
@@ -13,20 +13,20 @@
 #include "gpuest/v1/estimate.grpc.pb.h"
 #include "gpuest/v1/placement.grpc.pb.h"
 #include "placement/model_set.h"
-#include "server/admission.h"
+#include "server/intake.h"
 #include "server/metrics.h"
 #include "server/stream_guard.h"
 #include "server/worker_pool.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
-// Admits each call or refuses it at once (admission.h, and the worker pool's queue
+// Takes in each call or refuses it at once (intake.h, and the worker pool's queue
 // bound), runs its work on the pool with the call's deadline, and finishes the call
 // with its status, recording metrics. One for every service of the server, so that
 // all of them share the same queue, bounds and counts.
 class CallDispatcher {
  public:
-  // The metrics, pool and admission must outlive the dispatcher. A response larger
+  // The metrics, pool and intake must outlive the dispatcher. A response larger
   // than max_response_bytes is answered RESOURCE_EXHAUSTED (gRPC would refuse to send
   // it). A request of at most inline_max_request_bytes (in memory) is worked on by the
   // gRPC thread that received it while the pool has room (WorkerPool::RunHereIfRoom);
@@ -34,12 +34,12 @@ class CallDispatcher {
   // workers (running or queued) at once: the rest are the gRPC API's.
   // guard (may be null) is told of every call its client cancelled before its
   // deadline, and cuts connections that do so too fast (stream_guard.h).
-  CallDispatcher(Metrics& metrics, WorkerPool& pool, Admission& admission,
+  CallDispatcher(Metrics& metrics, WorkerPool& pool, Intake& intake,
                  int64_t max_response_bytes, int64_t inline_max_request_bytes,
                  int blocking_share, StreamGuard* guard = nullptr)
       : metrics_(metrics),
         pool_(pool),
-        admission_(admission),
+        intake_(intake),
         max_response_bytes_(max_response_bytes),
         inline_max_request_bytes_(inline_max_request_bytes),
         blocking_share_(blocking_share),
@@ -63,13 +63,14 @@ class CallDispatcher {
                                         Work work);
 
   // For an entry point that answers on a thread of its own (the scheduler extender's
-  // HTTP): the same admission, queue bound, deadline and metrics as a gRPC call, within
+  // HTTP): the same intake, queue bound, deadline and metrics as a gRPC call, within
   // the blocking share (a call beyond it waits for a place until its deadline). Its
   // request's bytes are held by the caller (HoldRequestBytes). The calling thread runs
   // work itself while the pool has room, else waits for a worker; the status is the
   // call's outcome (RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED when shed).
-  absl::Status RunBlocking(RpcMethod method, absl::Time deadline,
-                           const std::function<absl::Status(const WorkDeadline&)>& work);
+  absl::Status RunBlocking(
+      RpcMethod method, absl::Time deadline,
+      const std::function<absl::Status(const common::WorkDeadline&)>& work);
 
   // Request bytes an entry point holds against the in-flight bound while it reads a
   // body itself and works on it (the extender's HTTP, whose bodies can be tens of MB):
@@ -108,22 +109,22 @@ class CallDispatcher {
 
   // The steps every entry point shares. ReserveBytes: the request's bytes fit the
   // in-flight bound (then held until ReleaseBytes). CheckStartsInTime: the call can
-  // start before its deadline. Admit: both. A refusal is counted shed. RunAdmitted: an
-  // admitted call's work, unless its deadline passed or its caller went away before it
+  // start before its deadline. TakeIn: both. A refusal is counted shed. RunTakenIn: an
+  // taken-in call's work, unless its deadline passed or its caller went away before it
   // started (counted shed), with its service time recorded. QueueFull: the refusal of a
   // call the workers' queue had no room for.
   absl::Status ReserveBytes(RpcMethod method, int64_t bytes);
   absl::Status CheckStartsInTime(RpcMethod method, absl::Time start, absl::Time deadline);
-  absl::Status Admit(RpcMethod method, int64_t bytes, absl::Time start,
-                     absl::Time deadline);
+  absl::Status TakeIn(RpcMethod method, int64_t bytes, absl::Time start,
+                      absl::Time deadline);
   void ReleaseBytes(int64_t bytes);
-  absl::Status RunAdmitted(RpcMethod method, const WorkDeadline& deadline, bool queued,
-                           const std::function<absl::Status()>& work);
+  absl::Status RunTakenIn(RpcMethod method, const common::WorkDeadline& deadline,
+                          bool queued, const std::function<absl::Status()>& work);
   absl::Status QueueFull(RpcMethod method);
 
   Metrics& metrics_;
   WorkerPool& pool_;
-  Admission& admission_;
+  Intake& intake_;
   const int64_t max_response_bytes_;
   const int64_t inline_max_request_bytes_;
   EntryPointShare blocking_share_;
@@ -141,7 +142,7 @@ class EstimatorService final : public EstimatorServiceBase {
  public:
   // Each call answers with the set models holds at its start; models and dispatcher
   // must outlive the service.
-  EstimatorService(const ModelSetSource& models, CallDispatcher& dispatcher)
+  EstimatorService(const placement::ModelSetSource& models, CallDispatcher& dispatcher)
       : models_(models), dispatcher_(dispatcher) {}
 
   grpc::ServerUnaryReactor* Estimate(grpc::CallbackServerContext* context,
@@ -153,7 +154,7 @@ class EstimatorService final : public EstimatorServiceBase {
                                            grpc::ByteBuffer* response) override;
 
  private:
-  const ModelSetSource& models_;
+  const placement::ModelSetSource& models_;
   CallDispatcher& dispatcher_;
 };
 
@@ -161,7 +162,7 @@ class EstimatorService final : public EstimatorServiceBase {
 class PlacementService final : public PlacementServiceBase {
  public:
   // As EstimatorService.
-  PlacementService(const ModelSetSource& models, CallDispatcher& dispatcher)
+  PlacementService(const placement::ModelSetSource& models, CallDispatcher& dispatcher)
       : models_(models), dispatcher_(dispatcher) {}
 
   grpc::ServerUnaryReactor* CheckPlacement(grpc::CallbackServerContext* context,
@@ -173,8 +174,8 @@ class PlacementService final : public PlacementServiceBase {
                                      grpc::ByteBuffer* response) override;
 
  private:
-  const ModelSetSource& models_;
+  const placement::ModelSetSource& models_;
   CallDispatcher& dispatcher_;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::server

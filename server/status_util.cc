@@ -7,7 +7,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
 
-namespace gpuest {
+namespace gpuest::server {
 namespace {
 
 using google::protobuf::internal::WireFormatLite;
@@ -94,4 +94,4 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(code, std::move(message));
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/status.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
@@ -34,4 +34,4 @@ std::optional<FieldError> FieldOfMessage(absl::string_view message);
 std::string BadRequestDetails(int code, absl::string_view message,
                               absl::string_view field, absl::string_view description);
 
-}  // namespace gpuest
+}  // namespace gpuest::server

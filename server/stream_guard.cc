@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 
-namespace gpuest {
+namespace gpuest::server {
 namespace {
 
 // An HTTP/2 GOAWAY frame (RFC 9113 6.8) with ENHANCE_YOUR_CALM (0x0b), any stream the
@@ -218,4 +218,4 @@ bool StreamGuard::ShutConnection(const std::string& peer) const {
   return shut;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -25,7 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 class StreamGuard {
  public:
@@ -78,4 +78,4 @@ class StreamGuard {
   std::thread trimmer_;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -1,6 +1,6 @@
 #include "server/worker_pool.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 WorkerPool::WorkerPool(int threads, size_t max_queue) : max_queue_(max_queue) {
   threads_.reserve(threads);
@@ -69,4 +69,4 @@ void WorkerPool::Run() {
   }
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::server

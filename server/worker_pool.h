@@ -14,7 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace gpuest {
+namespace gpuest::server {
 
 class WorkerPool {
  public:
@@ -54,4 +54,4 @@ class WorkerPool {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::server

@@ -365,16 +365,16 @@ int Health(const gpuest::Client& client) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const gpuest::ProgramUsage usage{
+  const gpuest::common::ProgramUsage usage{
       "gpuest [flags] COMMAND [ARGS]",
       "Asks a gpuest-server for the peak GPU memory and utilization of a training job.",
       kEpilogue, __FILE__};
   const absl::Time started = absl::Now();
-  const std::vector<std::string> args = gpuest::ParseFlags(argc, argv, usage);
+  const std::vector<std::string> args = gpuest::common::ParseFlags(argc, argv, usage);
   g_deadline = started + absl::GetFlag(FLAGS_timeout);
   if (args.empty()) {
     std::fprintf(stderr, "gpuest: a command is required\n\n%s",
-                 gpuest::UsageText(usage).c_str());
+                 gpuest::common::UsageText(usage).c_str());
     return kBadInput;
   }
   std::string target = absl::GetFlag(FLAGS_target);

@@ -175,12 +175,12 @@ std::string AllocatorRetryText(v1::AllocatorRetry retry) {
 }  // namespace
 
 std::string FormatBytes(uint64_t bytes) {
-  if (bytes >= kGiB)
-    return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / kGiB);
-  if (bytes >= kMiB)
-    return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / kMiB);
-  if (bytes >= kKiB)
-    return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / kKiB);
+  if (bytes >= common::kGiB)
+    return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / common::kGiB);
+  if (bytes >= common::kMiB)
+    return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / common::kMiB);
+  if (bytes >= common::kKiB)
+    return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / common::kKiB);
   return absl::StrCat(bytes, " B");
 }
 
@@ -197,7 +197,7 @@ std::string FormatSignedBytes(int64_t bytes) {
 std::string RenderEstimate(const v1::EstimateResponse& response,
                            const std::string& model_name, int64_t batch_size) {
   std::string out = absl::StrCat("model ", model_name.empty() ? "(unnamed)" : model_name,
-                                 " (", FamilyName(response.family()));
+                                 " (", common::FamilyName(response.family()));
   if (batch_size > 0) absl::StrAppend(&out, ", batch ", batch_size);
   absl::StrAppend(&out, ")  models ", response.models_version(), "\n\n");
 
@@ -274,8 +274,9 @@ std::string RenderEstimators(const v1::ListEstimatorsResponse& response) {
           absl::StrAppendFormat(o, "%s=%.3g", kv.first, kv.second);
         });
     // A server from before the device field says none.
-    rows.push_back({e.id(), KindName(e.kind()), FamilyName(e.family()), e.version(),
-                    e.device().empty() ? "-" : e.device(), absl::StrJoin(targets, ","),
+    rows.push_back({e.id(), KindName(e.kind()), common::FamilyName(e.family()),
+                    e.version(), e.device().empty() ? "-" : e.device(),
+                    absl::StrJoin(targets, ","),
                     metric_text.empty() ? "-" : metric_text});
   }
   return absl::StrCat(Table(rows), "\nmodels ", response.models_version(), "\n");

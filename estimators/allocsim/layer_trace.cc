@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "estimators/core/layer_types.h"
 
-namespace gpuest::analytic {
+namespace gpuest::allocsim {
 namespace {
 
 // A fused attention kernel (flash / memory-efficient, what CUDA runs for
@@ -35,7 +35,7 @@ constexpr int kSkipLookBack = 16;
 // previous output): squeeze-and-excitation over at least a 2 x 2 map.
 constexpr uint64_t kGateSpread = 4;
 
-using Saves = SavedForBackward;
+using Saves = core::SavedForBackward;
 
 // Fused attention by its module names: a projection makes q, k and v at once, and
 // between it and the output projection the module computes attention functionally,
@@ -293,8 +293,8 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
   // F.batch_norm and hands the result to its act child.
   auto parent_explains = [&](int i) {
     return tree.parent[i] >= 0 &&
-           ClassifyLayerType(model.layers(tree.parent[i]).type()).kind !=
-               LayerKind::kUnknown;
+           core::ClassifyLayerType(model.layers(tree.parent[i]).type()).kind !=
+               core::LayerKind::kUnknown;
   };
   std::vector<uint64_t> recomputed(checkpointing.first.size(), 0);
   // Each layer's output tensor (and, below, its elements), to find a skip
@@ -506,12 +506,12 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
         previous_bytes = input * act_bytes;
       }
     }
-    const LayerTypeInfo info = ClassifyLayerType(layer.type());
-    if (info.kind == LayerKind::kUnknown && !tree.has_children[i]) {
+    const core::LayerTypeInfo info = core::ClassifyLayerType(layer.type());
+    if (info.kind == core::LayerKind::kUnknown && !tree.has_children[i]) {
       doubts.Add(layer, v1::UNCERTAINTY_UNKNOWN_TYPE, elements * act_bytes);
       accounted[i] = true;
     }
-    if (info.kind == LayerKind::kShape && elements == previous_elements &&
+    if (info.kind == core::LayerKind::kShape && elements == previous_elements &&
         layer.parameters() == 0) {
       // nn.Identity returns its input and nn.Flatten a view of it (torch.flatten of a
       // contiguous tensor): no tensor of its own, nothing for backward.
@@ -663,4 +663,4 @@ LayerStep StepFromLayers(const v1::ModelDescription& model) {
   return step;
 }
 
-}  // namespace gpuest::analytic
+}  // namespace gpuest::allocsim

@@ -47,7 +47,7 @@
 #include "gpuest/v1/estimate.pb.h"
 #include "gpuest/v1/model.pb.h"
 
-namespace gpuest::analytic {
+namespace gpuest::allocsim {
 
 struct LayerStep {
   v1::AllocationTrace trace;
@@ -64,4 +64,4 @@ inline v1::AllocationTrace TraceFromLayers(const v1::ModelDescription& model) {
   return StepFromLayers(model).trace;
 }
 
-}  // namespace gpuest::analytic
+}  // namespace gpuest::allocsim

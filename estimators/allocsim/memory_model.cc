@@ -19,10 +19,11 @@ uint64_t Bytes(double value) {
 }
 
 // Everything the upper bound adds outside the simulated reserve, in bytes.
-double OutsideBytes(const GpuProfile& gpu, const FamilyCalibration& calibration,
+double OutsideBytes(const core::GpuProfile& gpu, const FamilyCalibration& calibration,
                     double largest_conv_output_mib) {
-  return static_cast<double>(gpu.context_bytes) + calibration.intercept_mib * kMiB +
-         calibration.conv_output_factor * largest_conv_output_mib * kMiB;
+  return static_cast<double>(gpu.context_bytes) +
+         calibration.intercept_mib * common::kMiB +
+         calibration.conv_output_factor * largest_conv_output_mib * common::kMiB;
 }
 
 }  // namespace
@@ -35,18 +36,18 @@ std::vector<PersistentAllocation> CublasWorkspaces(uint64_t bytes_per_workspace)
 }
 
 absl::StatusOr<ReplayResult> SimulatePeak(const v1::AllocationTrace& trace,
-                                          const GpuProfile& gpu,
+                                          const core::GpuProfile& gpu,
                                           const AllocatorConfig& config, int steps,
-                                          const WorkDeadline& deadline) {
+                                          const common::WorkDeadline& deadline) {
   return ReplayUntilSettled(trace, config, CublasWorkspaces(gpu.cublas_workspace_bytes),
                             steps, deadline);
 }
 
 bool HasConvolution(const v1::ModelDescription& model) {
-  return std::any_of(model.layers().begin(), model.layers().end(),
-                     [](const v1::Layer& layer) {
-                       return ClassifyLayerType(layer.type()).kind == LayerKind::kConv;
-                     });
+  return std::any_of(
+      model.layers().begin(), model.layers().end(), [](const v1::Layer& layer) {
+        return core::ClassifyLayerType(layer.type()).kind == core::LayerKind::kConv;
+      });
 }
 
 bool WithoutConvolutions(const v1::ModelDescription& model) {
@@ -71,15 +72,16 @@ FamilyCalibration WithUntracedWorkspaces(const FamilyCalibration& calibration,
 double LargestConvOutputMib(const v1::ModelDescription& model) {
   double largest = 0;
   for (const v1::Layer& l : model.layers()) {
-    if (ClassifyLayerType(l.type()).kind == LayerKind::kConv) {
+    if (core::ClassifyLayerType(l.type()).kind == core::LayerKind::kConv) {
       largest = std::max(largest, 4.0 * static_cast<double>(l.output_activations()) *
                                       static_cast<double>(model.batch_size()));
     }
   }
-  return largest / kMiB;
+  return largest / common::kMiB;
 }
 
-uint64_t AllocatorCapacity(const GpuProfile& gpu, const FamilyCalibration& calibration,
+uint64_t AllocatorCapacity(const core::GpuProfile& gpu,
+                           const FamilyCalibration& calibration,
                            double largest_conv_output_mib) {
   const double outside = OutsideBytes(gpu, calibration, largest_conv_output_mib);
   const double share =
@@ -88,13 +90,15 @@ uint64_t AllocatorCapacity(const GpuProfile& gpu, const FamilyCalibration& calib
   return std::max<uint64_t>(1, Bytes(share));
 }
 
-v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfile& gpu,
+v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay,
+                                      const core::GpuProfile& gpu,
                                       const FamilyCalibration& calibration,
                                       double largest_conv_output_mib) {
   const double reserved = static_cast<double>(replay.peak_reserved_bytes);
   const double outside = OutsideBytes(gpu, calibration, largest_conv_output_mib);
   v1::MemoryEstimate m;
-  m.set_point_bytes(Bytes(gpu.context_bytes + calibration.point_intercept_mib * kMiB +
+  m.set_point_bytes(Bytes(gpu.context_bytes +
+                          calibration.point_intercept_mib * common::kMiB +
                           calibration.point_factor * reserved));
   // The uncertain layers widen the bound as the simulated peak would have grown.
   const double uncertain = static_cast<double>(replay.uncertain_bytes);

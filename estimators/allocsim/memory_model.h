@@ -91,18 +91,20 @@ std::vector<PersistentAllocation> CublasWorkspaces(uint64_t bytes_per_workspace)
 // deadline.
 // config.capacity_bytes, when set, is the allocator's share of the card.
 absl::StatusOr<ReplayResult> SimulatePeak(
-    const v1::AllocationTrace& trace, const GpuProfile& gpu,
+    const v1::AllocationTrace& trace, const core::GpuProfile& gpu,
     const AllocatorConfig& config, int steps,
-    const WorkDeadline& deadline = WorkDeadline::Never());
+    const common::WorkDeadline& deadline = common::WorkDeadline::Never());
 
 // The allocator's share of the card under this calibration: the largest simulated
 // reserved peak whose safe estimate still fits.
-uint64_t AllocatorCapacity(const GpuProfile& gpu, const FamilyCalibration& calibration,
+uint64_t AllocatorCapacity(const core::GpuProfile& gpu,
+                           const FamilyCalibration& calibration,
                            double largest_conv_output_mib);
 
 // Point, upper bound and the breakdown (which adds up to the upper bound: the figure
 // a scheduler reserves).
-v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay, const GpuProfile& gpu,
+v1::MemoryEstimate CalibratedEstimate(const ReplayResult& replay,
+                                      const core::GpuProfile& gpu,
                                       const FamilyCalibration& calibration,
                                       double largest_conv_output_mib);
 

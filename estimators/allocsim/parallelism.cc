@@ -27,7 +27,7 @@ void Add(v1::AllocationTrace& trace, uint64_t bytes, uint32_t alloc_at, uint32_t
 }  // namespace
 
 bool SpreadsOverGpus(const v1::Parallelism& p) {
-  return GpusPerJob(p) > 1 || p.offload_optimizer() || p.offload_parameters();
+  return core::GpusPerJob(p) > 1 || p.offload_optimizer() || p.offload_parameters();
 }
 
 RankTrace PerRankTrace(const v1::AllocationTrace& trace, const v1::Parallelism& p) {

@@ -42,7 +42,7 @@ std::string InTheStep(const v1::ModelDescription& model, const v1::AllocationTra
   }
   return absl::StrCat(
       "; in the step, so in no term: the optimizer's state (",
-      absl::StrFormat("%.0f MiB", InMiB(static_cast<double>(state))), ", ",
+      absl::StrFormat("%.0f MiB", common::InMiB(static_cast<double>(state))), ", ",
       v1::Optimizer_Name(model.optimizer()), ")",
       workspaces == 0
           ? ""
@@ -68,7 +68,7 @@ constexpr char kCudnnSearchKnownSize[] =
 // it does not say, for a model with convolutions, since the common image-training
 // scripts (timm's train.py, torchvision's references) turn benchmark mode on.
 std::optional<v1::MemoryTransient> CudnnBenchmarkTransient(
-    const v1::ModelDescription& model, const GpuProfile& gpu) {
+    const v1::ModelDescription& model, const core::GpuProfile& gpu) {
   if (model.has_cudnn_benchmark() && !model.cudnn_benchmark()) return std::nullopt;
   if (!HasConvolution(model)) return std::nullopt;
   v1::MemoryTransient t;
@@ -104,7 +104,7 @@ std::vector<v1::BoundValidation> BoundValidations(const FamilyTerms& terms,
                      m.safe_quantile, out);
   // Terms fitted on clean runs were scored on those (their dataset's file names them).
   std::string clean_runs;
-  for (const manifest::DatasetDigest& d : terms.datasets) {
+  for (const core::manifest::DatasetDigest& d : terms.datasets) {
     if (absl::StartsWith(d.role, "clean runs")) clean_runs = d.file;
   }
   AddBoundValidation(
@@ -139,7 +139,7 @@ void WarnWhereBelowTarget(const v1::MemoryEstimate& memory, const std::string& i
                           std::vector<v1::Warning>& warnings) {
   for (const v1::BoundValidation& v : memory.upper_validation()) {
     if (v.safe_share() >= v.target_safe_share()) continue;
-    warnings.push_back(MakeWarning(
+    warnings.push_back(core::MakeWarning(
         v1::WARNING_CODE_BOUND_BELOW_TARGET,
         absl::StrFormat("the upper bound held on %.1f %% of %d %s, short of the %.0f %% "
                         "it is fitted for: reserve more than the bound for a job like "
@@ -160,7 +160,7 @@ void WarnWhereLayerInputsUnknown(const v1::ModelDescription& model, const std::s
   for (const v1::Layer& layer : model.layers()) {
     if (layer.input_activations() > 0) return;
   }
-  warnings.push_back(MakeWarning(
+  warnings.push_back(core::MakeWarning(
       v1::WARNING_CODE_LAYER_INPUTS_UNKNOWN,
       "the layers do not give their inputs (input_activations): a tensor made between "
       "modules, such as a DenseNet block's torch.cat, is not counted, and the bound "
@@ -183,7 +183,7 @@ absl::string_view UncertaintyWords(v1::Uncertainty why) {
 }
 
 // The basis's words on what the layer rules could not settle, largest first.
-std::string DescribeUncertainLayers(const analytic::LayerStep& step, double safe_factor) {
+std::string DescribeUncertainLayers(const LayerStep& step, double safe_factor) {
   if (step.uncertain.empty()) {
     return "the layer rules explain every layer: no widening for uncertain layers";
   }
@@ -199,7 +199,7 @@ std::string DescribeUncertainLayers(const analytic::LayerStep& step, double safe
         &named, k > 0 ? ", " : "", g.type(), " x", g.count(), " (",
         UncertaintyWords(g.uncertainty()),
         g.first_name().empty() ? "" : absl::StrCat(", first ", g.first_name()), ") ",
-        absl::StrFormat("%.0f MiB", InMiB(g.bytes())));
+        absl::StrFormat("%.0f MiB", common::InMiB(g.bytes())));
   }
   if (groups.size() > kNamed) {
     absl::StrAppend(&named, " and ", groups.size() - kNamed, " more");
@@ -207,8 +207,8 @@ std::string DescribeUncertainLayers(const analytic::LayerStep& step, double safe
   return absl::StrFormat(
       "uncertain layers (memory.uncertain_layers): %s; they may hold %.0f MiB beyond the "
       "built step, and the upper bound adds x%.3f of it (%.0f MiB) for this job",
-      named, InMiB(step.uncertain_bytes), safe_factor,
-      safe_factor * InMiB(step.uncertain_bytes));
+      named, common::InMiB(step.uncertain_bytes), safe_factor,
+      safe_factor * common::InMiB(step.uncertain_bytes));
 }
 
 struct RetryVerdict {
@@ -220,9 +220,9 @@ struct RetryVerdict {
 // it saves the step: when the upper bound exceeds the card, the step is replayed on an
 // allocator holding only the share of the card the calibration leaves it.
 absl::StatusOr<RetryVerdict> JudgeAllocatorRetry(
-    const v1::AllocationTrace& trace, const GpuProfile& gpu, AllocatorConfig config,
+    const v1::AllocationTrace& trace, const core::GpuProfile& gpu, AllocatorConfig config,
     const FamilyCalibration& calibration, double largest_conv_output_mib, int steps,
-    const v1::MemoryEstimate& memory, const WorkDeadline& deadline) {
+    const v1::MemoryEstimate& memory, const common::WorkDeadline& deadline) {
   if (memory.upper_bytes() <= gpu.memory_bytes) {
     return RetryVerdict{v1::ALLOCATOR_RETRY_NOT_NEEDED, 0};
   }
@@ -233,11 +233,11 @@ absl::StatusOr<RetryVerdict> JudgeAllocatorRetry(
   return RetryVerdict{v1::ALLOCATOR_RETRY_SAVES_IT, on_card.alloc_retries};
 }
 
-class SimulationEstimator final : public Estimator {
+class SimulationEstimator final : public core::Estimator {
  public:
   const v1::EstimatorInfo& Info() const override { return info_; }
 
-  bool AppliesTo(const EstimationInput& input) const override {
+  bool AppliesTo(const core::EstimationInput& input) const override {
     if (!input.request.has_model()) return false;
     const v1::ModelDescription& model = input.request.model();
     const bool traced = model.has_trace() && model.trace().size_bytes_size() > 0;
@@ -249,14 +249,14 @@ class SimulationEstimator final : public Estimator {
            (!traced || std::find(asked.begin(), asked.end(), info_.id()) != asked.end());
   }
 
-  absl::Status Estimate(const EstimationInput& input, v1::EstimatorResult& result,
+  absl::Status Estimate(const core::EstimationInput& input, v1::EstimatorResult& result,
                         std::vector<v1::Warning>& warnings) const override {
     const v1::ModelDescription& model = input.request.model();
     const std::string& id = info_.id();
     std::optional<v1::AllocationTrace> built;
-    analytic::LayerStep step;
+    LayerStep step;
     if (source_ == TraceSource::kLayers) {
-      step = analytic::StepFromLayers(model);
+      step = StepFromLayers(model);
       built = std::move(step.trace);
       WarnWhereLayerInputsUnknown(model, id, warnings);
     }
@@ -265,7 +265,7 @@ class SimulationEstimator final : public Estimator {
     if (model.has_parallelism() && SpreadsOverGpus(model.parallelism())) {
       rank = PerRankTrace(built ? *built : model.trace(), model.parallelism());
       if (rank->unit_guessed) {
-        warnings.push_back(MakeWarning(
+        warnings.push_back(core::MakeWarning(
             v1::WARNING_CODE_ASSUMED_SHARDING_UNIT,
             "parallelism.largest_unit_bytes is not given: the sharded unit is taken as "
             "the largest parameter tensor, smaller than an FSDP-wrapped block; describe "
@@ -305,9 +305,9 @@ class SimulationEstimator final : public Estimator {
       validations = &calibrated->validations;
       calibration_name = calibrated->name;
     } else {
-      warnings.push_back(MakeWarning(
+      warnings.push_back(core::MakeWarning(
           v1::WARNING_CODE_UNCALIBRATED_FAMILY,
-          absl::StrCat("no measurements of the ", FamilyName(family),
+          absl::StrCat("no measurements of the ", common::FamilyName(family),
                        " family calibrate this estimator; it used the most conservative "
                        "family's terms"),
           id));
@@ -317,7 +317,7 @@ class SimulationEstimator final : public Estimator {
       bool stand_in = false;
       calibration = WithUntracedWorkspaces(calibration, model, trace, &stand_in);
       if (stand_in) {
-        warnings.push_back(MakeWarning(
+        warnings.push_back(core::MakeWarning(
             v1::WARNING_CODE_TRACE_CAVEAT,
             absl::StrFormat(
                 "the model has convolutions but its trace holds none of cuDNN's "
@@ -331,19 +331,19 @@ class SimulationEstimator final : public Estimator {
     AllocatorConfig config;
     if (model.has_allocator()) {
       if (model.allocator().max_split_size_mb() > 0) {
-        config.max_split_size = model.allocator().max_split_size_mb() * kMiB;
+        config.max_split_size = model.allocator().max_split_size_mb() * common::kMiB;
       }
       config.expandable_segments = model.allocator().expandable_segments();
     }
     // The context of the job's own stack (stack_context.h), where one was measured.
-    const ContextChoice context = ChooseContext(input.gpu, model);
-    GpuProfile gpu = input.gpu;
+    const core::ContextChoice context = core::ChooseContext(input.gpu, model);
+    core::GpuProfile gpu = input.gpu;
     gpu.context_bytes = context.bytes;
     gpu.constants_calibrated =
         context.measured || (input.gpu.constants_calibrated && context.warning.empty());
     if (!context.warning.empty()) {
       warnings.push_back(
-          MakeWarning(v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS, context.warning, id));
+          core::MakeWarning(v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS, context.warning, id));
     }
     absl::StatusOr<ReplayResult> replay =
         SimulatePeak(trace, gpu, config, steps_, input.deadline);
@@ -367,7 +367,7 @@ class SimulationEstimator final : public Estimator {
     }
     std::string fit_note;
     if (retry.verdict == v1::ALLOCATOR_RETRY_SAVES_IT) {
-      warnings.push_back(MakeWarning(
+      warnings.push_back(core::MakeWarning(
           v1::WARNING_CODE_ALLOCATOR_RETRIES,
           absl::StrFormat(
               "the upper bound (%.2f GiB) exceeds %s's %.2f GiB; replayed with the "
@@ -375,8 +375,8 @@ class SimulationEstimator final : public Estimator {
               "because the caching allocator empties its cache and retries (%d times "
               "in the simulated steps): it may run, with slower steps and no safety "
               "margin",
-              InGiB(memory.upper_bytes()), gpu.id, InGiB(gpu.memory_bytes),
-              retry.alloc_retries),
+              common::InGiB(memory.upper_bytes()), gpu.id,
+              common::InGiB(gpu.memory_bytes), retry.alloc_retries),
           id));
     } else if (retry.verdict == v1::ALLOCATOR_RETRY_DOES_NOT_SAVE_IT) {
       fit_note = absl::StrCat("; does not fit ", gpu.id,
@@ -384,7 +384,7 @@ class SimulationEstimator final : public Estimator {
     }
     if (std::optional<v1::MemoryTransient> transient =
             CudnnBenchmarkTransient(model, gpu)) {
-      warnings.push_back(MakeWarning(
+      warnings.push_back(core::MakeWarning(
           v1::WARNING_CODE_CUDNN_BENCHMARK_TRANSIENT,
           absl::StrFormat(
               "the job %s cuDNN benchmark mode and has convolutions: uncapped, its first "
@@ -395,13 +395,14 @@ class SimulationEstimator final : public Estimator {
               "torch.backends.cudnn.benchmark = False)",
               transient->declared() ? "sets"
                                     : "does not say whether it sets (assumed on:)",
-              gpu.id, InGiB(transient->reach_bytes()), InGiB(memory.upper_bytes())),
+              gpu.id, common::InGiB(transient->reach_bytes()),
+              common::InGiB(memory.upper_bytes())),
           id));
       *memory.mutable_transient() = *std::move(transient);
     }
     if (!gpu.constants_calibrated) {
       if (context.warning.empty()) {  // Else the context's warning says it.
-        warnings.push_back(MakeWarning(
+        warnings.push_back(core::MakeWarning(
             v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS,
             absl::StrCat(gpu.id,
                          "'s context and workspace sizes are assumptions, not "
@@ -425,12 +426,13 @@ class SimulationEstimator final : public Estimator {
         source_ == TraceSource::kRequest ? "the request's trace"
                                          : "a step built from the layer sequence",
         trace.size_bytes_size(), replay->steps_replayed,
-        InMiB(replay->peak_allocated_bytes), InMiB(replay->peak_reserved_bytes),
-        InTheStep(model, trace, replay->steps_replayed), gpu.id, InMiB(gpu.context_bytes),
-        context.basis, calibration_name, population.basis, calibration.intercept_mib,
-        why.intercept, calibration.safe_factor, why.factor,
-        calibration.conv_output_factor, conv_output_mib,
-        calibration.conv_output_factor * conv_output_mib,
+        common::InMiB(replay->peak_allocated_bytes),
+        common::InMiB(replay->peak_reserved_bytes),
+        InTheStep(model, trace, replay->steps_replayed), gpu.id,
+        common::InMiB(gpu.context_bytes), context.basis, calibration_name,
+        population.basis, calibration.intercept_mib, why.intercept,
+        calibration.safe_factor, why.factor, calibration.conv_output_factor,
+        conv_output_mib, calibration.conv_output_factor * conv_output_mib,
         calibration.conv_output_factor > 0 ? absl::StrCat(" (", why.conv_output, ")")
                                            : "",
         fit_note));
@@ -446,8 +448,9 @@ class SimulationEstimator final : public Estimator {
   }
 
  private:
-  friend absl::StatusOr<std::unique_ptr<Estimator>> allocsim::CreateSimulationEstimator(
-      const ModelArtifact&, const RegistryOptions&);
+  friend absl::StatusOr<std::unique_ptr<core::Estimator>>
+  allocsim::CreateSimulationEstimator(const core::ModelArtifact&,
+                                      const core::RegistryOptions&);
   struct Family {
     std::string name;  // For the basis: "transformer (without convolutions)".
     FamilyCalibration calibration;
@@ -466,7 +469,7 @@ class SimulationEstimator final : public Estimator {
   static absl::StatusOr<const Family*> AddTerms(
       TermsSet& set, const FamilyTerms& terms, std::string name,
       std::vector<v1::BoundValidation> validations, const std::string& where) {
-    const std::optional<v1::ModelFamily> family = FamilyFromName(terms.family);
+    const std::optional<v1::ModelFamily> family = common::FamilyFromName(terms.family);
     if (!family) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, " has an unknown family '", terms.family, "'"));
@@ -515,8 +518,8 @@ class SimulationEstimator final : public Estimator {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
-    const ModelArtifact& artifact, const RegistryOptions&) {
+absl::StatusOr<std::unique_ptr<core::Estimator>> CreateSimulationEstimator(
+    const core::ModelArtifact& artifact, const core::RegistryOptions&) {
   const std::string file = absl::StrCat(artifact.directory, "/manifest.json");
   GPUEST_ASSIGN_OR_RETURN(const SimulationManifest m,
                           SimulationManifest::Parse(artifact.manifest_text, file));
@@ -569,7 +572,7 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
               .status());
     }
   }
-  return std::unique_ptr<Estimator>(std::move(e));
+  return std::unique_ptr<core::Estimator>(std::move(e));
 }
 
 }  // namespace gpuest::allocsim

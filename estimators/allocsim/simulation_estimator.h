@@ -18,7 +18,7 @@
 
 namespace gpuest::allocsim {
 
-absl::StatusOr<std::unique_ptr<Estimator>> CreateSimulationEstimator(
-    const ModelArtifact& artifact, const RegistryOptions& options);
+absl::StatusOr<std::unique_ptr<core::Estimator>> CreateSimulationEstimator(
+    const core::ModelArtifact& artifact, const core::RegistryOptions& options);
 
 }  // namespace gpuest::allocsim

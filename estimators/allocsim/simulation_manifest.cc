@@ -10,7 +10,7 @@ namespace gpuest::allocsim {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using Fields = manifest::Fields<Json>;
+using Fields = core::manifest::Fields<Json>;
 
 constexpr char kRequest[] = "request";
 constexpr char kLayers[] = "layers";
@@ -77,8 +77,8 @@ absl::StatusOr<FamilyTerms> FamilyFromJson(Fields& f, const std::string& name) {
   GPUEST_RETURN_IF_ERROR(ScoresFromJson(f, kUnseenArchitectures, t.unseen_architectures));
   GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> datasets, f.Objects("datasets"));
   for (Fields& d : datasets) {
-    GPUEST_ASSIGN_OR_RETURN(manifest::DatasetDigest digest,
-                            manifest::DatasetDigest::FromJson(d));
+    GPUEST_ASSIGN_OR_RETURN(core::manifest::DatasetDigest digest,
+                            core::manifest::DatasetDigest::FromJson(d));
     t.datasets.push_back(std::move(digest));
   }
   GPUEST_RETURN_IF_ERROR(f.Finish());
@@ -110,7 +110,7 @@ Json FamiliesToJson(const std::vector<FamilyTerms>& families) {
     ScoresToJson(t.held_out, kHeldOut, j);
     ScoresToJson(t.unseen_architectures, kUnseenArchitectures, j);
     j["datasets"] = Json::array();
-    for (const manifest::DatasetDigest& d : t.datasets) {
+    for (const core::manifest::DatasetDigest& d : t.datasets) {
       j["datasets"].push_back(d.ToJson<Json>());
     }
   }
@@ -207,7 +207,7 @@ absl::StatusOr<SimulationManifest> SimulationManifest::FromJson(const Json& json
 
 absl::StatusOr<SimulationManifest> SimulationManifest::Parse(const std::string& text,
                                                              const std::string& file) {
-  return manifest::ParseManifest<SimulationManifest, Json>(text, file);
+  return core::manifest::ParseManifest<SimulationManifest, Json>(text, file);
 }
 
 std::string SimulationManifest::Text() const { return ToJson().dump(1) + "\n"; }

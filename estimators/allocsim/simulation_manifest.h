@@ -61,7 +61,7 @@ struct FamilyTerms {
   // Real models (timm on the A100), each scored by a fit that never saw its
   // architecture group.
   std::optional<HeldOutScores> unseen_architectures;
-  std::vector<manifest::DatasetDigest> datasets;  // What it was calibrated on.
+  std::vector<core::manifest::DatasetDigest> datasets;  // What it was calibrated on.
 };
 
 // The key of a family's terms in "families": the family's name ("transformer"), with

@@ -46,7 +46,7 @@ absl::StatusOr<ReplayResult> Replay(const v1::AllocationTrace& trace,
                                     const AllocatorConfig& config,
                                     const std::vector<PersistentAllocation>& persistent,
                                     int steps, bool settle,
-                                    const WorkDeadline& deadline) {
+                                    const common::WorkDeadline& deadline) {
   GPUEST_RETURN_IF_ERROR(deadline.Check());
   CachingAllocator allocator(config);
   ReplayResult result;
@@ -147,14 +147,14 @@ absl::StatusOr<ReplayResult> Replay(const v1::AllocationTrace& trace,
 absl::StatusOr<ReplayResult> ReplayTrace(
     const v1::AllocationTrace& trace, const AllocatorConfig& config,
     const std::vector<PersistentAllocation>& persistent, int steps,
-    const WorkDeadline& deadline) {
+    const common::WorkDeadline& deadline) {
   return Replay(trace, config, persistent, steps, /*settle=*/false, deadline);
 }
 
 absl::StatusOr<ReplayResult> ReplayUntilSettled(
     const v1::AllocationTrace& trace, const AllocatorConfig& config,
     const std::vector<PersistentAllocation>& persistent, int min_steps,
-    const WorkDeadline& deadline) {
+    const common::WorkDeadline& deadline) {
   return Replay(trace, config, persistent, min_steps, /*settle=*/true, deadline);
 }
 

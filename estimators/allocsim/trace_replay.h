@@ -54,7 +54,7 @@ struct ReplayResult {
 absl::StatusOr<ReplayResult> ReplayTrace(
     const v1::AllocationTrace& trace, const AllocatorConfig& config,
     const std::vector<PersistentAllocation>& persistent, int steps = 1,
-    const WorkDeadline& deadline = WorkDeadline::Never());
+    const common::WorkDeadline& deadline = common::WorkDeadline::Never());
 
 // The most steps ReplayUntilSettled replays. Replayed with cuDNN's workspaces in the
 // trace, GPUMemNet CNNs whose real reserved memory still grew at the third step (one
@@ -70,6 +70,6 @@ inline constexpr int kMaxSettleSteps = 8;
 absl::StatusOr<ReplayResult> ReplayUntilSettled(
     const v1::AllocationTrace& trace, const AllocatorConfig& config,
     const std::vector<PersistentAllocation>& persistent, int min_steps,
-    const WorkDeadline& deadline = WorkDeadline::Never());
+    const common::WorkDeadline& deadline = common::WorkDeadline::Never());
 
 }  // namespace gpuest::allocsim

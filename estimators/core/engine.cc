@@ -9,10 +9,10 @@
 #include "estimators/core/recommendation.h"
 #include "requests/trace_batch.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
-    const v1::EstimateRequest& request, const WorkDeadline& deadline) const {
+    const v1::EstimateRequest& request, const common::WorkDeadline& deadline) const {
   const EstimatorRegistry& registry = *registry_;
   GPUEST_RETURN_IF_ERROR(ValidateRequest(request, limits_));
 
@@ -68,11 +68,12 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
     const v1::EstimatorInfo& info = estimator->Info();
     if (!estimator->AppliesTo(input)) {
       if (explicit_choice) {
-        warnings.push_back(MakeWarning(
-            v1::WARNING_CODE_NOT_APPLICABLE,
-            absl::StrCat("estimator does not apply to a ", FamilyName(features.family()),
-                         " model", request.has_model() ? "" : " given as features"),
-            info.id()));
+        warnings.push_back(
+            MakeWarning(v1::WARNING_CODE_NOT_APPLICABLE,
+                        absl::StrCat("estimator does not apply to a ",
+                                     common::FamilyName(features.family()), " model",
+                                     request.has_model() ? "" : " given as features"),
+                        info.id()));
       }
       continue;
     }
@@ -80,7 +81,7 @@ absl::StatusOr<v1::EstimateResponse> Engine::Estimate(
     v1::EstimatorResult result;
     const absl::Time start = absl::Now();
     absl::Status status = estimator->Estimate(input, result, warnings);
-    if (StoppedByCaller(status)) return status;
+    if (common::StoppedByCaller(status)) return status;
     if (!status.ok()) {
       warnings.push_back(MakeWarning(v1::WARNING_CODE_ESTIMATOR_FAILED,
                                      std::string(status.message()), info.id()));
@@ -118,4 +119,4 @@ v1::ListEstimatorsResponse Engine::ListEstimators() const {
   return response;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

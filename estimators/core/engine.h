@@ -17,7 +17,7 @@
 #include "estimators/core/request_validation.h"
 #include "gpuest/v1/estimate.pb.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 class Engine {
  public:
@@ -31,7 +31,7 @@ class Engine {
   // partial answer.
   absl::StatusOr<v1::EstimateResponse> Estimate(
       const v1::EstimateRequest& request,
-      const WorkDeadline& deadline = WorkDeadline::Never()) const;
+      const common::WorkDeadline& deadline = common::WorkDeadline::Never()) const;
 
   v1::ListEstimatorsResponse ListEstimators() const;
 
@@ -43,4 +43,4 @@ class Engine {
   const ValidationLimits limits_;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::core

@@ -12,7 +12,7 @@
 #include "estimators/core/gpu_profiles.h"
 #include "gpuest/v1/estimate.pb.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 // One validated request, with what the engine already worked out from it.
 struct EstimationInput {
@@ -20,7 +20,7 @@ struct EstimationInput {
   const v1::FeatureVector& features;  // FeaturesOf(request); family always resolved.
   const GpuProfile& gpu;              // Target GPU, the default when none was asked for.
   // Long work checks it and returns its status (DeadlineExceeded, Cancelled) to stop.
-  const WorkDeadline& deadline = WorkDeadline::Never();
+  const common::WorkDeadline& deadline = common::WorkDeadline::Never();
 };
 
 // A warning for the response; estimator_id is empty for the request as a whole.
@@ -56,4 +56,4 @@ class Estimator {
   virtual std::string Device() const { return "cpu"; }
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::core

@@ -4,7 +4,7 @@
 
 #include "estimators/core/layer_types.h"
 
-namespace gpuest {
+namespace gpuest::core {
 namespace {
 
 // Most common activation layer; ties go to the one seen first.
@@ -79,4 +79,4 @@ std::vector<std::string> UnknownLayerTypes(const v1::FeatureVector& features) {
   return unknown;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

@@ -11,7 +11,7 @@
 #include "gpuest/v1/estimate.pb.h"
 #include "gpuest/v1/model.pb.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 // Summarises a description: totals, depth, layer counts by canonical type, the family
 // (given, else inferred) and the activation function (given, else the most common
@@ -25,4 +25,4 @@ v1::FeatureVector FeaturesOf(const v1::EstimateRequest& request);
 // Layer types in the request that the normaliser does not know, sorted.
 std::vector<std::string> UnknownLayerTypes(const v1::FeatureVector& features);
 
-}  // namespace gpuest
+}  // namespace gpuest::core

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace gpuest {
+namespace gpuest::core {
 namespace {
 
 template <typename T>
@@ -76,4 +76,4 @@ absl::Status CheckField(const FieldBound& bound, double value, absl::string_view
   return Check(bound, value, value, path, limits);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

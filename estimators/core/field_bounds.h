@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 // The limits a deployment can set (server flags); the table's rows scale with them.
 struct ValidationLimits {
@@ -154,4 +154,4 @@ absl::Status CheckField(const FieldBound& bound, uint64_t value, absl::string_vi
 absl::Status CheckField(const FieldBound& bound, double value, absl::string_view path,
                         const ValidationLimits& limits = ValidationLimits{});
 
-}  // namespace gpuest
+}  // namespace gpuest::core

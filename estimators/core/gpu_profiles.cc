@@ -6,7 +6,7 @@
 #include "common/status_macros.h"
 #include "estimators/core/gpu_profiles_manifest.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 GpuProfiles::GpuProfiles(const GpuProfilesManifest& manifest) : profiles_(manifest.gpus) {
   for (size_t i = 0; i < profiles_.size(); ++i) {
@@ -93,4 +93,4 @@ std::string GpuProfiles::KnownIds() const {
                        [](std::string* out, const GpuProfile& p) { out->append(p.id); });
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

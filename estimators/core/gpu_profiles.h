@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 // A context measured on one software stack (stack_context.h chooses among them).
 struct StackContext {
@@ -92,4 +92,4 @@ class GpuProfiles {
   size_t default_index_ = 0;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::core

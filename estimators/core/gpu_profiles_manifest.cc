@@ -9,7 +9,7 @@
 #include "common/status_macros.h"
 #include "estimators/core/manifest_json.h"
 
-namespace gpuest {
+namespace gpuest::core {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -163,11 +163,11 @@ absl::StatusOr<GpuProfilesManifest> GpuProfilesManifest::FromJson(
 
 absl::StatusOr<GpuProfilesManifest> GpuProfilesManifest::Parse(const std::string& text,
                                                                const std::string& file) {
-  return manifest::ParseManifest<GpuProfilesManifest, Json>(text, file);
+  return core::manifest::ParseManifest<GpuProfilesManifest, Json>(text, file);
 }
 
 absl::StatusOr<GpuProfilesManifest> GpuProfilesManifest::Load(const std::string& path) {
-  return manifest::LoadManifest<GpuProfilesManifest, Json>(path);
+  return core::manifest::LoadManifest<GpuProfilesManifest, Json>(path);
 }
 
 std::string GpuProfilesManifest::Text() const { return ToJson().dump(2) + "\n"; }
@@ -212,4 +212,4 @@ absl::Status GpuProfilesManifest::SetMeasuredContext(const std::string& gpu_id,
   return absl::OkStatus();
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

@@ -16,7 +16,7 @@
 #include "estimators/core/gpu_profiles.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest {
+namespace gpuest::core {
 
 struct GpuProfilesManifest {
   std::string comment;
@@ -48,4 +48,4 @@ struct GpuProfilesManifest {
                                   const std::string& context_basis, bool assumed_too);
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::core

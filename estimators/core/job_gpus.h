@@ -9,11 +9,11 @@
 
 #include "gpuest/v1/model.pb.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 inline uint64_t GpusPerJob(const v1::Parallelism& parallelism) {
   return uint64_t{std::max<uint32_t>(1, parallelism.data_parallel())} *
          std::max<uint32_t>(1, parallelism.tensor_parallel());
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

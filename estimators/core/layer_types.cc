@@ -19,7 +19,7 @@
 #include "estimators/core/layer_types_json.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest {
+namespace gpuest::core {
 namespace {
 
 // The table's spellings of the kinds and of what a layer saves.
@@ -119,7 +119,7 @@ struct Table {
   std::vector<Clause> clauses;
 };
 
-using Fields = strict_json::Fields<nlohmann::json>;
+using Fields = common::strict_json::Fields<nlohmann::json>;
 
 // The keys of an object that names each of a table's words once: the "kinds" and
 // "saves" glossaries must document exactly the words the code knows.
@@ -250,7 +250,7 @@ absl::StatusOr<Table> ParseLayerTypes(absl::string_view text, const std::string&
 // The embedded table, parsed once. It is part of the build, so a table that does not
 // parse is a defect of this build: say so and stop rather than answer without it.
 const Table& TheTable() {
-  static const Table* table = ParseEmbeddedFileOrDie<Table>(
+  static const Table* table = common::ParseEmbeddedFileOrDie<Table>(
       LayerTypesJson(), "layer_types.json", ParseLayerTypes);
   return *table;
 }
@@ -287,4 +287,4 @@ v1::ModelFamily InferFamily(
   return v1::MODEL_FAMILY_OTHER;  // Unreachable: the last clause always holds.
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

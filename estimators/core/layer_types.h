@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "gpuest/v1/model.pb.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 // What a layer does, coarse enough for features and family inference ("kind" in the
 // table).
@@ -77,4 +77,4 @@ v1::ModelFamily InferFamily(
 // tests and for checking an edited table before it is built in.
 absl::Status CheckLayerTypeTable(absl::string_view text, const std::string& file);
 
-}  // namespace gpuest
+}  // namespace gpuest::core

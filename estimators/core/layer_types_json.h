@@ -7,8 +7,8 @@
 
 #include <string_view>
 
-namespace gpuest {
+namespace gpuest::core {
 
 std::string_view LayerTypesJson();
 
-}  // namespace gpuest
+}  // namespace gpuest::core

@@ -14,9 +14,9 @@
 #include "common/text_file.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest::manifest {
+namespace gpuest::core::manifest {
 
-using strict_json::Fields;
+using common::strict_json::Fields;
 
 // A dataset file a model was made from, with its digest. role says what the file was
 // used for; empty (and left out of the JSON) where the manifest does not say.
@@ -58,7 +58,8 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view text, const std::string
 // The same from the file itself.
 template <typename Manifest, typename Json>
 absl::StatusOr<Manifest> LoadManifest(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadTextFile(path, kMaxConfigFileBytes);
+  absl::StatusOr<std::string> text =
+      common::ReadTextFile(path, common::kMaxConfigFileBytes);
   if (!text.ok()) return text.status();
   return ParseManifest<Manifest, Json>(*text, path);
 }
@@ -77,4 +78,4 @@ inline absl::StatusOr<std::string> EstimatorTypeOf(const std::string& text,
   return type;
 }
 
-}  // namespace gpuest::manifest
+}  // namespace gpuest::core::manifest

@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/text_file.h"
 
-namespace gpuest {
+namespace gpuest::core {
 namespace {
 
 namespace fs = std::filesystem;
@@ -37,7 +37,7 @@ class RepositoryReads {
   explicit RepositoryReads(std::string dir) : dir_(std::move(dir)) {}
 
   absl::StatusOr<std::string> Read(const std::string& path, uint64_t file_bound) {
-    absl::StatusOr<std::string> text = ReadTextFile(path, file_bound);
+    absl::StatusOr<std::string> text = common::ReadTextFile(path, file_bound);
     if (!text.ok()) return text;
     read_ += text->size();
     if (read_ > kMaxRepositoryBytes) {
@@ -95,7 +95,7 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
   RepositoryReads reads(dir);
   contents.gpu_profiles_path = (fs::path(dir) / "gpu_profiles.json").string();
   uint64_t digest = 14695981039346656037ULL;
-  auto profiles = reads.Read(contents.gpu_profiles_path, kMaxConfigFileBytes);
+  auto profiles = reads.Read(contents.gpu_profiles_path, common::kMaxConfigFileBytes);
   if (!profiles.ok()) return profiles.status();
   digest = Field(*profiles, digest);
   // The contention model is optional here (a repository of estimators only); the
@@ -103,7 +103,7 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
   contents.contention_path = ContentionModelPath(dir);
   std::error_code absent;
   if (fs::exists(fs::symlink_status(contents.contention_path, absent))) {
-    auto contention = reads.Read(contents.contention_path, kMaxConfigFileBytes);
+    auto contention = reads.Read(contents.contention_path, common::kMaxConfigFileBytes);
     if (!contention.ok()) return contention.status();
     digest = Field(kContentionFile, digest);
     digest = Field(*contention, digest);
@@ -117,7 +117,7 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
     // cannot be read (a dangling link, a directory) is an error, not a quiet skip.
     std::error_code missing;
     if (!fs::exists(fs::symlink_status(manifest, missing))) continue;
-    auto text = reads.Read(manifest.string(), kMaxConfigFileBytes);
+    auto text = reads.Read(manifest.string(), common::kMaxConfigFileBytes);
     if (!text.ok()) return text.status();
     auto files = ReadModelFiles(entry.path(), reads);
     if (!files.ok()) return files.status();
@@ -139,7 +139,7 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
   if (fs::is_directory(contexts, ec)) {
     for (const fs::directory_entry& entry : fs::directory_iterator(contexts, ec)) {
       if (entry.path().extension() != ".json") continue;
-      auto text = reads.Read(entry.path().string(), kMaxConfigFileBytes);
+      auto text = reads.Read(entry.path().string(), common::kMaxConfigFileBytes);
       if (!text.ok()) return text.status();
       contents.context_files.emplace_back(entry.path().string(), std::move(*text));
     }
@@ -157,4 +157,4 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
   return contents;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

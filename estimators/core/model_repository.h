@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 struct ModelArtifact {
   std::string id;             // The directory's name.
@@ -63,4 +63,4 @@ std::string ContentionModelPath(const std::string& models_dir);
 // manifest.json are not models.
 absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& dir);
 
-}  // namespace gpuest
+}  // namespace gpuest::core

@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/units.h"
 
-namespace gpuest {
+namespace gpuest::core {
 namespace {
 
 // The rank of recommendation.h's trust order: higher is trusted more; 0 for a result
@@ -39,7 +39,7 @@ v1::MemoryCap CapFor(uint64_t reserve_bytes, const v1::MemoryEstimate& memory,
                      const GpuProfile* gpu) {
   v1::MemoryCap cap;
   cap.set_needed(memory.has_transient());
-  cap.set_hami_gpumem_mib((reserve_bytes + kMiB - 1) / kMiB);
+  cap.set_hami_gpumem_mib((reserve_bytes + common::kMiB - 1) / common::kMiB);
   std::string fraction = "on the target GPU (name one with --gpu)";
   if (gpu != nullptr && gpu->memory_bytes > 0) {
     const double f = static_cast<double>(reserve_bytes > gpu->context_bytes
@@ -52,8 +52,8 @@ v1::MemoryCap CapFor(uint64_t reserve_bytes, const v1::MemoryEstimate& memory,
     fraction = absl::StrFormat(
         "(%.3f on %s: the reservation less its %.0f MiB context, "
         "over %.0f MiB)",
-        cap.per_process_memory_fraction(), gpu->id, InMiB(gpu->context_bytes),
-        InMiB(gpu->memory_bytes));
+        cap.per_process_memory_fraction(), gpu->id, common::InMiB(gpu->context_bytes),
+        common::InMiB(gpu->memory_bytes));
   }
   cap.set_how(absl::StrFormat(
       "%s: a HAMi limit nvidia.com/gpumem: %d (MiB; HAMi-core enforces it and lowers "
@@ -89,8 +89,9 @@ bool Disjoint(Range a, Range b) {
 }
 
 std::string InWords(Range r) {
-  return r.upper == 0 ? absl::StrFormat("more than %.2f GiB", InGiB(r.lower))
-                      : absl::StrFormat("%.2f-%.2f GiB", InGiB(r.lower), InGiB(r.upper));
+  return r.upper == 0 ? absl::StrFormat("more than %.2f GiB", common::InGiB(r.lower))
+                      : absl::StrFormat("%.2f-%.2f GiB", common::InGiB(r.lower),
+                                        common::InGiB(r.upper));
 }
 
 // Why the trusted result outranks another whose range it does not meet.
@@ -163,7 +164,7 @@ std::optional<v1::Recommendation> Recommend(
     fit.set_gpu(gpu->id);
     fit.set_capacity_bytes(gpu->memory_bytes);
     fit.set_fits(rec.memory_bytes() <= gpu->memory_bytes);
-    fit.set_headroom_bytes(SignedHeadroom(gpu->memory_bytes, rec.memory_bytes()));
+    fit.set_headroom_bytes(common::SignedHeadroom(gpu->memory_bytes, rec.memory_bytes()));
     fit.set_allocator_retry(best->memory().allocator_retry());
   }
   *rec.mutable_cap() = CapFor(rec.memory_bytes(), best->memory(), gpu);
@@ -172,4 +173,4 @@ std::optional<v1::Recommendation> Recommend(
   return rec;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

@@ -32,11 +32,11 @@
 #include "estimators/core/gpu_profiles.h"
 #include "gpuest/v1/estimate.pb.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 // nullopt when no result estimated memory. gpu, when given, adds the fit.
 std::optional<v1::Recommendation> Recommend(
     const google::protobuf::RepeatedPtrField<v1::EstimatorResult>& results,
     const GpuProfile* gpu);
 
-}  // namespace gpuest
+}  // namespace gpuest::core

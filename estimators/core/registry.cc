@@ -5,7 +5,7 @@
 #include "estimators/core/manifest_json.h"
 #include "estimators/core/stack_context.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 absl::StatusOr<std::unique_ptr<EstimatorRegistry>> EstimatorRegistry::Load(
     const RegistryOptions& options) {
@@ -34,8 +34,8 @@ absl::StatusOr<std::unique_ptr<EstimatorRegistry>> EstimatorRegistry::Load(
 
   for (const ModelArtifact& artifact : contents.models) {
     const std::string file = absl::StrCat(artifact.directory, "/manifest.json");
-    GPUEST_ASSIGN_OR_RETURN(const std::string type,
-                            manifest::EstimatorTypeOf(artifact.manifest_text, file));
+    GPUEST_ASSIGN_OR_RETURN(const std::string type, core::manifest::EstimatorTypeOf(
+                                                        artifact.manifest_text, file));
     auto factory = options.factories.find(type);
     if (factory == options.factories.end()) {
       return absl::InvalidArgumentError(
@@ -61,4 +61,4 @@ const Estimator* EstimatorRegistry::Find(absl::string_view id) const {
   return nullptr;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

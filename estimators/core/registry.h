@@ -20,7 +20,7 @@
 #include "estimators/core/gpu_profiles.h"
 #include "estimators/core/model_repository.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 struct RegistryOptions;
 
@@ -71,4 +71,4 @@ class EstimatorRegistry {
   std::vector<std::unique_ptr<Estimator>> estimators_;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::core

@@ -11,7 +11,7 @@
 #include "common/status_macros.h"
 #include "requests/trace_batch.h"
 
-namespace gpuest {
+namespace gpuest::core {
 namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view problem) {
@@ -397,4 +397,4 @@ absl::Status ValidateRequest(const v1::EstimateRequest& request,
   return absl::OkStatus();
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

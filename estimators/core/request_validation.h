@@ -12,7 +12,7 @@
 #include "estimators/core/field_bounds.h"
 #include "gpuest/v1/estimate.pb.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 absl::Status ValidateRequest(const v1::EstimateRequest& request,
                              const ValidationLimits& limits);
@@ -20,4 +20,4 @@ absl::Status ValidateRequest(const v1::EstimateRequest& request,
 absl::Status ValidateModel(const v1::ModelDescription& model,
                            const ValidationLimits& limits);
 
-}  // namespace gpuest
+}  // namespace gpuest::core

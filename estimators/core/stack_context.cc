@@ -12,7 +12,7 @@
 #include "common/strict_json.h"
 #include "common/units.h"
 
-namespace gpuest {
+namespace gpuest::core {
 namespace {
 
 // "2.11.0" -> "2.11": the context follows the minor release, not the patch.
@@ -24,7 +24,8 @@ std::string MajorMinor(const std::string& version) {
 
 std::string Describe(const StackContext& c) {
   return absl::StrFormat("%.0f MiB measured with CUDA %d%s, %s module loading (%s)",
-                         InMiB(static_cast<double>(c.context_bytes)), c.cuda_major,
+                         common::InMiB(static_cast<double>(c.context_bytes)),
+                         c.cuda_major,
                          c.torch.empty() ? "" : absl::StrCat(", torch ", c.torch),
                          c.module_loading == "EAGER" ? "eager" : "lazy", c.basis);
 }
@@ -131,14 +132,14 @@ ContextChoice ChooseContext(const GpuProfile& gpu, const v1::ModelDescription& m
       "context` and drop the file into the models' contexts/",
       gpu.id, stack.cuda_major() ? absl::StrCat(stack.cuda_major()) : "not recorded",
       loading == "EAGER" ? "eager" : "lazy", torch.empty() ? "unknown" : torch,
-      InMiB(static_cast<double>(choice.bytes)), choice.basis);
+      common::InMiB(static_cast<double>(choice.bytes)), choice.basis);
   return choice;
 }
 
 absl::StatusOr<std::pair<std::string, StackContext>> ParseCollectedContext(
     const std::string& text, const std::string& file) {
   using Json = nlohmann::ordered_json;
-  using Fields = strict_json::Fields<Json>;
+  using Fields = common::strict_json::Fields<Json>;
   GPUEST_ASSIGN_OR_RETURN(const Json doc, Fields::Parse(text, file));
   GPUEST_ASSIGN_OR_RETURN(Fields f, Fields::Of(doc, file));
   std::string format, gpu_name, driver, host, measured_at;
@@ -185,4 +186,4 @@ absl::StatusOr<std::pair<std::string, StackContext>> ParseCollectedContext(
   return std::make_pair(gpu_name, c);
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

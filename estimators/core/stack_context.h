@@ -32,7 +32,7 @@
 #include "estimators/core/gpu_profiles.h"
 #include "gpuest/v1/model.pb.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 // A context measured on a stack is used for another with this margin (a documented
 // allowance, not a fit: between the stacks measured so far, CUDA 12 on the A100's
@@ -58,4 +58,4 @@ ContextChoice ChooseContext(const GpuProfile& gpu, const v1::ModelDescription& m
 absl::StatusOr<std::pair<std::string, StackContext>> ParseCollectedContext(
     const std::string& text, const std::string& file);
 
-}  // namespace gpuest
+}  // namespace gpuest::core

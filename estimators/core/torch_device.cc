@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 absl::StatusOr<std::string> ResolveDevice(const std::string& requested) {
   if (requested != "auto" && requested != "cpu" && requested != "cuda") {
@@ -32,4 +32,4 @@ absl::StatusOr<std::string> ResolveDevice(const std::string& requested) {
 
 void UseOneIntraOpThread() { at::set_num_threads(1); }
 
-}  // namespace gpuest
+}  // namespace gpuest::core

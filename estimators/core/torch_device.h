@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace gpuest {
+namespace gpuest::core {
 
 // "auto" -> "cuda" when libtorch sees a CUDA device, else "cpu"; "cuda" without one is
 // an error; "cpu" is always "cpu".
@@ -20,4 +20,4 @@ absl::StatusOr<std::string> ResolveDevice(const std::string& requested);
 // loading models.
 void UseOneIntraOpThread();
 
-}  // namespace gpuest
+}  // namespace gpuest::core

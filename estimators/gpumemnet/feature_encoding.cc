@@ -11,7 +11,7 @@
 #include "common/status_macros.h"
 #include "estimators/core/layer_types.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
@@ -163,7 +163,7 @@ EncodingSpec FitEncoding(EncodingSpec spec,
     Moments acts, params;
     for (const v1::ModelDescription* m : models) {
       for (const v1::Layer& layer : m->layers()) {
-        types.insert(CanonicalLayerType(layer.type()));
+        types.insert(core::CanonicalLayerType(layer.type()));
         acts.Add(Log1p(static_cast<double>(layer.output_activations())));
         params.Add(Log1p(static_cast<double>(layer.parameters())));
       }
@@ -207,7 +207,7 @@ EncodedSequence EncodeSequence(const EncodingSpec& spec,
   seq.numbers.reserve(2 * static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     const v1::Layer& layer = model.layers(i);
-    const std::string type = CanonicalLayerType(layer.type());
+    const std::string type = core::CanonicalLayerType(layer.type());
     // Index 0 is "<unknown>"; the rest is sorted, so binary search finds a type.
     auto it = std::lower_bound(s.vocabulary.begin() + (s.vocabulary.empty() ? 0 : 1),
                                s.vocabulary.end(), type);
@@ -265,7 +265,7 @@ std::vector<std::string> OutOfDistribution(const EncodingSpec& spec,
 
 nlohmann::json EncodingSpec::ToJson() const {
   nlohmann::json j;
-  j["family"] = FamilyName(family);
+  j["family"] = common::FamilyName(family);
   j["features"] = nlohmann::json::array();
   for (const FeatureSpec& f : features) {
     nlohmann::json e = {{"name", f.name}, {"source", f.source}, {"mean", f.mean},
@@ -286,23 +286,24 @@ nlohmann::json EncodingSpec::ToJson() const {
   return j;
 }
 
-absl::Status ReadFamily(strict_json::Fields<nlohmann::json>& f, const std::string& key,
-                        v1::ModelFamily& out) {
+absl::Status ReadFamily(common::strict_json::Fields<nlohmann::json>& f,
+                        const std::string& key, v1::ModelFamily& out) {
   std::string word;
   GPUEST_RETURN_IF_ERROR(f.Get(key, word));
-  std::optional<v1::ModelFamily> family = FamilyFromName(word);
+  std::optional<v1::ModelFamily> family = common::FamilyFromName(word);
   if (!family) return f.Error(key, absl::StrCat("is not a family: '", word, "'"));
   out = *family;
   return absl::OkStatus();
 }
 
 absl::StatusOr<EncodingSpec> EncodingSpec::FromJson(
-    strict_json::Fields<nlohmann::json>& f) {
+    common::strict_json::Fields<nlohmann::json>& f) {
   EncodingSpec spec;
   GPUEST_RETURN_IF_ERROR(ReadFamily(f, "family", spec.family));
-  GPUEST_ASSIGN_OR_RETURN(std::vector<strict_json::Fields<nlohmann::json>> features,
-                          f.Objects("features"));
-  for (strict_json::Fields<nlohmann::json>& e : features) {
+  GPUEST_ASSIGN_OR_RETURN(
+      std::vector<common::strict_json::Fields<nlohmann::json>> features,
+      f.Objects("features"));
+  for (common::strict_json::Fields<nlohmann::json>& e : features) {
     FeatureSpec& feature = spec.features.emplace_back();
     GPUEST_RETURN_IF_ERROR(e.Get("name", feature.name));
     GPUEST_RETURN_IF_ERROR(e.Get("source", feature.source));
@@ -320,7 +321,8 @@ absl::StatusOr<EncodingSpec> EncodingSpec::FromJson(
   GPUEST_RETURN_IF_ERROR(f.Get("activation_encoding", activation_encoding));
   GPUEST_RETURN_IF_ERROR(f.Get("seen_layer_types", spec.seen_layer_types));
   std::sort(spec.seen_layer_types.begin(), spec.seen_layer_types.end());
-  GPUEST_ASSIGN_OR_RETURN(strict_json::Fields<nlohmann::json> s, f.Object("sequence"));
+  GPUEST_ASSIGN_OR_RETURN(common::strict_json::Fields<nlohmann::json> s,
+                          f.Object("sequence"));
   GPUEST_RETURN_IF_ERROR(s.Get("max_length", spec.sequence.max_length));
   GPUEST_RETURN_IF_ERROR(s.Get("vocabulary", spec.sequence.vocabulary));
   // Indices are the network's embedding rows: the order must be what was trained.
@@ -338,4 +340,4 @@ absl::StatusOr<EncodingSpec> EncodingSpec::FromJson(
   return spec;
 }
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -22,7 +22,7 @@
 #include "gpuest/v1/model.pb.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 // One global feature. `source` says what it is computed from:
 //   "batch_size", "parameters", "activations", "activations_x_batch", "depth",
@@ -52,8 +52,8 @@ struct SequenceSpec {
 };
 
 // The family f's key names ("cnn"); InvalidArgument naming the key for another word.
-absl::Status ReadFamily(strict_json::Fields<nlohmann::json>& f, const std::string& key,
-                        v1::ModelFamily& out);
+absl::Status ReadFamily(common::strict_json::Fields<nlohmann::json>& f,
+                        const std::string& key, v1::ModelFamily& out);
 
 struct EncodingSpec {
   v1::ModelFamily family = v1::MODEL_FAMILY_UNSPECIFIED;
@@ -66,7 +66,8 @@ struct EncodingSpec {
   std::vector<std::string> seen_layer_types;
 
   nlohmann::json ToJson() const;
-  static absl::StatusOr<EncodingSpec> FromJson(strict_json::Fields<nlohmann::json>& f);
+  static absl::StatusOr<EncodingSpec> FromJson(
+      common::strict_json::Fields<nlohmann::json>& f);
 };
 
 // The feature layout of a family before fitting (standardisation 0/1, ranges empty):
@@ -101,4 +102,4 @@ EncodedSequence EncodeSequence(const EncodingSpec& spec,
 std::vector<std::string> OutOfDistribution(const EncodingSpec& spec,
                                            const v1::FeatureVector& features);
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -23,7 +23,7 @@
 #include "estimators/gpumemnet/plain_forward.h"
 #include "estimators/gpumemnet/targets.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 namespace {
 
 // The GPU the training data was measured on (models/gpu_profiles.json id).
@@ -31,13 +31,15 @@ constexpr char kTrainedGpu[] = "a100-40gb";
 // Each kind of warning halves the confidence.
 constexpr double kWarningPenalty = 0.5;
 
-std::string GiBText(uint64_t bytes) { return absl::StrFormat("%g GiB", InGiB(bytes)); }
+std::string GiBText(uint64_t bytes) {
+  return absl::StrFormat("%g GiB", common::InGiB(bytes));
+}
 
 // One member's weights from the bytes the repository read, after checking them: the
 // sha256 the manifest records (a damaged or swapped file is refused, not loaded), and
 // finite logits on the probe input (weights that are NaN or overflow would put NaN in
 // every answer and pick a wrong bin without a word). Errors name the file.
-absl::StatusOr<GpuMemNet> LoadVerifiedMember(const ModelArtifact& artifact,
+absl::StatusOr<GpuMemNet> LoadVerifiedMember(const core::ModelArtifact& artifact,
                                              const MemberRecord& member,
                                              const std::string& manifest_path) {
   const std::string path = absl::StrCat(artifact.directory, "/", member.file);
@@ -46,7 +48,7 @@ absl::StatusOr<GpuMemNet> LoadVerifiedMember(const ModelArtifact& artifact,
     return absl::NotFoundError(absl::StrCat(path, ": missing; ", manifest_path,
                                             " lists it as a member's weights"));
   }
-  const std::string digest = Sha256Hex(bytes->second);
+  const std::string digest = common::Sha256Hex(bytes->second);
   if (digest != member.sha256) {
     return absl::DataLossError(
         absl::StrCat(path, ": damaged or not the trained member: its sha256 is ", digest,
@@ -74,21 +76,21 @@ absl::StatusOr<GpuMemNet> LoadVerifiedMember(const ModelArtifact& artifact,
   }
 }
 
-class GpuMemNetEstimator final : public Estimator {
+class GpuMemNetEstimator final : public core::Estimator {
  public:
-  static absl::StatusOr<std::unique_ptr<Estimator>> Load(const ModelArtifact& artifact,
-                                                         const std::string& device);
+  static absl::StatusOr<std::unique_ptr<core::Estimator>> Load(
+      const core::ModelArtifact& artifact, const std::string& device);
 
   const v1::EstimatorInfo& Info() const override { return info_; }
   std::string Device() const override { return device_.str(); }
 
-  bool AppliesTo(const EstimationInput& input) const override {
+  bool AppliesTo(const core::EstimationInput& input) const override {
     if (input.features.family() != spec_.family) return false;
     if (!transformer_) return true;
     return input.request.has_model() && input.request.model().layers_size() > 0;
   }
 
-  absl::Status Estimate(const EstimationInput& input, v1::EstimatorResult& result,
+  absl::Status Estimate(const core::EstimationInput& input, v1::EstimatorResult& result,
                         std::vector<v1::Warning>& warnings) const override {
     try {
       return EstimateOrThrow(input, result, warnings);
@@ -108,14 +110,15 @@ class GpuMemNetEstimator final : public Estimator {
 
   // Encodes the request, runs every member on it and writes the result: the steps
   // below.
-  absl::Status EstimateOrThrow(const EstimationInput& input, v1::EstimatorResult& result,
+  absl::Status EstimateOrThrow(const core::EstimationInput& input,
+                               v1::EstimatorResult& result,
                                std::vector<v1::Warning>& warnings) const;
   // Each member's class probabilities, the members' inputs being global (and tokens)
   // for the plain forward, args for libtorch's. Between members the deadline is
   // checked; a non-finite logit is an error, never a class.
   absl::StatusOr<Probabilities> MemberProbabilities(
       const std::vector<float>& global, const TokenSet& tokens,
-      const std::vector<torch::Tensor>& args, const WorkDeadline& deadline) const;
+      const std::vector<torch::Tensor>& args, const common::WorkDeadline& deadline) const;
   // Head h's ensemble class: the mean probability per class over the members (into
   // mean) and its best class; confidence, the mean of the members' probabilities for
   // that class times penalty.
@@ -140,8 +143,8 @@ class GpuMemNetEstimator final : public Estimator {
   std::vector<PlainNet> plain_;
 };
 
-absl::StatusOr<std::unique_ptr<Estimator>> GpuMemNetEstimator::Load(
-    const ModelArtifact& artifact, const std::string& device) {
+absl::StatusOr<std::unique_ptr<core::Estimator>> GpuMemNetEstimator::Load(
+    const core::ModelArtifact& artifact, const std::string& device) {
   const std::string where = absl::StrCat(artifact.directory, "/manifest.json");
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
@@ -211,11 +214,11 @@ absl::StatusOr<std::unique_ptr<Estimator>> GpuMemNetEstimator::Load(
   } catch (const std::exception& ex) {
     return bad(ex.what());
   }
-  return std::unique_ptr<Estimator>(std::move(e));
+  return std::unique_ptr<core::Estimator>(std::move(e));
 }
 
 absl::Status GpuMemNetEstimator::EstimateOrThrow(
-    const EstimationInput& input, v1::EstimatorResult& result,
+    const core::EstimationInput& input, v1::EstimatorResult& result,
     std::vector<v1::Warning>& warnings) const {
   c10::InferenceMode inference;
   const std::string& id = info_.id();
@@ -224,7 +227,8 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
 
   const std::vector<std::string> ood = OutOfDistribution(spec_, input.features);
   for (const std::string& finding : ood) {
-    warnings.push_back(MakeWarning(v1::WARNING_CODE_OUT_OF_DISTRIBUTION, finding, id));
+    warnings.push_back(
+        core::MakeWarning(v1::WARNING_CODE_OUT_OF_DISTRIBUTION, finding, id));
   }
 
   std::vector<float> global = EncodeGlobal(spec_, input.features);
@@ -239,7 +243,7 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
     seq = EncodeSequence(spec_, input.request.model());
     const int64_t n = static_cast<int64_t>(seq.types.size());
     if (seq.truncated) {
-      warnings.push_back(MakeWarning(
+      warnings.push_back(core::MakeWarning(
           v1::WARNING_CODE_OUT_OF_DISTRIBUTION,
           absl::StrCat("the layer sequence has ", input.request.model().layers_size(),
                        " layers; only the first ", n,
@@ -258,11 +262,11 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
     caveats.push_back("out of the training distribution");
   }
   if (!input.request.gpu().empty() && input.gpu.id != kTrainedGpu) {
-    warnings.push_back(
-        MakeWarning(v1::WARNING_CODE_GPU_EXTRAPOLATION,
-                    absl::StrCat("trained on A100 40GB measurements; ", input.gpu.id,
-                                 " may need a different amount of memory"),
-                    id));
+    warnings.push_back(core::MakeWarning(
+        v1::WARNING_CODE_GPU_EXTRAPOLATION,
+        absl::StrCat("trained on A100 40GB measurements; ", input.gpu.id,
+                     " may need a different amount of memory"),
+        id));
     penalty *= kWarningPenalty;
     caveats.push_back("another GPU than the A100 40GB");
   }
@@ -281,7 +285,7 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
 
 absl::StatusOr<GpuMemNetEstimator::Probabilities> GpuMemNetEstimator::MemberProbabilities(
     const std::vector<float>& global, const TokenSet& tokens,
-    const std::vector<torch::Tensor>& args, const WorkDeadline& deadline) const {
+    const std::vector<torch::Tensor>& args, const common::WorkDeadline& deadline) const {
   const bool plain = !plain_.empty();
   const size_t total =
       static_cast<size_t>(head_offsets_.back() + heads_.back().classes());
@@ -388,8 +392,9 @@ void GpuMemNetEstimator::WriteUtilization(const Probabilities& probabilities,
 std::string GpuMemNetEstimator::Basis(bool above_the_card,
                                       const std::vector<std::string>& caveats) const {
   std::string basis = absl::StrCat(
-      "GPUMemNet ", FamilyName(spec_.family), " ", transformer_ ? "Transformer" : "MLP",
-      "-based ensemble of ", members_.size(), " classifiers (A100 40GB measurements): ",
+      "GPUMemNet ", common::FamilyName(spec_.family), " ",
+      transformer_ ? "Transformer" : "MLP", "-based ensemble of ", members_.size(),
+      " classifiers (A100 40GB measurements): ",
       GiBText(heads_[served_head_].width_bytes),
       " bins, point = the predicted bin's midpoint, upper = its upper edge",
       above_the_card ? " (predicted > 40 GiB: did not fit the A100 40GB)" : "",
@@ -404,8 +409,8 @@ std::string GpuMemNetEstimator::Basis(bool above_the_card,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Estimator>> CreateGpuMemNetEstimator(
-    const ModelArtifact& artifact, const RegistryOptions& options) {
+absl::StatusOr<std::unique_ptr<core::Estimator>> CreateGpuMemNetEstimator(
+    const core::ModelArtifact& artifact, const core::RegistryOptions& options) {
   if (options.device != "cpu" && options.device != "cuda") {
     return absl::InvalidArgumentError(
         absl::StrCat("device '", options.device, "': want cpu|cuda"));
@@ -413,4 +418,4 @@ absl::StatusOr<std::unique_ptr<Estimator>> CreateGpuMemNetEstimator(
   return GpuMemNetEstimator::Load(artifact, options.device);
 }
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

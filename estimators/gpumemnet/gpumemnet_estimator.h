@@ -14,12 +14,12 @@
 #include "estimators/core/model_repository.h"
 #include "estimators/core/registry.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 // The EstimatorFactory for manifests with estimator_type "gpumemnet": loads every
 // member onto options.device ("cpu" or "cuda"). Process-wide libtorch settings are the
 // program's (the server's: UseOneIntraOpThread in torch_device.h).
-absl::StatusOr<std::unique_ptr<Estimator>> CreateGpuMemNetEstimator(
-    const ModelArtifact& artifact, const RegistryOptions& options);
+absl::StatusOr<std::unique_ptr<core::Estimator>> CreateGpuMemNetEstimator(
+    const core::ModelArtifact& artifact, const core::RegistryOptions& options);
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -5,11 +5,11 @@
 #include "common/status_macros.h"
 #include "estimators/core/layer_types.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 namespace {
 
 using Json = nlohmann::json;
-using Fields = manifest::Fields<Json>;
+using Fields = core::manifest::Fields<Json>;
 
 // A part with its own FromJson (NetworkConfig, EncodingSpec), read at its key.
 template <typename Part>
@@ -145,14 +145,14 @@ Json GpuMemNetManifest::ToJson() const {
          {"test_accuracy_coarsest_memory", m.test_accuracy_coarsest_memory},
          {"sha256", m.sha256}});
   }
-  for (const manifest::DatasetDigest& d : datasets) {
+  for (const core::manifest::DatasetDigest& d : datasets) {
     datasets_json.push_back(d.ToJson<Json>());
   }
   return {{"estimator_type", kEstimatorType},
           {"id", id},
           {"version", version},
           {"kind", NetworkKindName(kind)},
-          {"family", FamilyName(family)},
+          {"family", common::FamilyName(family)},
           {"description", description},
           {"heads", heads_json},
           {"memory",
@@ -201,7 +201,7 @@ absl::StatusOr<GpuMemNetManifest> GpuMemNetManifest::FromJson(const Json& json,
   GPUEST_ASSIGN_OR_RETURN(m.encoding, PartFromJson<EncodingSpec>(f, "encoding"));
   if (m.family != m.encoding.family) {
     return f.Error("family", absl::StrCat("is not the encoding's family, ",
-                                          FamilyName(m.encoding.family)));
+                                          common::FamilyName(m.encoding.family)));
   }
   GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> members, f.Objects("members"));
   for (Fields& member : members) {
@@ -222,8 +222,8 @@ absl::StatusOr<GpuMemNetManifest> GpuMemNetManifest::FromJson(const Json& json,
   }
   GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> datasets, f.Objects("datasets"));
   for (Fields& d : datasets) {
-    GPUEST_ASSIGN_OR_RETURN(manifest::DatasetDigest digest,
-                            manifest::DatasetDigest::FromJson(d));
+    GPUEST_ASSIGN_OR_RETURN(core::manifest::DatasetDigest digest,
+                            core::manifest::DatasetDigest::FromJson(d));
     m.datasets.push_back(std::move(digest));
   }
   GPUEST_RETURN_IF_ERROR(f.Get("trainer_version", m.trainer_version));
@@ -233,13 +233,13 @@ absl::StatusOr<GpuMemNetManifest> GpuMemNetManifest::FromJson(const Json& json,
 
 absl::StatusOr<GpuMemNetManifest> GpuMemNetManifest::Parse(const std::string& text,
                                                            const std::string& file) {
-  return manifest::ParseManifest<GpuMemNetManifest, Json>(text, file);
+  return core::manifest::ParseManifest<GpuMemNetManifest, Json>(text, file);
 }
 
 absl::StatusOr<GpuMemNetManifest> GpuMemNetManifest::Load(const std::string& path) {
-  return manifest::LoadManifest<GpuMemNetManifest, Json>(path);
+  return core::manifest::LoadManifest<GpuMemNetManifest, Json>(path);
 }
 
 std::string GpuMemNetManifest::Text() const { return ToJson().dump(1) + "\n"; }
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -22,7 +22,7 @@
 #include "estimators/gpumemnet/targets.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 // One trained network of the ensemble and how it was trained.
 struct MemberRecord {
@@ -96,7 +96,7 @@ struct GpuMemNetManifest {
   std::vector<MemberRecord> members;
   std::string ensemble;  // How the members' outputs combine, in words.
   TrainingRecord training;
-  std::vector<manifest::DatasetDigest> datasets;
+  std::vector<core::manifest::DatasetDigest> datasets;
   std::string trainer_version;
 
   nlohmann::json ToJson() const;
@@ -112,4 +112,4 @@ struct GpuMemNetManifest {
   std::string Text() const;
 };
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 const char* NetworkKindName(NetworkKind kind) {
   return kind == NetworkKind::kTransformer ? "transformer" : "mlp";
@@ -16,7 +16,7 @@ std::optional<NetworkKind> NetworkKindFromName(absl::string_view name) {
   return std::nullopt;
 }
 
-absl::Status ReadNetworkKind(strict_json::Fields<nlohmann::json>& f,
+absl::Status ReadNetworkKind(common::strict_json::Fields<nlohmann::json>& f,
                              const std::string& key, NetworkKind& out) {
   std::string word;
   GPUEST_RETURN_IF_ERROR(f.Get(key, word));
@@ -43,7 +43,7 @@ nlohmann::json NetworkConfig::ToJson() const {
 }
 
 absl::StatusOr<NetworkConfig> NetworkConfig::FromJson(
-    strict_json::Fields<nlohmann::json>& f) {
+    common::strict_json::Fields<nlohmann::json>& f) {
   NetworkConfig c;
   GPUEST_RETURN_IF_ERROR(ReadNetworkKind(f, "kind", c.kind));
   GPUEST_RETURN_IF_ERROR(f.Get("global_features", c.global_features));
@@ -69,4 +69,4 @@ absl::StatusOr<NetworkConfig> NetworkConfig::FromJson(
   return c;
 }
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -15,21 +15,22 @@
 #include "estimators/gpumemnet/network_shape.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 // "mlp", "transformer": the words manifests, flags and reports use.
 const char* NetworkKindName(NetworkKind kind);
 // The kind a word names; nullopt for anything else.
 std::optional<NetworkKind> NetworkKindFromName(absl::string_view name);
 // The kind f's key names; InvalidArgument naming the key for another word.
-absl::Status ReadNetworkKind(strict_json::Fields<nlohmann::json>& f,
+absl::Status ReadNetworkKind(common::strict_json::Fields<nlohmann::json>& f,
                              const std::string& key, NetworkKind& out);
 
 // NetworkShape with its manifest form.
 struct NetworkConfig : NetworkShape {
   nlohmann::json ToJson() const;
   // Every key read strictly: a missing, mistyped or unknown key is an error naming it.
-  static absl::StatusOr<NetworkConfig> FromJson(strict_json::Fields<nlohmann::json>& f);
+  static absl::StatusOr<NetworkConfig> FromJson(
+      common::strict_json::Fields<nlohmann::json>& f);
 };
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -1,6 +1,6 @@
 #include "estimators/gpumemnet/network_module.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 GpuMemNetModuleImpl::GpuMemNetModuleImpl(const NetworkShape& shape) : shape_(shape) {
   int trunk_input = shape.global_features;
@@ -54,4 +54,4 @@ torch::Tensor GpuMemNetModuleImpl::forward(const torch::Tensor& global,
   return heads_(trunk_->forward(x));
 }
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

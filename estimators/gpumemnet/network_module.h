@@ -20,7 +20,7 @@
 
 #include "estimators/gpumemnet/network_shape.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 class GpuMemNetModuleImpl : public torch::nn::Module {
  public:
@@ -50,4 +50,4 @@ class GpuMemNetModuleImpl : public torch::nn::Module {
 };
 TORCH_MODULE(GpuMemNetModule);
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

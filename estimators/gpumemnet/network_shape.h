@@ -8,7 +8,7 @@
 
 #include <vector>
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 // kMlp: an MLP over the global features. kTransformer: layer tokens through a small
 // Transformer encoder, mean-pooled and concatenated with the global features.
@@ -37,4 +37,4 @@ struct NetworkShape {
   }
 };
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -1,6 +1,6 @@
 #include "estimators/gpumemnet/networks.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 ProbeInput MakeProbeInput(const NetworkConfig& config) {
   ProbeInput probe;
@@ -38,4 +38,4 @@ std::vector<float> ProbeLogits(GpuMemNet net, const ProbeInput& probe) {
                             logits.data_ptr<float>() + logits.numel());
 }
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

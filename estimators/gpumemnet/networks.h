@@ -14,7 +14,7 @@
 #include "estimators/gpumemnet/network_config.h"
 #include "estimators/gpumemnet/network_module.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 class GpuMemNetImpl : public GpuMemNetModuleImpl {
  public:
@@ -41,4 +41,4 @@ ProbeInput MakeProbeInput(const NetworkConfig& config);
 // The module's logits for the probe, on the CPU: total_classes floats.
 std::vector<float> ProbeLogits(GpuMemNet net, const ProbeInput& probe);
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 namespace {
 
 std::vector<float> Floats(const torch::Tensor& t) {
@@ -104,4 +104,4 @@ absl::StatusOr<PlainNet> ExportPlainNet(GpuMemNet net) {
   return plain;
 }
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

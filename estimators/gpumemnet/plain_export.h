@@ -9,7 +9,7 @@
 #include "estimators/gpumemnet/networks.h"
 #include "estimators/gpumemnet/plain_forward.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 // The member's weights as a PlainNet, after checking on a probe input (every token
 // type, enough tokens for the attention loops' blocks and their remainder) that
@@ -17,4 +17,4 @@ namespace gpuest::ml {
 // disagrees. May throw c10::Error, as libtorch does. The holder shares the module.
 absl::StatusOr<PlainNet> ExportPlainNet(GpuMemNet net);
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -6,7 +6,7 @@
 #include <tuple>
 #include <vector>
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 namespace {
 
 // Every helper is inlined into the entry points at the bottom, so that the same
@@ -482,4 +482,4 @@ std::vector<float> PlainForward(const PlainNet& net, const std::vector<float>& g
   return PlainForward(net, global, DistinctTokens(seq), kernels);
 }
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

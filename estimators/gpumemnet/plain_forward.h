@@ -11,7 +11,7 @@
 
 #include "estimators/gpumemnet/feature_encoding.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 // y = x W^T + b, then ReLU when relu.
 struct DenseLayer {
@@ -78,4 +78,4 @@ std::vector<float> PlainForward(const PlainNet& net, const std::vector<float>& g
                                 const EncodedSequence& seq,
                                 ForwardKernels kernels = BestForwardKernels());
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 const char* HeadTargetName(HeadTarget target) {
   return target == HeadTarget::kUtilization ? "utilization" : "memory";
@@ -38,7 +38,7 @@ nlohmann::json HeadSpec::ToJson() const {
       {"name", name}, {"target", HeadTargetName(target)}, {"classes", classes()}};
   if (memory()) {
     j["width_bytes"] = width_bytes;
-    j["width_gib"] = width_bytes / kGiB;
+    j["width_gib"] = width_bytes / common::kGiB;
     j["edges_bytes"] = nlohmann::json::array();
     for (double e : edges) j["edges_bytes"].push_back(static_cast<uint64_t>(e));
     j["top_class"] = kTopClassLabel;
@@ -50,7 +50,8 @@ nlohmann::json HeadSpec::ToJson() const {
   return j;
 }
 
-absl::StatusOr<HeadSpec> HeadSpec::FromJson(strict_json::Fields<nlohmann::json>& f) {
+absl::StatusOr<HeadSpec> HeadSpec::FromJson(
+    common::strict_json::Fields<nlohmann::json>& f) {
   HeadSpec h;
   GPUEST_RETURN_IF_ERROR(f.Get("name", h.name));
   std::string target;
@@ -65,7 +66,7 @@ absl::StatusOr<HeadSpec> HeadSpec::FromJson(strict_json::Fields<nlohmann::json>&
     // Written for people reading the manifest; they must say what the bins say.
     GPUEST_RETURN_IF_ERROR(f.Get("width_gib", width_gib));
     GPUEST_RETURN_IF_ERROR(f.Get("top_class", top_class));
-    if (h.width_bytes == 0 || width_gib != h.width_bytes / kGiB) {
+    if (h.width_bytes == 0 || width_gib != h.width_bytes / common::kGiB) {
       return f.Error("width_gib", "does not match width_bytes");
     }
     if (top_class != kTopClassLabel) {
@@ -101,7 +102,7 @@ HeadSpec MemoryHead(int width_gib) {
   HeadSpec h;
   h.name = absl::StrCat("memory_", width_gib, "gib");
   h.target = HeadTarget::kMemory;
-  h.width_bytes = static_cast<uint64_t>(width_gib) * kGiB;
+  h.width_bytes = static_cast<uint64_t>(width_gib) * common::kGiB;
   for (uint64_t e = 0; e <= kMemoryCeilingBytes; e += h.width_bytes) {
     h.edges.push_back(static_cast<double>(e));
   }
@@ -128,4 +129,4 @@ v1::UtilizationMetric UtilizationMetricOf(const std::string& metric) {
   return v1::UTILIZATION_METRIC_UNSPECIFIED;
 }
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -16,10 +16,10 @@
 #include "gpuest/v1/estimate.pb.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest::ml {
+namespace gpuest::gpumemnet {
 
 // The measured GPU (A100 40GB): bins cover [0, 40 GiB); above is the top class.
-constexpr uint64_t kMemoryCeilingBytes = 40 * kGiB;
+constexpr uint64_t kMemoryCeilingBytes = 40 * common::kGiB;
 constexpr char kTopClassLabel[] = "> 40 GiB (did not fit the A100 40GB)";
 
 // What a head predicts: peak memory in bins, or one utilization metric in classes.
@@ -50,7 +50,8 @@ struct HeadSpec {
 
   nlohmann::json ToJson() const;
   // Every key read strictly; the bins must agree with the classes the head declares.
-  static absl::StatusOr<HeadSpec> FromJson(strict_json::Fields<nlohmann::json>& f);
+  static absl::StatusOr<HeadSpec> FromJson(
+      common::strict_json::Fields<nlohmann::json>& f);
 };
 
 HeadSpec MemoryHead(int width_gib);
@@ -60,4 +61,4 @@ HeadSpec UtilizationHead(const std::string& metric, std::vector<double> edges,
 // "SMACT" -> UTILIZATION_METRIC_SMACT; UNSPECIFIED when unknown.
 v1::UtilizationMetric UtilizationMetricOf(const std::string& metric);
 
-}  // namespace gpuest::ml
+}  // namespace gpuest::gpumemnet

@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace gpuest {
+namespace gpuest::horus {
 namespace {
 
-class HorusEstimator final : public Estimator {
+class HorusEstimator final : public core::Estimator {
  public:
   HorusEstimator() {
     info_.set_id("horus");
@@ -22,9 +22,9 @@ class HorusEstimator final : public Estimator {
 
   const v1::EstimatorInfo& Info() const override { return info_; }
 
-  bool AppliesTo(const EstimationInput&) const override { return true; }
+  bool AppliesTo(const core::EstimationInput&) const override { return true; }
 
-  absl::Status Estimate(const EstimationInput& input, v1::EstimatorResult& result,
+  absl::Status Estimate(const core::EstimationInput& input, v1::EstimatorResult& result,
                         std::vector<v1::Warning>&) const override {
     const v1::FeatureVector& f = input.features;
     result.mutable_memory()->set_point_bytes(
@@ -55,8 +55,8 @@ uint64_t HorusBytes(int64_t activations_per_sample, int64_t parameters,
   return bytes >= static_cast<long double>(kMax) ? kMax : static_cast<uint64_t>(bytes);
 }
 
-std::unique_ptr<Estimator> MakeHorusEstimator() {
+std::unique_ptr<core::Estimator> MakeHorusEstimator() {
   return std::make_unique<HorusEstimator>();
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::horus

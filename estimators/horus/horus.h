@@ -9,11 +9,11 @@
 
 #include "estimators/core/estimator.h"
 
-namespace gpuest {
+namespace gpuest::horus {
 
 uint64_t HorusBytes(int64_t activations_per_sample, int64_t parameters,
                     int64_t batch_size);
 
-std::unique_ptr<Estimator> MakeHorusEstimator();
+std::unique_ptr<core::Estimator> MakeHorusEstimator();
 
-}  // namespace gpuest
+}  // namespace gpuest::horus

@@ -230,19 +230,20 @@ absl::Status ReadClaim(dom::object object, bool is_template, AdmissionPod& out) 
 absl::StatusOr<AdmissionPod> ParseAdmissionReview(const std::string& body) {
   // One parser per thread: its buffers grow to the largest body seen, then are reused.
   thread_local dom::parser parser;
-  if (parser.max_depth() != kMaxJsonDepth &&
-      parser.allocate(64 << 10, kMaxJsonDepth) != simdjson::SUCCESS) {
+  if (parser.max_depth() != common::kMaxJsonDepth &&
+      parser.allocate(64 << 10, common::kMaxJsonDepth) != simdjson::SUCCESS) {
     return absl::ResourceExhaustedError("AdmissionReview: cannot allocate its parser");
   }
   // Before parsing: the DOM's lookups take a key's first copy, where the API server's
   // Go decoder took the last, so a key named twice is refused, not read.
-  GPUEST_RETURN(CheckJsonText(body, "AdmissionReview"));
+  GPUEST_RETURN(common::CheckJsonText(body, "AdmissionReview"));
   dom::element root;
   if (const simdjson::error_code e = parser.parse(body).get(root);
       e != simdjson::SUCCESS) {
     if (e == simdjson::DEPTH_ERROR) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "AdmissionReview: JSON nested more than ", kMaxJsonDepth, " levels deep"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("AdmissionReview: JSON nested more than ", common::kMaxJsonDepth,
+                       " levels deep"));
     }
     return absl::InvalidArgumentError(
         absl::StrCat("AdmissionReview: not JSON (", simdjson::error_message(e), ")"));

@@ -31,8 +31,8 @@ bool ThePodsFault(const absl::Status& status) {
          status.code() == absl::StatusCode::kOutOfRange;
 }
 
-HttpReply Reply(const AdmissionPod& pod, const AdmissionVerdict& verdict,
-                absl::StatusCode code = absl::StatusCode::kOk) {
+common::HttpReply Reply(const AdmissionPod& pod, const AdmissionVerdict& verdict,
+                        absl::StatusCode code = absl::StatusCode::kOk) {
   return {200, AdmissionResponseText(pod.uid, verdict), code};
 }
 
@@ -69,9 +69,9 @@ absl::StatusOr<PodShape> ShapeOf(const AdmissionPod& pod, const MemoryRequest& r
         request.annotation ? absl::StrCat("metadata.annotations[", request.key, "]")
                            : absl::StrCat("spec.containers[", container,
                                           "].resources.limits[", request.key, "]");
-    return absl::InvalidArgumentError(
-        absl::StrCat("pod ", pod.pod, ": ", field, ": '", Utf8Prefix(it->second, 64),
-                     "' is not a whole number of ", request.unit));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pod ", pod.pod, ": ", field, ": '", common::Utf8Prefix(it->second, 64),
+        "' is not a whole number of ", request.unit));
   }
   shape.existing_amount = amount;
   return shape;
@@ -102,10 +102,11 @@ std::string KeptAsIs(const AdmissionClaimRequest& r, const DraDeviceClass& cls) 
 }  // namespace
 
 template <typename Fail>
-HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
-                                        const std::string& object,
-                                        const std::string& description,
-                                        const WorkDeadline& deadline, Fail& fail) const {
+common::HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
+                                                const std::string& object,
+                                                const std::string& description,
+                                                const common::WorkDeadline& deadline,
+                                                Fail& fail) const {
   const bool is_template = claim.kind == "ResourceClaimTemplate";
   const std::string spec = is_template ? "spec.spec" : "spec";
   std::vector<std::string> warnings;
@@ -135,7 +136,7 @@ HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
                                     absl::StrJoin(classes, ", "), "): left as it is"));
     for (std::string& w : warnings) {
       if (untouched.warnings.size() == kMaxWarnings) break;
-      untouched.warnings.push_back(Utf8Prefix(w, kWarningBytes));
+      untouched.warnings.push_back(common::Utf8Prefix(w, kWarningBytes));
     }
     return Reply(claim, untouched);
   }
@@ -160,8 +161,8 @@ HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
   if (rank.gpus().empty() && whole != mig) {
     // Only the kind the classes ask for is estimated: a whole-GPU class needs no MIG
     // profile's figure (the answer is the same, SizeClaim keeps the class's kind).
-    for (const GpuProfile& gpu : set->registry().gpus().All()) {
-      if (IsMigProfile(gpu) == mig) rank.add_gpus(gpu.id);
+    for (const core::GpuProfile& gpu : set->registry().gpus().All()) {
+      if (core::IsMigProfile(gpu) == mig) rank.add_gpus(gpu.id);
     }
   }
   absl::StatusOr<v1::RankGpusResponse> ranking =
@@ -196,13 +197,13 @@ HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
   }
   for (std::string& w : warnings) {
     if (verdict.warnings.size() == kMaxWarnings) break;
-    verdict.warnings.push_back(Utf8Prefix(w, kWarningBytes));
+    verdict.warnings.push_back(common::Utf8Prefix(w, kWarningBytes));
   }
   return Reply(claim, verdict);
 }
 
-HttpReply AdmissionWebhook::Mutate(const std::string& body,
-                                   const WorkDeadline& deadline) const {
+common::HttpReply AdmissionWebhook::Mutate(const std::string& body,
+                                           const common::WorkDeadline& deadline) const {
   absl::StatusOr<AdmissionPod> parsed = ParseAdmissionReview(body);
   if (!parsed.ok()) {
     return {400, AdmissionErrorText(std::string(parsed.status().message())),
@@ -229,14 +230,15 @@ HttpReply AdmissionWebhook::Mutate(const std::string& body,
         {},
         400,
         absl::StrCat("gpuest: ", object, ": annotation ", kOnErrorAnnotation, ": '",
-                     Utf8Prefix(on_error_value, 64), "' is neither allow nor refuse")};
+                     common::Utf8Prefix(on_error_value, 64),
+                     "' is neither allow nor refuse")};
     return Reply(pod, refused, absl::StatusCode::kInvalidArgument);
   }
 
   std::vector<std::string> warnings;
   // A failure: the pod's is refused with its reason, the server's is an HTTP error
   // for the failurePolicy; a pod that asked is admitted unsized either way.
-  auto fail = [&](const absl::Status& status) -> HttpReply {
+  auto fail = [&](const absl::Status& status) -> common::HttpReply {
     const std::string why = std::string(status.message());
     if (on_error_value == "allow") {
       AdmissionVerdict unsized;
@@ -247,14 +249,14 @@ HttpReply AdmissionWebhook::Mutate(const std::string& body,
                                     : "/metadata/annotations";
       patch.push_back({{"op", "add"},
                        {"path", absl::StrCat(annotations, "/gpuest.io~1not-sized")},
-                       {"value", Utf8Prefix(why, 1024)}});
+                       {"value", common::Utf8Prefix(why, 1024)}});
       unsized.patch =
           patch.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
           "\n";
       unsized.warnings.push_back(
-          Utf8Prefix(absl::StrCat("gpuest: admitted unsized (", kOnErrorAnnotation,
-                                  ": allow): ", why),
-                     kWarningBytes));
+          common::Utf8Prefix(absl::StrCat("gpuest: admitted unsized (",
+                                          kOnErrorAnnotation, ": allow): ", why),
+                             kWarningBytes));
       return Reply(pod, unsized, status.code());
     }
     if (!ThePodsFault(status)) {
@@ -304,7 +306,7 @@ HttpReply AdmissionWebhook::Mutate(const std::string& body,
   }
   for (std::string& w : warnings) {
     if (sized.warnings.size() == kMaxWarnings) break;
-    sized.warnings.push_back(Utf8Prefix(w, kWarningBytes));
+    sized.warnings.push_back(common::Utf8Prefix(w, kWarningBytes));
   }
   return Reply(pod, sized);
 }

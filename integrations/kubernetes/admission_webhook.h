@@ -56,21 +56,22 @@ struct AdmissionOptions {
 class AdmissionWebhook {
  public:
   // Each call sizes with the set models holds at its start; models must outlive this.
-  AdmissionWebhook(const ModelSetSource& models, AdmissionOptions options)
+  AdmissionWebhook(const placement::ModelSetSource& models, AdmissionOptions options)
       : models_(models), options_(std::move(options)) {}
 
   // The body of one POST /mutate; thread-safe. The work stops at deadline.
-  HttpReply Mutate(const std::string& body, const WorkDeadline& deadline) const;
+  common::HttpReply Mutate(const std::string& body,
+                           const common::WorkDeadline& deadline) const;
 
  private:
   // A ResourceClaim's or ResourceClaimTemplate's requests sized; object names it in
   // messages, fail applies the failure policy to a status.
   template <typename Fail>
-  HttpReply MutateClaim(const AdmissionPod& claim, const std::string& object,
-                        const std::string& description, const WorkDeadline& deadline,
-                        Fail& fail) const;
+  common::HttpReply MutateClaim(const AdmissionPod& claim, const std::string& object,
+                                const std::string& description,
+                                const common::WorkDeadline& deadline, Fail& fail) const;
 
-  const ModelSetSource& models_;
+  const placement::ModelSetSource& models_;
   const AdmissionOptions options_;
 };
 

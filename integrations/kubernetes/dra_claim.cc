@@ -103,7 +103,7 @@ absl::StatusOr<DraDeviceClass> ParseClass(const Json& entry, const std::string& 
   if (!(text = Text(entry, "devices", where, true)).ok()) return text.status();
   if (*text != "whole_gpus" && *text != "mig_profiles") {
     return Bad(where + ".devices",
-               absl::StrCat("'", Utf8Prefix(*text, 64),
+               absl::StrCat("'", common::Utf8Prefix(*text, 64),
                             "' is neither whole_gpus nor mig_profiles"));
   }
   c.mig = *text == "mig_profiles";
@@ -199,7 +199,7 @@ std::string SelectorFor(const v1::GpuRanking& gpu, const DraDeviceClass& cls) {
 }
 
 std::string GiB(uint64_t bytes) {
-  return absl::StrFormat("%.1f GiB", InGiB(static_cast<double>(bytes)));
+  return absl::StrFormat("%.1f GiB", common::InGiB(static_cast<double>(bytes)));
 }
 
 std::string PointerToken(const std::string& key) {
@@ -271,7 +271,7 @@ const DraDeviceClass* DraClasses::Find(std::string_view device_class) const {
 absl::StatusOr<DraClasses> ParseDraClasses(std::string_view text,
                                            const std::string& what) {
   if (absl::Status shape =
-          CheckJsonText(absl::string_view(text.data(), text.size()), what);
+          common::CheckJsonText(absl::string_view(text.data(), text.size()), what);
       !shape.ok()) {
     return shape;
   }
@@ -296,7 +296,7 @@ absl::StatusOr<DraClasses> ParseDraClasses(std::string_view text,
 }
 
 const DraClasses& BuiltInDraClasses() {
-  static const DraClasses* classes = ParseEmbeddedFileOrDie<DraClasses>(
+  static const DraClasses* classes = common::ParseEmbeddedFileOrDie<DraClasses>(
       DraDeviceClassesJson(), "dra_device_classes.json",
       [](absl::string_view text, const std::string& file) {
         return ParseDraClasses(std::string_view(text.data(), text.size()), file);
@@ -306,7 +306,8 @@ const DraClasses& BuiltInDraClasses() {
 
 absl::StatusOr<DraClasses> LoadDraClasses(const std::string& path) {
   if (path.empty()) return BuiltInDraClasses();
-  absl::StatusOr<std::string> text = ReadTextFile(path, kMaxConfigFileBytes);
+  absl::StatusOr<std::string> text =
+      common::ReadTextFile(path, common::kMaxConfigFileBytes);
   if (!text.ok()) return text.status();
   return ParseDraClasses(*text, path);
 }
@@ -337,17 +338,19 @@ absl::StatusOr<uint64_t> ParseByteQuantity(std::string_view text,
                    [](char ch) { return ch >= '0' && ch <= '9'; }) ||
       !absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &n) ||
       n > UINT64_MAX / unit) {
-    return Bad(
-        field,
-        absl::StrCat("'", Utf8Prefix(absl::string_view(text.data(), text.size()), 32),
-                     "' is not a whole number of bytes (such as 10Gi)"));
+    return Bad(field, absl::StrCat("'",
+                                   common::Utf8Prefix(
+                                       absl::string_view(text.data(), text.size()), 32),
+                                   "' is not a whole number of bytes (such as 10Gi)"));
   }
   return n * unit;
 }
 
 std::string ByteQuantityText(uint64_t bytes) {
-  if (bytes != 0 && bytes % kGiB == 0) return absl::StrCat(bytes / kGiB, "Gi");
-  if (bytes != 0 && bytes % kMiB == 0) return absl::StrCat(bytes / kMiB, "Mi");
+  if (bytes != 0 && bytes % common::kGiB == 0)
+    return absl::StrCat(bytes / common::kGiB, "Gi");
+  if (bytes != 0 && bytes % common::kMiB == 0)
+    return absl::StrCat(bytes / common::kMiB, "Mi");
   return absl::StrCat(bytes);
 }
 
@@ -434,7 +437,8 @@ absl::StatusOr<ClaimSizing> SizeClaim(const v1::RankGpusResponse& ranking,
     a.needs_cap = gpu.needs_cap();
     if (cls.shared) {
       // Unknown policy: whole MiB, up (a request a byte short is how a job is killed).
-      const uint64_t mib = (a.requirement_bytes + kMiB - 1) / kMiB * kMiB;
+      const uint64_t mib =
+          (a.requirement_bytes + common::kMiB - 1) / common::kMiB * common::kMiB;
       const std::optional<uint64_t> rounded =
           cls.policy ? RoundedByPolicy(a.requirement_bytes, *cls.policy)
                      : std::optional<uint64_t>(mib);
@@ -450,7 +454,7 @@ absl::StatusOr<ClaimSizing> SizeClaim(const v1::RankGpusResponse& ranking,
   }
   if (!named_seen) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ".gpu: '", Utf8Prefix(only_gpu, 64), "' is no ",
+        where, ".gpu: '", common::Utf8Prefix(only_gpu, 64), "' is no ",
         cls.mig ? "MIG profile" : "whole GPU", " of the catalog (", cls.device_class,
         " asks for ", cls.mig ? "MIG profiles" : "whole GPUs", ")"));
   }
@@ -540,7 +544,7 @@ absl::StatusOr<std::string> ClaimPatchJson(const ClaimShape& shape,
     add(absl::StrCat(meta, "/annotations/", PointerToken(key)), std::move(value));
   };
   annotate(kClaimRequirementsAnnotation, requirements.dump());
-  annotate(kClaimSizedAnnotation, Utf8Prefix(absl::StrJoin(sized, "; "), 4096));
+  annotate(kClaimSizedAnnotation, common::Utf8Prefix(absl::StrJoin(sized, "; "), 4096));
   if (!models_version.empty()) annotate("gpuest.io/models-version", models_version);
   return patch.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }

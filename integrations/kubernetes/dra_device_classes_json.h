@@ -7,8 +7,8 @@
 
 #include <string_view>
 
-namespace gpuest {
+namespace gpuest::kubernetes {
 
 std::string_view DraDeviceClassesJson();
 
-}  // namespace gpuest
+}  // namespace gpuest::kubernetes

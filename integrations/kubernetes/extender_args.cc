@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_guard.h"
 
-namespace gpuest {
+namespace gpuest::kubernetes {
 
 static_assert(kExtenderBodyPadding >= simdjson::SIMDJSON_PADDING);
 
@@ -105,9 +105,10 @@ absl::StatusOr<ExtenderNode> ReadNode(od::value item, size_t i) {
 class EchoCheck {
  public:
   absl::Status Check(std::string_view text, const std::string& where) {
-    if ((text.size() > parser_.capacity() || parser_.max_depth() != kMaxJsonDepth) &&
-        parser_.allocate(std::max(text.size(), size_t{64} << 10), kMaxJsonDepth) !=
-            simdjson::SUCCESS) {
+    if ((text.size() > parser_.capacity() ||
+         parser_.max_depth() != common::kMaxJsonDepth) &&
+        parser_.allocate(std::max(text.size(), size_t{64} << 10),
+                         common::kMaxJsonDepth) != simdjson::SUCCESS) {
       return absl::ResourceExhaustedError(
           absl::StrCat("ExtenderArgs.", where, ": cannot allocate its check"));
     }
@@ -116,9 +117,9 @@ class EchoCheck {
         parser_.parse(text.data(), text.size(), /*realloc_if_needed=*/false).error();
     if (error == simdjson::SUCCESS) return absl::OkStatus();
     if (error == simdjson::DEPTH_ERROR) {
-      return absl::InvalidArgumentError(absl::StrCat("ExtenderArgs.", where,
-                                                     ": JSON nested more than ",
-                                                     kMaxJsonDepth, " levels deep"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ExtenderArgs.", where, ": JSON nested more than ",
+                       common::kMaxJsonDepth, " levels deep"));
     }
     return absl::InvalidArgumentError(absl::StrCat("ExtenderArgs.", where,
                                                    ": not valid JSON (",
@@ -247,7 +248,8 @@ absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body) {
   // Before parsing: a refusal that says the depth bound (simdjson would stop at 1,024),
   // and no key named twice (simdjson's on-demand reader sees every copy; which one
   // counts would depend on the order of our reads).
-  if (absl::Status shape = CheckJsonText(body, "the body"); !shape.ok()) return shape;
+  if (absl::Status shape = common::CheckJsonText(body, "the body"); !shape.ok())
+    return shape;
   const size_t length = body.size();
   body.reserve(length + kExtenderBodyPadding);
   od::parser parser;
@@ -363,4 +365,4 @@ std::string PaddedCopy(std::string_view text) {
   return copy;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::kubernetes

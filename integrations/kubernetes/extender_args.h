@@ -19,7 +19,7 @@
 #include "integrations/kubernetes/kube_nodes.h"
 #include "integrations/kubernetes/pod_description.h"
 
-namespace gpuest {
+namespace gpuest::kubernetes {
 
 // More GPUs than any node holds: a pod asking for more is refused.
 inline constexpr uint32_t kMaxPodGpus = 1024;
@@ -57,4 +57,4 @@ inline constexpr size_t kExtenderBodyPadding = 64;
 // A copy of text with that room.
 std::string PaddedCopy(std::string_view text);
 
-}  // namespace gpuest
+}  // namespace gpuest::kubernetes

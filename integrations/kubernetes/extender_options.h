@@ -9,7 +9,7 @@
 
 #include "absl/time/time.h"
 
-namespace gpuest {
+namespace gpuest::kubernetes {
 
 struct ExtenderOptions {
   std::string listen_address;    // host:port; empty: no extender.
@@ -23,4 +23,4 @@ struct ExtenderOptions {
   int64_t max_body_bytes = int64_t{128} << 20;
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::kubernetes

@@ -23,14 +23,14 @@
 #include "requests/request_files.h"
 #include "spdlog/spdlog.h"
 
-namespace gpuest {
+namespace gpuest::kubernetes {
 
 // The pod on one GPU model: whether the description may be placed on it (it names no
 // other GPU), and the candidate's figures there. Each GPU of that model is then judged
 // with arithmetic on these and its state (placement_verdict.h).
 struct KubeExtender::OnGpuModel {
   absl::Status named;
-  absl::StatusOr<ResolvedJob> candidate;
+  absl::StatusOr<placement::ResolvedJob> candidate;
 };
 
 // Nodes passed unjudged for want of their Node object (fail open), said in one log line
@@ -71,7 +71,7 @@ struct KubeExtender::Request {
   std::map<std::string, OnGpuModel> estimates;
   // The set every node of the request is judged with, taken when the call starts: a
   // reload may replace the current one meanwhile.
-  std::shared_ptr<const ModelSet> models;
+  std::shared_ptr<const placement::ModelSet> models;
 };
 
 struct KubeExtender::NodeVerdict {
@@ -94,7 +94,7 @@ std::optional<v1::UtilizationEstimate> GractEstimate(const v1::EstimateResponse&
   return std::nullopt;
 }
 
-int ScoreOf(const GpuJudgement& j) {
+int ScoreOf(const placement::GpuJudgement& j) {
   if (!j.fit.fits) return 0;
   if (j.contention.verdict == v1::CONTENTION_VERDICT_BAD) {
     const double speed = std::clamp(j.contention.worst_speed / 0.85, 0.0, 1.0);
@@ -153,7 +153,7 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(std::string body) 
   if (job.ok()) {
     request.job = *std::move(job);
     // Collision-resistant: a pod's annotation must never be answered with another's.
-    request.job_key = Sha256Hex(*text);
+    request.job_key = common::Sha256Hex(*text);
   } else {
     request.description_error = job.status();
   }
@@ -161,8 +161,9 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(std::string body) 
 }
 
 absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
-    const std::shared_ptr<const ModelSet>& models, const v1::EstimateRequest& job,
-    const std::string& job_key, const std::string& gpu, const WorkDeadline& deadline) {
+    const std::shared_ptr<const placement::ModelSet>& models,
+    const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu,
+    const common::WorkDeadline& deadline) {
   const std::string key = absl::StrCat(gpu, "|", job_key);
   {
     absl::MutexLock lock(&cache_mu_);
@@ -187,16 +188,17 @@ absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
 }
 
 const KubeExtender::OnGpuModel& KubeExtender::PodOnGpuModel(
-    Request& request, const GpuProfile& profile, const WorkDeadline& deadline) {
+    Request& request, const core::GpuProfile& profile,
+    const common::WorkDeadline& deadline) {
   if (auto cached = request.estimates.find(profile.id);
       cached != request.estimates.end()) {
     return cached->second;
   }
   // A description naming another GPU is refused for this one (the same rule as
   // gpuest.v1.Placement's), never silently replaced.
-  OnGpuModel on{CheckDescriptionGpu(*request.job,
-                                    absl::StrCat("annotation ", kDescriptionAnnotation),
-                                    profile, request.models->registry().gpus()),
+  OnGpuModel on{placement::CheckDescriptionGpu(
+                    *request.job, absl::StrCat("annotation ", kDescriptionAnnotation),
+                    profile, request.models->registry().gpus()),
                 absl::UnknownError("not estimated")};
   if (on.named.ok()) {
     absl::StatusOr<v1::EstimatedJob> figures = CandidateFigures(
@@ -205,7 +207,8 @@ const KubeExtender::OnGpuModel& KubeExtender::PodOnGpuModel(
       v1::PlacementJob job;
       job.set_name(request.args.pod);
       *job.mutable_estimate() = *std::move(figures);
-      on.candidate = ResolveJob(job, "candidate", profile, request.models->engine(),
+      on.candidate =
+          placement::ResolveJob(job, "candidate", profile, request.models->engine(),
                                 request.models->contention(), deadline);
     } else {
       on.candidate = figures.status();
@@ -215,7 +218,7 @@ const KubeExtender::OnGpuModel& KubeExtender::PodOnGpuModel(
 }
 
 KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
-                                                  const WorkDeadline& deadline) {
+                                                  const common::WorkDeadline& deadline) {
   NodeVerdict verdict;
   // Once the call's deadline has passed, this node and those after it go unjudged.
   if (absl::Status s = deadline.Check(); !s.ok()) {
@@ -244,19 +247,19 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   }
   if (gpus->empty()) return verdict;  // No GPU data: gpuest has no opinion.
 
-  const GpuProfiles& catalog = request.models->registry().gpus();
-  const ContentionModel& contention = request.models->contention();
+  const core::GpuProfiles& catalog = request.models->registry().gpus();
+  const placement::ContentionModel& contention = request.models->contention();
   // Each of the pod's GPUs takes one rank of its job, with the figure estimated for it.
   const uint32_t needed = std::max<uint32_t>(1, request.args.gpus_requested);
   uint32_t fitting = 0, fitting_empty = 0;
   std::vector<std::string> misses;
   // A node's GPUs are nearly always of one model: looked up in the catalog once.
   const std::string* last_model = nullptr;
-  const GpuProfile* last_profile = nullptr;
+  const core::GpuProfile* last_profile = nullptr;
   for (const NodeGpu& gpu : *gpus) {
-    const GpuProfile* profile = last_model != nullptr && *last_model == gpu.model
-                                    ? last_profile
-                                    : catalog.Find(gpu.model);
+    const core::GpuProfile* profile = last_model != nullptr && *last_model == gpu.model
+                                          ? last_profile
+                                          : catalog.Find(gpu.model);
     last_model = &gpu.model;
     last_profile = profile;
     if (profile == nullptr) {
@@ -282,16 +285,17 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
                                     "'s total memory"));
       continue;
     }
-    const GpuJudgement judged = JudgeReportedGpu(
+    const placement::GpuJudgement judged = placement::JudgeReportedGpu(
         contention, on.candidate->memory_bytes, on.candidate->util, total, free,
-        gpu.util_percent ? MeasuredByNvidiaSmi(*gpu.util_percent) : UnknownUtilization());
+        gpu.util_percent ? placement::MeasuredByNvidiaSmi(*gpu.util_percent)
+                         : placement::UnknownUtilization());
     if (judged.fit.candidate_bytes <= total) ++fitting_empty;
     if (judged.fit.fits) {
       ++fitting;
       verdict.score = std::max(verdict.score, ScoreOf(judged));
     } else {
-      misses.push_back(
-          GpuShortWords(gpu.index, profile->id, gpu.free_reported, judged.fit));
+      misses.push_back(placement::GpuShortWords(gpu.index, profile->id, gpu.free_reported,
+                                                judged.fit));
     }
   }
   if (fitting >= needed) return verdict;
@@ -309,7 +313,8 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   return verdict;
 }
 
-HttpReply KubeExtender::Filter(std::string body, const WorkDeadline& deadline) {
+common::HttpReply KubeExtender::Filter(std::string body,
+                                       const common::WorkDeadline& deadline) {
   absl::StatusOr<Request> request = ParseArgs(std::move(body));
   nlohmann::json result = {{"Nodes", nullptr},
                            {"NodeNames", nullptr},
@@ -388,11 +393,12 @@ std::string FilterReplyText(const nlohmann::json& result, std::string_view node_
   return out;
 }
 
-HttpReply KubeExtender::Prioritize(std::string body, const WorkDeadline& deadline) {
+common::HttpReply KubeExtender::Prioritize(std::string body,
+                                           const common::WorkDeadline& deadline) {
   absl::StatusOr<Request> request = ParseArgs(std::move(body));
   // HostPriorityList has no error field: kube-scheduler logs a non-200 and ignores this
   // extender's scores for the pod (fail open).
-  auto refuse = [](const absl::Status& status) -> HttpReply {
+  auto refuse = [](const absl::Status& status) -> common::HttpReply {
     return {400, ReplyText(nlohmann::json{{"Error", std::string(status.message())}}),
             status.code()};
   };
@@ -411,4 +417,4 @@ HttpReply KubeExtender::Prioritize(std::string body, const WorkDeadline& deadlin
   return {200, ReplyText(list)};
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::kubernetes

@@ -41,7 +41,7 @@
 #include "integrations/kubernetes/kube_nodes.h"
 #include "placement/model_set.h"
 
-namespace gpuest {
+namespace gpuest::kubernetes {
 
 inline constexpr int kMaxExtenderPriority = 10;  // extender/v1 MaxExtenderPriority.
 
@@ -60,15 +60,15 @@ class KubeExtender {
  public:
   // Each call judges with the set models holds at its start; models must outlive this
   // object.
-  KubeExtender(const ModelSetSource& models, const ExtenderOptions& options)
+  KubeExtender(const placement::ModelSetSource& models, const ExtenderOptions& options)
       : models_(models), options_(options), node_cache_(options.nodes_file) {}
 
   // Bodies of the POSTs; thread-safe. A body that is not an ExtenderArgs is 400. The
   // work stops at deadline: the answer is then an Error naming it.
   // body is taken (parsing pads it; the reply echoes nodes from it): give a copy made
   // with PaddedCopy (extender_args.h) to spare the parser a second one.
-  HttpReply Filter(std::string body, const WorkDeadline& deadline);
-  HttpReply Prioritize(std::string body, const WorkDeadline& deadline);
+  common::HttpReply Filter(std::string body, const common::WorkDeadline& deadline);
+  common::HttpReply Prioritize(std::string body, const common::WorkDeadline& deadline);
 
  private:
   struct Request;
@@ -78,33 +78,34 @@ class KubeExtender {
   absl::StatusOr<Request> ParseArgs(std::string body);
   // Node i of the request; request's estimate cache fills as GPU models are met. Once
   // deadline has passed, a fatal verdict that says so.
-  NodeVerdict JudgeNode(Request& request, size_t i, const WorkDeadline& deadline);
+  NodeVerdict JudgeNode(Request& request, size_t i, const common::WorkDeadline& deadline);
   // The pod on one GPU model: whether its description may be placed there and its
   // figures estimated for it; worked out once per GPU model in a request (kept in
   // request), so that each GPU is then judged by arithmetic alone.
-  const OnGpuModel& PodOnGpuModel(Request& request, const GpuProfile& profile,
-                                  const WorkDeadline& deadline);
+  const OnGpuModel& PodOnGpuModel(Request& request, const core::GpuProfile& profile,
+                                  const common::WorkDeadline& deadline);
   // The job's memory figure and utilization class on a catalog GPU, estimated with
   // models. kube-scheduler asks filter and then prioritize for the same pod: the
   // estimate is made once and kept, keyed by GPU and the description text's SHA-256,
   // and reused only while the same set serves (not after a reload).
   absl::StatusOr<v1::EstimatedJob> CandidateFigures(
-      const std::shared_ptr<const ModelSet>& models, const v1::EstimateRequest& job,
-      const std::string& job_key, const std::string& gpu, const WorkDeadline& deadline);
+      const std::shared_ptr<const placement::ModelSet>& models,
+      const v1::EstimateRequest& job, const std::string& job_key, const std::string& gpu,
+      const common::WorkDeadline& deadline);
 
   static constexpr size_t kEstimateCacheEntries = 1024;  // Then cleared, and refilled.
   struct CachedFigures {
     // The set they were made with; weak, so that the cache keeps no old set alive
     // after a reload.
-    std::weak_ptr<const ModelSet> models;
+    std::weak_ptr<const placement::ModelSet> models;
     v1::EstimatedJob figures;
   };
 
-  const ModelSetSource& models_;
+  const placement::ModelSetSource& models_;
   const ExtenderOptions options_;
   NodeCache node_cache_;
   absl::Mutex cache_mu_;
   std::map<std::string, CachedFigures> cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
-}  // namespace gpuest
+}  // namespace gpuest::kubernetes

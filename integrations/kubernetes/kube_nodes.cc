@@ -11,7 +11,7 @@
 #include "common/text_file.h"
 #include "common/units.h"
 
-namespace gpuest {
+namespace gpuest::kubernetes {
 namespace {
 
 // metadata.<map>[key] when it is a string.
@@ -46,10 +46,11 @@ absl::StatusOr<uint64_t> MiBField(const nlohmann::json& gpu, const char* key,
   }
   if (!value->is_number() || value->get<double>() < 0 ||
       !std::isfinite(value->get<double>()) || value->get<double>() > 1e12) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ".", key, ": not a number of MiB: ", Utf8Prefix(value->dump(), 64)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".", key,
+                     ": not a number of MiB: ", common::Utf8Prefix(value->dump(), 64)));
   }
-  return static_cast<uint64_t>(std::llround(value->get<double>() * kMiB));
+  return static_cast<uint64_t>(std::llround(value->get<double>() * common::kMiB));
 }
 
 absl::StatusOr<std::vector<NodeGpu>> FromAnnotation(const std::string& text,
@@ -61,11 +62,11 @@ absl::StatusOr<std::vector<NodeGpu>> FromAnnotation(const std::string& text,
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": ", text.size(), " bytes, over the limit of ", kMaxGpusAnnotationBytes));
   }
-  if (absl::Status shape = CheckJsonText(text, where); !shape.ok()) return shape;
+  if (absl::Status shape = common::CheckJsonText(text, where); !shape.ok()) return shape;
   const nlohmann::json gpus = nlohmann::json::parse(text, nullptr, false);
   if (gpus.is_discarded() || !gpus.is_array() || gpus.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ": not a non-empty JSON array of GPUs: ", Utf8Prefix(text, 200)));
+        where, ": not a non-empty JSON array of GPUs: ", common::Utf8Prefix(text, 200)));
   }
   if (gpus.size() > static_cast<size_t>(kMaxNodeGpus)) {
     return absl::InvalidArgumentError(
@@ -100,8 +101,9 @@ absl::StatusOr<std::vector<NodeGpu>> FromAnnotation(const std::string& text,
     }
     if (auto util = gpu.find("utilPercent"); util != gpu.end()) {
       if (!util->is_number() || util->get<double>() < 0 || util->get<double>() > 100) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            at, ".utilPercent: not a percentage 0..100: ", Utf8Prefix(util->dump(), 64)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ".utilPercent: not a percentage 0..100: ",
+                         common::Utf8Prefix(util->dump(), 64)));
       }
       g.util_percent = util->get<double>();
     }
@@ -149,7 +151,7 @@ absl::StatusOr<std::vector<NodeGpu>> NodeGpus(const NodeKeys& node) {
                                                      kGfdMemoryLabel,
                                                      ": not a number of MiB: ", *memory));
     }
-    total = mib * kMiB;
+    total = mib * common::kMiB;
   }
   int count = 1;
   if (const auto& text = node.gfd_count) {
@@ -205,9 +207,9 @@ absl::Status NodeCache::RefreshLocked() {
   const int64_t mtime =
       static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   if (mtime == loaded_mtime_) return absl::OkStatus();
-  absl::StatusOr<std::string> text = ReadTextFile(path_, kMaxNodeCacheBytes);
+  absl::StatusOr<std::string> text = common::ReadTextFile(path_, kMaxNodeCacheBytes);
   if (!text.ok()) return text.status();
-  if (absl::Status shape = CheckJsonText(*text, path_); !shape.ok()) return shape;
+  if (absl::Status shape = common::CheckJsonText(*text, path_); !shape.ok()) return shape;
   const nlohmann::json list = nlohmann::json::parse(*text, nullptr, false);
   if (list.is_discarded() || !list.is_object() || !list.contains("items") ||
       !list["items"].is_array()) {
@@ -229,4 +231,4 @@ absl::Status NodeCache::RefreshLocked() {
   return absl::OkStatus();
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::kubernetes

@@ -30,7 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 
-namespace gpuest {
+namespace gpuest::kubernetes {
 
 inline constexpr char kNodeGpusAnnotation[] = "gpuest.io/gpus";
 inline constexpr char kGpuModelLabel[] = "gpuest.io/gpu-model";
@@ -118,4 +118,4 @@ class NodeCache {
 // each, deploy/kubernetes/EXTENDER.md).
 inline constexpr size_t kMaxNodeCacheBytes = 256u << 20;
 
-}  // namespace gpuest
+}  // namespace gpuest::kubernetes

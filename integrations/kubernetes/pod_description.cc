@@ -9,7 +9,7 @@
 #include "common/json_guard.h"
 #include "common/text_file.h"
 
-namespace gpuest {
+namespace gpuest::kubernetes {
 namespace {
 
 // A ConfigMap name (a DNS subdomain) or key: no path separators, no dot files.
@@ -36,7 +36,7 @@ absl::StatusOr<std::string> DescriptionText(const std::string& value,
         where,
         ": neither inline JSON (starting with '{') nor a ConfigMap reference NAME or "
         "NAME/KEY: ",
-        Utf8Prefix(value, 200)));
+        common::Utf8Prefix(value, 200)));
   }
   if (descriptions_dir.empty()) {
     return absl::InvalidArgumentError(
@@ -45,7 +45,7 @@ absl::StatusOr<std::string> DescriptionText(const std::string& value,
                      "mounted ConfigMaps from"));
   }
   const std::string path = absl::StrCat(descriptions_dir, "/", name, "/", key);
-  absl::StatusOr<std::string> text = ReadTextFile(path, kMaxConfigMapBytes);
+  absl::StatusOr<std::string> text = common::ReadTextFile(path, kMaxConfigMapBytes);
   if (absl::IsNotFound(text.status())) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ConfigMap ", name, " key ",
                                                    key, " is not mounted (no file ", path,
@@ -58,4 +58,4 @@ absl::StatusOr<std::string> DescriptionText(const std::string& value,
   return text;
 }
 
-}  // namespace gpuest
+}  // namespace gpuest::kubernetes

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace gpuest {
+namespace gpuest::kubernetes {
 
 // The device plugin's resource a pod asks GPUs with.
 inline constexpr char kGpuResource[] = "nvidia.com/gpu";
@@ -33,4 +33,4 @@ absl::StatusOr<std::string> DescriptionText(const std::string& value,
                                             const std::string& descriptions_dir,
                                             const std::string& where);
 
-}  // namespace gpuest
+}  // namespace gpuest::kubernetes

@@ -50,11 +50,11 @@ absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
       break;
     case SharingScheduler::kAlibaba:
       r.key = "aliyun.com/gpu-mem";
-      r.amount = CeilDiv(bytes, kGiB);
+      r.amount = CeilDiv(bytes, common::kGiB);
       r.unit = "GiB";
       return r;
   }
-  r.amount = CeilDiv(bytes, kMiB);
+  r.amount = CeilDiv(bytes, common::kMiB);
   r.unit = "MiB";
   return r;
 }

@@ -15,7 +15,7 @@
 namespace gpuest::calibration {
 namespace {
 
-constexpr double kMiB = gpuest::kMiB;
+constexpr double kMiB = gpuest::common::kMiB;
 constexpr double kTight = 1.2;
 // The A100's benchmark-on peaks hold the workspace the search chose, 0.95-1.14x the
 // benchmark-off need on the H200 (data/h200-benchmark-mode/): a true requirement may
@@ -26,13 +26,13 @@ struct Estimated {
   double upper_mib = 0, point_mib = 0;
 };
 
-absl::StatusOr<Estimated> EstimateRun(const Estimator& e,
+absl::StatusOr<Estimated> EstimateRun(const core::Estimator& e,
                                       const v1::ModelDescription& model,
-                                      const GpuProfile& gpu) {
+                                      const core::GpuProfile& gpu) {
   v1::EstimateRequest request;
   *request.mutable_model() = model;
   request.set_gpu(gpu.id);
-  const v1::FeatureVector features = FeaturesOf(request);
+  const v1::FeatureVector features = core::FeaturesOf(request);
   v1::EstimatorResult result;
   std::vector<v1::Warning> warnings;
   GPUEST_RETURN_IF_ERROR(e.Estimate({request, features, gpu}, result, warnings));
@@ -48,14 +48,14 @@ bool LanguageModel(const v1::ModelDescription& model) {
 // The GPU as it would be with nothing measured on it: what the server then gives it
 // (GpuProfiles::LendContexts), the other GPUs' measured contexts, lent with the
 // margin, or the calibrated GPU's figure where none is measured.
-GpuProfile AsAssumed(GpuProfile gpu, const GpuProfiles& catalog,
-                     const GpuProfile& calibrated) {
+core::GpuProfile AsAssumed(core::GpuProfile gpu, const core::GpuProfiles& catalog,
+                           const core::GpuProfile& calibrated) {
   gpu.contexts.clear();
-  for (const GpuProfile& other : catalog.All()) {
+  for (const core::GpuProfile& other : catalog.All()) {
     if (other.id == gpu.id) continue;
-    for (const StackContext& c : other.contexts) {
+    for (const core::StackContext& c : other.contexts) {
       if (!c.lent_by.empty()) continue;
-      StackContext lent = c;
+      core::StackContext lent = c;
       lent.lent_by = other.id;
       gpu.contexts.push_back(std::move(lent));
     }
@@ -113,9 +113,9 @@ GoalRow ScoreGoalRuns(const std::string& population, const std::vector<GoalRun>&
 
 absl::StatusOr<std::string> RenderBoundGoals(const GoalInputs& in) {
   // Each file read once, for every estimator.
-  std::vector<std::pair<const GpuProfile*, data::MeasuredFile>> holdout;
+  std::vector<std::pair<const core::GpuProfile*, data::MeasuredFile>> holdout;
   for (const HoldoutFile& h : in.holdout) {
-    const GpuProfile* gpu = in.gpus->Find(h.gpu);
+    const core::GpuProfile* gpu = in.gpus->Find(h.gpu);
     if (gpu == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("--holdout-runs: ", h.gpu, " is not a GPU profile"));
@@ -129,7 +129,7 @@ absl::StatusOr<std::string> RenderBoundGoals(const GoalInputs& in) {
                                       ? "the trace (allocsim)"
                                       : absl::StrCat("the layer rule (", id, ")");
     for (const auto& [gpu, file] : holdout) {
-      const GpuProfile assumed = AsAssumed(*gpu, *in.gpus, *in.calibrated_gpu);
+      const core::GpuProfile assumed = AsAssumed(*gpu, *in.gpus, *in.calibrated_gpu);
       std::map<std::pair<bool, bool>, std::vector<GoalRun>> runs;  // (assumed, LM).
       std::map<bool, std::vector<GoalRun>> summarised;             // By LM.
       for (const data::MeasuredRow& m : file.rows) {

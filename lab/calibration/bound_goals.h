@@ -62,9 +62,9 @@ struct HoldoutFile {
 
 struct GoalInputs {
   // Simulation id -> the estimator as served (built from the manifests written).
-  const std::map<std::string, std::unique_ptr<Estimator>>* served = nullptr;
-  const GpuProfiles* gpus = nullptr;
-  const GpuProfile* calibrated_gpu = nullptr;  // The A100 40GB, its context fitted.
+  const std::map<std::string, std::unique_ptr<core::Estimator>>* served = nullptr;
+  const core::GpuProfiles* gpus = nullptr;
+  const core::GpuProfile* calibrated_gpu = nullptr;  // The A100 40GB, its context fitted.
   std::vector<HoldoutFile> holdout;
   // The A100's real-model rows (benchmark on), as the calibration read them; null: none.
   const data::MeasuredFile* timm = nullptr;

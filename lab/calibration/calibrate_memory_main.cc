@@ -77,7 +77,7 @@ int Fail(const absl::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gpuest::ParseFlags(
+  gpuest::common::ParseFlags(
       argc, argv,
       {"gpuest-calibrate-memory [flags]",
        "Calibrates the allocator-simulation estimators (allocsim, analytic) on "
@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
     std::fputs(section->c_str(), stdout);
     return 0;
   }
-  const absl::Status written = gpuest::accuracy::WriteReportFile(
-      report, gpuest::accuracy::ReportHead(report),
-      absl::StrCat(gpuest::accuracy::kSimulationMarker, "\n\n", *section));
+  const absl::Status written = gpuest::trainer::WriteReportFile(
+      report, gpuest::trainer::ReportHead(report),
+      absl::StrCat(gpuest::trainer::kSimulationMarker, "\n\n", *section));
   return written.ok() ? 0 : Fail(written);
 }

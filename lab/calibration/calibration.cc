@@ -14,7 +14,7 @@
 namespace gpuest::calibration {
 namespace {
 
-constexpr double kMiB = gpuest::kMiB;  // Fractional MiB.
+constexpr double kMiB = gpuest::common::kMiB;  // Fractional MiB.
 
 double SimulatedMib(const CalibrationRow& row) {
   return static_cast<double>(row.replay.peak_reserved_bytes) / kMiB;
@@ -52,8 +52,8 @@ Scores Score(const std::vector<Scored>& rows) {
   s.mape = 100 * s.mape / s.n;
   s.safe /= s.n;
   s.safe_and_tight /= s.n;
-  s.p50_abs_error_mib = QuantileOfSorted(abs_error, 0.5);
-  s.p90_abs_error_mib = QuantileOfSorted(abs_error, 0.9);
+  s.p50_abs_error_mib = common::QuantileOfSorted(abs_error, 0.5);
+  s.p90_abs_error_mib = common::QuantileOfSorted(abs_error, 0.9);
   return s;
 }
 
@@ -80,7 +80,7 @@ allocsim::HeldOutScores AsRecorded(const Scores& s) {
 }
 
 absl::StatusOr<allocsim::FamilyCalibration> FitFamilyCalibration(
-    const std::vector<CalibrationRow>& rows, const GpuProfile& gpu,
+    const std::vector<CalibrationRow>& rows, const core::GpuProfile& gpu,
     const FitOptions& options) {
   if (rows.empty()) return absl::InvalidArgumentError("no training rows to calibrate on");
   const double context_mib = static_cast<double>(gpu.context_bytes) / kMiB;
@@ -99,8 +99,9 @@ absl::StatusOr<allocsim::FamilyCalibration> FitFamilyCalibration(
     std::sort(needed_upper.begin(), needed_upper.end());
     allocsim::FamilyCalibration c;
     c.intercept_mib = c.point_intercept_mib = intercept;
-    c.safe_factor = std::max(1.0, QuantileOfSorted(needed_upper, options.safe_quantile));
-    c.point_factor = std::max(0.05, QuantileOfSorted(needed, 0.5));
+    c.safe_factor =
+        std::max(1.0, common::QuantileOfSorted(needed_upper, options.safe_quantile));
+    c.point_factor = std::max(0.05, common::QuantileOfSorted(needed, 0.5));
     int tight = 0;
     for (const CalibrationRow& r : rows) {
       const v1::MemoryEstimate m =
@@ -132,7 +133,7 @@ absl::StatusOr<PointTerms> FitPointTerms(const std::vector<CalibrationRow>& rows
       needed[i] = (rows[i].measured_mib - context_mib - intercept) /
                   std::max(1.0, SimulatedMib(rows[i]));
     }
-    const double factor = std::max(0.05, Quantile(needed, 0.5));
+    const double factor = std::max(0.05, common::Quantile(needed, 0.5));
     double mape = 0;
     for (const CalibrationRow& r : rows) {
       const double point = context_mib + intercept + factor * SimulatedMib(r);
@@ -190,7 +191,7 @@ double MarginAt(const std::vector<GroupedRow>& rows, const std::vector<double>& 
                         terms.conv_output_factor * r.conv_output_mib) /
                        job_mib[i]);
     }
-    margin = std::max(margin, Quantile(needed, quantile));
+    margin = std::max(margin, common::Quantile(needed, quantile));
   }
   return margin;
 }
@@ -267,7 +268,7 @@ double CoverageQuantile(const std::vector<GroupedRow>& rows,
 }  // namespace
 
 absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
-                                            const GpuProfile& gpu,
+                                            const core::GpuProfile& gpu,
                                             const FitOptions& options) {
   const double context_mib = static_cast<double>(gpu.context_bytes) / kMiB;
   std::map<std::string, std::vector<size_t>> groups;
@@ -357,7 +358,7 @@ absl::StatusOr<double> FitContextMib(const std::vector<CalibrationRow>& rows) {
   std::vector<double> residual;
   for (const CalibrationRow& r : rows)
     residual.push_back(r.measured_mib - SimulatedMib(r));
-  return std::round(Quantile(std::move(residual), 0.5));
+  return std::round(common::Quantile(std::move(residual), 0.5));
 }
 
 }  // namespace gpuest::calibration

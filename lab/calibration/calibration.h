@@ -89,7 +89,7 @@ inline constexpr double kCoverageQuantiles[] = {0.95, 0.96, 0.97, 0.98, 0.99, 1.
 // safe-and-tight rows (the smallest b on a tie); the point's (b, k_point) the one with
 // the least mean absolute percentage error. InvalidArgument for no rows.
 absl::StatusOr<allocsim::FamilyCalibration> FitFamilyCalibration(
-    const std::vector<CalibrationRow>& rows, const GpuProfile& gpu,
+    const std::vector<CalibrationRow>& rows, const core::GpuProfile& gpu,
     const FitOptions& options);
 
 // The point estimate's terms: point = context + intercept + factor x simulated peak.
@@ -139,7 +139,7 @@ struct OutOfGroupFit {
 
 // InvalidArgument for fewer than two groups.
 absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
-                                            const GpuProfile& gpu,
+                                            const core::GpuProfile& gpu,
                                             const FitOptions& options);
 
 // The leading letters of a timm model name, its architecture group: "resnet50d" ->

@@ -17,13 +17,13 @@
 namespace gpuest::calibration {
 namespace {
 
-constexpr double kMiB = gpuest::kMiB;
+constexpr double kMiB = gpuest::common::kMiB;
 
 }  // namespace
 
 absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
-    const std::string& runs_file, const GpuProfile& gpu, int steps, FitOptions options,
-    double cnn_max_conv_factor, const CalibratedTerms& calibrated) {
+    const std::string& runs_file, const core::GpuProfile& gpu, int steps,
+    FitOptions options, double cnn_max_conv_factor, const CalibratedTerms& calibrated) {
   GPUEST_ASSIGN_OR_RETURN(const data::MeasuredFile file,
                           data::ReadExportedRows(runs_file));
   CleanRunsCalibration out;
@@ -39,7 +39,7 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
     if (m.oom || m.status != "OK" || m.peak_mib <= 0 || !m.model.has_trace()) continue;
     v1::EstimateRequest request;
     *request.mutable_model() = m.model;
-    runs[FamilyName(FeaturesOf(request).family())].push_back(&m);
+    runs[common::FamilyName(core::FeaturesOf(request).family())].push_back(&m);
     GPUEST_ASSIGN_OR_RETURN(replays[&m], ReplayEach(m.model, gpu, steps));
   }
   for (const auto& [family, members] : runs) {

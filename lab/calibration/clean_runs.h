@@ -55,8 +55,8 @@ using CalibratedTerms =
 // stderr); InvalidArgument when no model family is left to calibrate.
 // cnn_max_conv_factor: the CNN bound's cuDNN workspace term, as for the real models.
 absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
-    const std::string& runs_file, const GpuProfile& gpu, int steps, FitOptions options,
-    double cnn_max_conv_factor, const CalibratedTerms& calibrated);
+    const std::string& runs_file, const core::GpuProfile& gpu, int steps,
+    FitOptions options, double cnn_max_conv_factor, const CalibratedTerms& calibrated);
 
 // The family's clean-run fit for simulation id, or nullptr.
 const CleanRunsFamily* CleanFamilyOf(const CleanRunsCalibration& c, const std::string& id,

@@ -22,11 +22,12 @@ ABSL_FLAG(bool, from_layers, false,
           "replay the trace built from the layer sequence instead of the described one");
 
 int main(int argc, char** argv) {
-  gpuest::ParseFlags(argc, argv,
-                     {"gpuest-replay-dump --jsonl FILE --family F",
-                      "Replays traced dataset rows through the allocator simulation; CSV "
-                      "on stdout.",
-                      "", __FILE__});
+  gpuest::common::ParseFlags(
+      argc, argv,
+      {"gpuest-replay-dump --jsonl FILE --family F",
+       "Replays traced dataset rows through the allocator simulation; CSV "
+       "on stdout.",
+       "", __FILE__});
   auto file = gpuest::data::ReadExportedRows(absl::GetFlag(FLAGS_jsonl));
   if (!file.ok()) {
     std::fprintf(stderr, "%s\n", file.status().ToString().c_str());
@@ -38,12 +39,12 @@ int main(int argc, char** argv) {
       "peak_reserved_mib,live_param,live_grad,live_opt,live_input,live_act,live_tmp,live_"
       "ws,"
       "max_conv_act_mib,uncertain_mib\n");
-  constexpr double kMiB = gpuest::kMiB;  // Fractional MiB in the CSV.
+  constexpr double kMiB = gpuest::common::kMiB;  // Fractional MiB in the CSV.
   for (const gpuest::data::MeasuredRow& row : file->rows) {
     if (!row.model.has_trace() && !absl::GetFlag(FLAGS_from_layers)) continue;
-    gpuest::analytic::LayerStep step;
+    gpuest::allocsim::LayerStep step;
     if (absl::GetFlag(FLAGS_from_layers))
-      step = gpuest::analytic::StepFromLayers(row.model);
+      step = gpuest::allocsim::StepFromLayers(row.model);
     const gpuest::v1::AllocationTrace& trace =
         absl::GetFlag(FLAGS_from_layers) ? step.trace : row.model.trace();
     const auto cublas = gpuest::allocsim::CublasWorkspaces(
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
                  : gpuest::allocsim::ReplayTrace(trace, {}, cublas,
                                                  absl::GetFlag(FLAGS_steps));
     if (!r.ok()) continue;
-    const auto f = gpuest::ExtractFeatures(row.model);
+    const auto f = gpuest::core::ExtractFeatures(row.model);
     const auto& c = r->live_at_peak;
     std::printf(
         "%s,%s,%lld,%.0f,%d,%lld,%lld,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%."

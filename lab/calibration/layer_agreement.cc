@@ -58,7 +58,8 @@ std::string RenderLayerAgreement(const std::vector<LayerAgreementRun>& runs,
         rows.size(), static_cast<double>(within) / static_cast<double>(rows.size()),
         model_within.size(),
         static_cast<double>(models_within) / static_cast<double>(model_within.size()),
-        Quantile(ratios, 0.1), Quantile(ratios, 0.5), Quantile(ratios, 0.9));
+        common::Quantile(ratios, 0.1), common::Quantile(ratios, 0.5),
+        common::Quantile(ratios, 0.9));
     // By how much more often the misses hold the type than the runs within do.
     const int outside = static_cast<int>(rows.size()) - within;
     auto lift = [&](const TypeCount& c) {
@@ -76,7 +77,7 @@ std::string RenderLayerAgreement(const std::vector<LayerAgreementRun>& runs,
       std::sort(c.ratios.begin(), c.ratios.end());
       absl::StrAppendFormat(&by_type, "| %s | %s | %d of %d | %d of %d | %.2f |\n",
                             family, sorted[i].first, c.outside, outside,
-                            c.runs - c.outside, within, Quantile(c.ratios, 0.5));
+                            c.runs - c.outside, within, common::Quantile(c.ratios, 0.5));
     }
   }
   if (!by_type.empty()) {

@@ -48,7 +48,7 @@ using allocsim::SimulationManifest;
 using allocsim::TraceSource;
 using data::MeasuredRow;
 
-constexpr double kMiB = gpuest::kMiB;  // Fractional MiB in the reports.
+constexpr double kMiB = gpuest::common::kMiB;  // Fractional MiB in the reports.
 constexpr char kCalibratedGpu[] = "a100-40gb";
 
 struct Population {
@@ -96,19 +96,19 @@ struct Row {
 
 // A family's traced rows in GPUMemNet's split, each replayed once per simulation.
 struct TracedPopulation {
-  std::vector<train::DatasetFile> files;  // What GPUMemNet's split was made from.
-  data::MeasuredFile traced;              // The rows point into it.
+  std::vector<data::DatasetFile> files;  // What GPUMemNet's split was made from.
+  data::MeasuredFile traced;             // The rows point into it.
   std::vector<Row> rows;
 };
 
 absl::Status LoadTracedPopulation(const Population& f, const MemoryCalibrationOptions& o,
-                                  const GpuProfile& gpu, TracedPopulation& out) {
-  GPUEST_ASSIGN_OR_RETURN(const train::Dataset dataset,
+                                  const core::GpuProfile& gpu, TracedPopulation& out) {
+  GPUEST_ASSIGN_OR_RETURN(const data::Dataset dataset,
                           f.exported.empty()
-                              ? train::LoadCsvDataset(f.csv, f.family)
-                              : train::LoadExportedDataset(f.exported, f.csv));
+                              ? data::LoadCsvDataset(f.csv, f.family)
+                              : data::LoadExportedDataset(f.exported, f.csv));
   out.files = dataset.files;
-  const train::Split split = train::HeldOutSplit(dataset, o.test_fraction, o.seed);
+  const trainer::Split split = trainer::HeldOutSplit(dataset, o.test_fraction, o.seed);
   std::set<std::string> test, train;
   for (int i : split.test) test.insert(dataset.examples[i].measured.model.name());
   for (int i : split.train) train.insert(dataset.examples[i].measured.model.name());
@@ -184,7 +184,7 @@ std::string TermsKeyOf(const v1::ModelDescription& model,
                        const std::vector<Population>& populations) {
   v1::EstimateRequest request;
   *request.mutable_model() = model;
-  const std::string family = FamilyName(FeaturesOf(request).family());
+  const std::string family = common::FamilyName(core::FeaturesOf(request).family());
   for (const Population& f : populations) {
     if (f.name == family && f.synthetic_without_convolutions &&
         allocsim::WithoutConvolutions(model)) {
@@ -196,7 +196,7 @@ std::string TermsKeyOf(const v1::ModelDescription& model,
 
 absl::Status LoadRealRows(const MemoryCalibrationOptions& o,
                           const std::vector<Population>& populations,
-                          const GpuProfile& gpu, RealRows& out) {
+                          const core::GpuProfile& gpu, RealRows& out) {
   GPUEST_ASSIGN_OR_RETURN(out.file, data::ReadExportedRows(o.timm_rows));
   std::set<std::string> models, groups;
   for (MeasuredRow& m : out.file.rows) {
@@ -267,7 +267,7 @@ absl::Status WriteTrainingRowsCsv(const std::string& path,
                             allocsim::LargestConvOutputMib(r.measured->model));
     }
   }
-  return WriteTextFile(path, csv);
+  return common::WriteTextFile(path, csv);
 }
 
 // The training rows an estimator is calibrated on: measured peaks of runs that fit.
@@ -293,7 +293,7 @@ using Calibrations = std::map<std::string, std::map<std::string, FamilyCalibrati
 absl::StatusOr<FamilyCalibration> FitWithRealRows(
     const std::string& id, const Population& family,
     const std::vector<CalibrationRow>& synthetic, const std::vector<RealRun>& runs,
-    RealRows& real, const std::vector<size_t>& members, const GpuProfile& gpu,
+    RealRows& real, const std::vector<size_t>& members, const core::GpuProfile& gpu,
     const FitOptions& options) {
   const std::vector<GroupedRow> rows = OutOfGroupFitRows(
       family.name, synthetic, !family.synthetic_without_convolutions, runs);
@@ -313,7 +313,7 @@ absl::StatusOr<FamilyCalibration> FitWithRealRows(
 absl::StatusOr<Calibrations> CalibratePopulations(
     const std::vector<Population>& populations,
     std::map<std::string, TracedPopulation>& traced, RealRows* real,
-    const GpuProfile& gpu, const MemoryCalibrationOptions& o) {
+    const core::GpuProfile& gpu, const MemoryCalibrationOptions& o) {
   FitOptions fit_options;
   fit_options.safe_quantile = o.safe_quantile;
   Calibrations calibration;
@@ -441,7 +441,7 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
   const bool clean_everywhere =
       context.clean != nullptr && context.options->clean_terms_for_every_gpu;
   for (const Population& f : *context.populations) {
-    const std::vector<train::DatasetFile>& synthetic = (*context.traced)[f.name].files;
+    const std::vector<data::DatasetFile>& synthetic = (*context.traced)[f.name].files;
     // One set of terms for every GPU: the clean runs' where they calibrate the family.
     if (const CleanRunsFamily* clean =
             clean_everywhere ? CleanFamilyOf(*context.clean, s.id, f.name) : nullptr) {
@@ -464,7 +464,7 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
       generated.synthetic = true;
       generated.calibration = AsRecorded(calibration.at(f.name));
       generated.held_out = scores_of(held_out, f.name);
-      for (const train::DatasetFile& file : synthetic) {
+      for (const data::DatasetFile& file : synthetic) {
         generated.datasets.push_back({file.name, file.sha256, ""});
       }
       continue;
@@ -480,7 +480,7 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
                                  context.real->serves_fit.at(s.id).count(f.name);
     // GPUMemNet's rows, unless the served fit is the real models' alone.
     if (!serves_real_fit || !f.synthetic_without_convolutions) {
-      for (const train::DatasetFile& file : synthetic) {
+      for (const data::DatasetFile& file : synthetic) {
         t.datasets.push_back({file.name, file.sha256, ""});
       }
     }
@@ -496,7 +496,7 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
     apart.calibration = AsRecorded(calibration.at(key));
     apart.held_out = scores_of(held_out, f.name);
     apart.unseen_architectures = scores_of(unseen_architectures, key);
-    for (const train::DatasetFile& file : synthetic) {
+    for (const data::DatasetFile& file : synthetic) {
       apart.datasets.push_back({file.name, file.sha256, ""});
     }
   }
@@ -526,9 +526,9 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
 // The held-out rows of a family: the served simulators' upper bounds and points, the
 // served MLP-based GPUMemNet's upper bin edge and Horus, against what was measured.
 absl::StatusOr<FamilyReport> ScoreHeldOut(
-    const Population& f, const TracedPopulation& traced, const GpuProfile& gpu,
-    const Engine& engine,
-    const std::map<std::string, std::unique_ptr<Estimator>>& served) {
+    const Population& f, const TracedPopulation& traced, const core::GpuProfile& gpu,
+    const core::Engine& engine,
+    const std::map<std::string, std::unique_ptr<core::Estimator>>& served) {
   const std::string gpumemnet = absl::StrCat("gpumemnet-", f.name, "-mlp");
   std::map<std::string, std::vector<Scored>> scored, point;
   std::map<std::string, int> oom_above;
@@ -539,8 +539,8 @@ absl::StatusOr<FamilyReport> ScoreHeldOut(
     const MeasuredRow& m = *r.measured;
     v1::EstimateRequest request;
     *request.mutable_model() = m.model;
-    const v1::FeatureVector features = FeaturesOf(request);
-    const EstimationInput input{request, features, gpu};
+    const v1::FeatureVector features = core::FeaturesOf(request);
+    const core::EstimationInput input{request, features, gpu};
     std::map<std::string, double> estimate;
     for (const SimulationModel& s : Simulations()) {
       v1::EstimatorResult result;
@@ -559,9 +559,10 @@ absl::StatusOr<FamilyReport> ScoreHeldOut(
     const v1::MemoryEstimate& classified = response.results(0).memory();
     estimate[gpumemnet] =
         std::max(classified.upper_bytes(), classified.point_bytes()) / kMiB;
-    estimate["horus"] = HorusBytes(features.total_activations(),
-                                   features.total_parameters(), features.batch_size()) /
-                        kMiB;
+    estimate["horus"] =
+        horus::HorusBytes(features.total_activations(), features.total_parameters(),
+                          features.batch_size()) /
+        kMiB;
     for (const auto& [id, mib] : estimate) {
       if (m.oom) {
         oom_above[id] += mib > gpu.memory_bytes / kMiB;
@@ -586,8 +587,8 @@ absl::StatusOr<FamilyReport> ScoreHeldOut(
 // of family, or GPUMemNet's fit, which never saw them), the candidate not served, the
 // dataset's FakeTensor column and Horus.
 absl::StatusOr<RealModelsReport> ScoreRealRows(
-    const RealRows& real, const GpuProfile& gpu,
-    const std::map<std::string, std::unique_ptr<Estimator>>& served,
+    const RealRows& real, const core::GpuProfile& gpu,
+    const std::map<std::string, std::unique_ptr<core::Estimator>>& served,
     const MemoryCalibrationOptions& o) {
   RealModelsReport report;
   report.source = absl::StrCat("`", real.file.name,
@@ -631,8 +632,8 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
     oom_rows[r.family] += m.oom;
     v1::EstimateRequest request;
     *request.mutable_model() = m.model;
-    const v1::FeatureVector features = FeaturesOf(request);
-    const EstimationInput input{request, features, gpu};
+    const v1::FeatureVector features = core::FeaturesOf(request);
+    const core::EstimationInput input{request, features, gpu};
     for (const SimulationModel& s : Simulations()) {
       const auto fitted = real.out_of_group.at(s.id).find(i);
       const bool has_fit = fitted != real.out_of_group.at(s.id).end();
@@ -689,8 +690,8 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
       add(r.family, "FakeTensor", it->second, std::nullopt, m);
     }
     add(r.family, "horus",
-        HorusBytes(features.total_activations(), features.total_parameters(),
-                   features.batch_size()) /
+        horus::HorusBytes(features.total_activations(), features.total_parameters(),
+                          features.batch_size()) /
             kMiB,
         std::nullopt, m);
   }
@@ -718,8 +719,8 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
     const MeasuredRow& m = *r.measured;
     v1::EstimateRequest request;
     *request.mutable_model() = m.model;
-    const v1::FeatureVector features = FeaturesOf(request);
-    const EstimationInput input{request, features, gpu};
+    const v1::FeatureVector features = core::FeaturesOf(request);
+    const core::EstimationInput input{request, features, gpu};
     v1::EstimatorResult result;
     std::vector<v1::Warning> warnings;
     GPUEST_RETURN_IF_ERROR(served.at("allocsim")->Estimate(input, result, warnings));
@@ -791,9 +792,10 @@ std::string SyntheticMechanismSection(const std::vector<Row>& rows, double conte
       "%.2f, with the largest convolution output %.2f. The residual does not follow "
       "Adam's state, which the trace holds for any job: it is the generated networks' "
       "own, and stays with them.\n\n",
-      residual.size(), Quantile(residual, 0.1), Quantile(residual, 0.5),
-      Quantile(residual, 0.9), Quantile(state, 0.5), Quantile(state, 0.9),
-      RankCorrelation(residual, state), RankCorrelation(residual, conv));
+      residual.size(), common::Quantile(residual, 0.1), common::Quantile(residual, 0.5),
+      common::Quantile(residual, 0.9), common::Quantile(state, 0.5),
+      common::Quantile(state, 0.9), RankCorrelation(residual, state),
+      RankCorrelation(residual, conv));
 }
 
 // --score-models: the terms of the manifests scored, as shipped, with what each was
@@ -819,7 +821,7 @@ std::string ShippedTermsSection(const std::vector<SimulationManifest>& shipped,
   auto add = [&md, &inputs](const std::string& id, const std::string& gpu,
                             const allocsim::FamilyTerms& t) {
     std::vector<std::string> files;
-    for (const manifest::DatasetDigest& d : t.datasets) {
+    for (const core::manifest::DatasetDigest& d : t.datasets) {
       const auto read = inputs.find(d.file);
       const bool other = read != inputs.end() && read->second != d.sha256;
       files.push_back(
@@ -856,7 +858,7 @@ std::string LayerAgreementSection(const RealRows& real) {
       run.layers_allocated_mib = r.replay.at("analytic").peak_allocated_bytes / kMiB;
       std::set<std::string> types;
       for (const v1::Layer& layer : m.model.layers()) {
-        types.insert(CanonicalLayerType(layer.type()));
+        types.insert(core::CanonicalLayerType(layer.type()));
       }
       run.layer_types.assign(types.begin(), types.end());
     }
@@ -887,18 +889,19 @@ absl::StatusOr<HoldoutFile> GpuAndFile(const std::string& spec, const char* flag
 
 absl::Status WriteContext(const std::string& path, double context_mib,
                           const std::string& context_basis) {
-  GPUEST_ASSIGN_OR_RETURN(GpuProfilesManifest profiles, GpuProfilesManifest::Load(path));
+  GPUEST_ASSIGN_OR_RETURN(core::GpuProfilesManifest profiles,
+                          core::GpuProfilesManifest::Load(path));
   GPUEST_RETURN_IF_ERROR(profiles.SetMeasuredContext(kCalibratedGpu, "", context_mib,
                                                      context_basis,
                                                      /*assumed_too=*/true));
   // The stack GPUMemNet's runs were measured on (shared/data/README.md: PyTorch 2.4.1,
   // CUDA 12.2, and so lazy module loading, PyTorch's default since 1.13 on CUDA 11.7):
   // a job on another stack is answered with a warning (stack_context.h).
-  for (GpuProfile& g : profiles.gpus) {
+  for (core::GpuProfile& g : profiles.gpus) {
     if (g.id == kCalibratedGpu)
-      g.context_stack = StackContext{12, "2.4", "LAZY", 0, "", ""};
+      g.context_stack = core::StackContext{12, "2.4", "LAZY", 0, "", ""};
   }
-  return WriteTextFile(path, profiles.Text());
+  return common::WriteTextFile(path, profiles.Text());
 }
 
 }  // namespace
@@ -907,20 +910,21 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
   const std::vector<Population> populations = Populations(o);
 
   // GPUMemNet to compare with; the simulation manifests are what this run rewrites.
-  RegistryOptions registry_options = WithDefaultFactories({o.models_dir, "cpu"});
+  core::RegistryOptions registry_options =
+      estimators::WithDefaultFactories({o.models_dir, "cpu"});
   registry_options.factories[SimulationManifest::kEstimatorType] =
-      [](const ModelArtifact&, const RegistryOptions&) {
-        return absl::StatusOr<std::unique_ptr<Estimator>>(nullptr);
+      [](const core::ModelArtifact&, const core::RegistryOptions&) {
+        return absl::StatusOr<std::unique_ptr<core::Estimator>>(nullptr);
       };
-  GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<EstimatorRegistry> registry,
-                          EstimatorRegistry::Load(registry_options));
-  const Engine engine(std::move(registry), ValidationLimits{});
-  const GpuProfile* calibrated_gpu = engine.registry()->gpus().Find(kCalibratedGpu);
+  GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<core::EstimatorRegistry> registry,
+                          core::EstimatorRegistry::Load(registry_options));
+  const core::Engine engine(std::move(registry), core::ValidationLimits{});
+  const core::GpuProfile* calibrated_gpu = engine.registry()->gpus().Find(kCalibratedGpu);
   if (calibrated_gpu == nullptr) {
     return absl::NotFoundError(
         absl::StrCat(kCalibratedGpu, " is not in ", o.models_dir, "/gpu_profiles.json"));
   }
-  GpuProfile gpu = *calibrated_gpu;
+  core::GpuProfile gpu = *calibrated_gpu;
 
   std::map<std::string, TracedPopulation> traced;
   for (const Population& f : populations) {
@@ -948,7 +952,7 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
   if (!o.gpu_runs.empty()) {
     GPUEST_ASSIGN_OR_RETURN(const HoldoutFile runs, GpuAndFile(o.gpu_runs, "--gpu-runs"));
     const std::string& id = runs.gpu;
-    const GpuProfile* runs_gpu = engine.registry()->gpus().Find(id);
+    const core::GpuProfile* runs_gpu = engine.registry()->gpus().Find(id);
     if (runs_gpu == nullptr) {
       return absl::NotFoundError(absl::StrCat("--gpu-runs: ", id, " is not in ",
                                               o.models_dir, "/gpu_profiles.json"));
@@ -977,7 +981,7 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
       &traced,
       real.get(),
       clean ? &*clean : nullptr};
-  std::map<std::string, std::unique_ptr<Estimator>> served;
+  std::map<std::string, std::unique_ptr<core::Estimator>> served;
   for (const SimulationModel& s : Simulations()) {
     GPUEST_ASSIGN_OR_RETURN(
         served[s.id], allocsim::CreateSimulationEstimator(
@@ -997,7 +1001,7 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
       const std::string dir = o.models_dir + "/" + s.id;
       const std::string path = dir + "/manifest.json";
       GPUEST_ASSIGN_OR_RETURN(const std::string text,
-                              ReadTextFile(path, kMaxDatasetFileBytes));
+                              common::ReadTextFile(path, common::kMaxDatasetFileBytes));
       GPUEST_ASSIGN_OR_RETURN(SimulationManifest m,
                               SimulationManifest::Parse(text, path));
       GPUEST_ASSIGN_OR_RETURN(
@@ -1016,7 +1020,7 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
     real_section = RenderRealModelsSection(report);
     absl::StrAppend(&real_section, LayerAgreementSection(*real));
     if (!o.real_rows_csv.empty()) {
-      GPUEST_RETURN_IF_ERROR(WriteTextFile(o.real_rows_csv, report.rows_csv));
+      GPUEST_RETURN_IF_ERROR(common::WriteTextFile(o.real_rows_csv, report.rows_csv));
     }
     for (const RealModelsFamily& f : report.families) {
       for (const EstimatorScores& e : f.estimators) {
@@ -1056,7 +1060,7 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
     for (const SimulationModel& s : Simulations()) {
       const std::string dir = o.models_dir + "/" + s.id;
       std::filesystem::create_directories(dir);
-      GPUEST_RETURN_IF_ERROR(WriteTextFile(
+      GPUEST_RETURN_IF_ERROR(common::WriteTextFile(
           dir + "/manifest.json", ManifestOf(s, context, calibration.at(s.id),
                                              held_out[s.id], unseen_architectures[s.id])
                                       .Text()));
@@ -1094,7 +1098,7 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
   GPUEST_ASSIGN_OR_RETURN(const std::string goal_section, RenderBoundGoals(goals));
   std::map<std::string, std::string> inputs;  // This run's datasets: file -> sha256.
   for (auto& [name, population] : traced) {
-    for (const train::DatasetFile& file : population.files)
+    for (const data::DatasetFile& file : population.files)
       inputs[file.name] = file.sha256;
   }
   if (real != nullptr) inputs[real->file.name] = real->file.sha256;

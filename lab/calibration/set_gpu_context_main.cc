@@ -21,7 +21,7 @@ ABSL_FLAG(std::string, basis, "",
           "how the figure was measured, for the profile's constants_basis");
 
 int main(int argc, char** argv) {
-  gpuest::ParseFlags(
+  gpuest::common::ParseFlags(
       argc, argv,
       {"gpuest-set-gpu-context --gpu ID --context-mib N --basis TEXT [flags]",
        "Sets one GPU's CUDA context in gpu_profiles.json from measurements made on it:\n"
@@ -36,15 +36,15 @@ int main(int argc, char** argv) {
   };
   if (absl::GetFlag(FLAGS_gpu).empty()) return fail("--gpu: give the GPU's id");
   if (absl::GetFlag(FLAGS_basis).empty()) return fail("--basis: say how it was measured");
-  absl::StatusOr<gpuest::GpuProfilesManifest> profiles =
-      gpuest::GpuProfilesManifest::Load(path);
+  absl::StatusOr<gpuest::core::GpuProfilesManifest> profiles =
+      gpuest::core::GpuProfilesManifest::Load(path);
   if (!profiles.ok()) return fail(std::string(profiles.status().message()));
   const absl::Status set = profiles->SetMeasuredContext(
       absl::GetFlag(FLAGS_gpu), absl::GetFlag(FLAGS_measured_on),
       absl::GetFlag(FLAGS_context_mib), absl::GetFlag(FLAGS_basis),
       /*assumed_too=*/false);
   if (!set.ok()) return fail(std::string(set.message()));
-  const absl::Status written = gpuest::WriteTextFile(path, profiles->Text());
+  const absl::Status written = gpuest::common::WriteTextFile(path, profiles->Text());
   if (!written.ok()) return fail(std::string(written.message()));
   std::fprintf(stderr, "%s: %s context %.0f MiB\n", path.c_str(),
                absl::GetFlag(FLAGS_gpu).c_str(), absl::GetFlag(FLAGS_context_mib));

@@ -199,7 +199,7 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
     std::sort(ratios.begin(), ratios.end());
     absl::StrAppendFormat(&md, "| %s | %d | %d | %.2f x | %.2f x |\n", family,
                           spikes.rows, spikes.above_requirement,
-                          ratios.empty() ? 0.0 : Quantile(ratios, 0.5),
+                          ratios.empty() ? 0.0 : common::Quantile(ratios, 0.5),
                           ratios.empty() ? 0.0 : ratios.back());
   }
   RenderTransientRows(report, md);

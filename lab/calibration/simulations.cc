@@ -23,12 +23,12 @@ const std::vector<SimulationModel>& Simulations() {
 }
 
 absl::StatusOr<std::map<std::string, allocsim::ReplayResult>> ReplayEach(
-    const v1::ModelDescription& model, const GpuProfile& gpu, int steps) {
+    const v1::ModelDescription& model, const core::GpuProfile& gpu, int steps) {
   std::map<std::string, allocsim::ReplayResult> replay;
   for (const SimulationModel& s : Simulations()) {
     const bool from_layers = s.trace_source == TraceSource::kLayers;
-    analytic::LayerStep step;
-    if (from_layers) step = analytic::StepFromLayers(model);
+    allocsim::LayerStep step;
+    if (from_layers) step = allocsim::StepFromLayers(model);
     GPUEST_ASSIGN_OR_RETURN(
         replay[s.id],
         allocsim::SimulatePeak(from_layers ? step.trace : model.trace(), gpu, {}, steps));

@@ -28,6 +28,6 @@ const std::vector<SimulationModel>& Simulations();
 
 // What each simulation estimator makes of a described run, by estimator id.
 absl::StatusOr<std::map<std::string, allocsim::ReplayResult>> ReplayEach(
-    const v1::ModelDescription& model, const GpuProfile& gpu, int steps);
+    const v1::ModelDescription& model, const core::GpuProfile& gpu, int steps);
 
 }  // namespace gpuest::calibration

@@ -44,8 +44,9 @@ std::string RenderTorchsummary(const v1::ModelDescription& model) {
 }
 
 absl::StatusOr<v1::ModelDescription> AsSummarised(const v1::ModelDescription& model) {
-  GPUEST_ASSIGN_OR_RETURN(v1::ModelDescription parsed,
-                          ParseModelSummary(RenderTorchsummary(model), model.name()));
+  GPUEST_ASSIGN_OR_RETURN(
+      v1::ModelDescription parsed,
+      requests::ParseModelSummary(RenderTorchsummary(model), model.name()));
   v1::ModelDescription out = model;
   out.clear_trace();
   out.set_family(v1::MODEL_FAMILY_UNSPECIFIED);

@@ -23,7 +23,7 @@ using Table = std::vector<std::map<std::string, std::string>>;
 
 absl::StatusOr<Table> ReadCsv(const std::string& path) {
   GPUEST_ASSIGN_OR_RETURN(const std::string text,
-                          ReadTextFile(path, kMaxDatasetFileBytes));
+                          common::ReadTextFile(path, common::kMaxDatasetFileBytes));
   Table rows;
   std::vector<std::string> header;
   int line_no = 0;
@@ -137,8 +137,8 @@ absl::StatusOr<std::vector<double>> FitOn(const LucidData& data,
   std::vector<std::vector<double>> x;
   std::vector<double> y;
   for (size_t i : rows) {
-    const ContentionFeatureValues f =
-        ContentionFeatures(data.samples[i].self_util, data.samples[i].other_util);
+    const placement::ContentionFeatureValues f = placement::ContentionFeatures(
+        data.samples[i].self_util, data.samples[i].other_util);
     x.emplace_back(f.begin(), f.end());
     y.push_back(data.samples[i].speed);
   }
@@ -148,7 +148,7 @@ absl::StatusOr<std::vector<double>> FitOn(const LucidData& data,
 // The linear predictions (before clipping) of the samples rows by weights w.
 std::vector<double> Linear(const LucidData& data, const std::vector<size_t>& rows,
                            const std::vector<double>& w) {
-  ContentionModel m;
+  placement::ContentionModel m;
   m.coefficients = w;
   std::vector<double> u;
   for (size_t i : rows)
@@ -205,7 +205,7 @@ std::vector<size_t> Without(const LucidData& data, const std::vector<size_t>& ro
 std::vector<double> HeadProbabilities(
     const LucidData& data, const std::vector<size_t>& rows,
     const std::pair<std::vector<double>, std::pair<double, double>>& head) {
-  ContentionModel m;
+  placement::ContentionModel m;
   m.coefficients = head.first;
   m.verdict_intercept = head.second.first;
   m.verdict_slope = head.second.second;
@@ -299,8 +299,8 @@ absl::StatusOr<LucidData> ReadLucid(const std::string& dir) {
   GPUEST_ASSIGN_OR_RETURN(const Table single, ReadCsv(single_path));
   GPUEST_ASSIGN_OR_RETURN(const Table pairs, ReadCsv(pair_path));
   LucidData data;
-  GPUEST_ASSIGN_OR_RETURN(data.single_sha256, Sha256OfFile(single_path));
-  GPUEST_ASSIGN_OR_RETURN(data.colocation_sha256, Sha256OfFile(pair_path));
+  GPUEST_ASSIGN_OR_RETURN(data.single_sha256, common::Sha256OfFile(single_path));
+  GPUEST_ASSIGN_OR_RETURN(data.colocation_sha256, common::Sha256OfFile(pair_path));
   data.single_rows = static_cast<int>(single.size());
   std::map<std::string, double> util;
   for (size_t i = 0; i < single.size(); ++i) {
@@ -399,7 +399,7 @@ absl::StatusOr<LeaveModelOut> PredictLeavingModelsOut(const LucidData& data, dou
     }
     out.fold_rows[held] = test;
     GPUEST_ASSIGN_OR_RETURN(const std::vector<double> w, FitOn(data, train, ridge));
-    ContentionModel fold;
+    placement::ContentionModel fold;
     fold.coefficients = w;
     // Baselines on the same training rows: the mean speed, and the stump.
     double mean = 0;
@@ -486,7 +486,8 @@ Verdicts FitInterval(const LucidData& data, const LeaveModelOut& point,
     for (const std::string& g : folds)
       if (g != held)
         for (size_t i : fold_rows.at(g)) pooled.push_back(residual[i]);
-    return std::make_pair(Quantile(pooled, tail), Quantile(pooled, 1.0 - tail));
+    return std::make_pair(common::Quantile(pooled, tail),
+                          common::Quantile(pooled, 1.0 - tail));
   };
   auto covered_by = [&](const std::string& fold, std::pair<double, double> interval) {
     int covered = 0;
@@ -510,8 +511,8 @@ Verdicts FitInterval(const LucidData& data, const LeaveModelOut& point,
   };
   result.interval_level = adjusted_level(data.models);
   const double tail = (1.0 - result.interval_level) / 2.0;
-  result.model.residual_low = Quantile(residual, tail);
-  result.model.residual_high = Quantile(residual, 1.0 - tail);
+  result.model.residual_low = common::Quantile(residual, tail);
+  result.model.residual_high = common::Quantile(residual, 1.0 - tail);
   result.model.interval_coverage = nominal;
   // Held-out coverage, nested: each fold's jobs against the level and quantiles that
   // the other folds alone give.

@@ -64,7 +64,7 @@ struct OperatingPoint {
 };
 
 struct FitResult {
-  ContentionModel model;
+  placement::ContentionModel model;
   std::vector<RuleScores> table;              // The model first, then the baselines.
   double interval_coverage_cross_fitted = 0;  // Per fold, quantiles from the others.
   // The served interval's level (raised until the cross-fit covers the nominal

@@ -20,11 +20,11 @@ ABSL_FLAG(std::string, models, "models",
 ABSL_FLAG(double, ridge, 1e-3, "ridge on the weights (not the bias), per row");
 
 int main(int argc, char** argv) {
-  const gpuest::ProgramUsage usage{
+  const gpuest::common::ProgramUsage usage{
       "gpuest-fit-contention [flags]",
       "Fits and validates (leave-model-out) the contention model served by placement.",
       "", __FILE__};
-  gpuest::ParseFlags(argc, argv, usage);
+  gpuest::common::ParseFlags(argc, argv, usage);
   gpuest::contention::FitOptions options;
   options.lucid_dir = absl::GetFlag(FLAGS_lucid_dir);
   options.gpumemnet_dir = absl::GetFlag(FLAGS_gpumemnet_dir);
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
                  result.status().ToString().c_str());
     return 1;
   }
-  const std::string path = gpuest::ContentionModelPath(absl::GetFlag(FLAGS_models));
+  const std::string path = gpuest::core::ContentionModelPath(absl::GetFlag(FLAGS_models));
   const std::string dir = std::filesystem::path(path).parent_path().string();
   std::filesystem::create_directories(dir);
   std::ofstream model_out(path);

@@ -8,7 +8,7 @@
 #include "estimators/core/features.h"
 #include "estimators/core/request_validation.h"
 
-namespace gpuest::train {
+namespace gpuest::data {
 namespace {
 
 // The utilization metrics GPUUtilNet predicts, in the order of the heads.
@@ -31,7 +31,7 @@ bool Featurisable(const v1::ModelDescription& model, Dataset& d) {
     Drop(d, "empty layer list (nothing to featurise)");
     return false;
   }
-  if (!ValidateModel(model, ValidationLimits{}).ok()) {
+  if (!core::ValidateModel(model, core::ValidationLimits{}).ok()) {
     Drop(d, "model fails validation");
     return false;
   }
@@ -51,7 +51,7 @@ void AddExamples(data::MeasuredFile& file, const std::string& missed_peak, Datas
     // An OOM run crashed before its utilization meant anything.
     if (row.oom) row.utilization.clear();
     Example e;
-    e.features = ExtractFeatures(row.model);
+    e.features = core::ExtractFeatures(row.model);
     e.measured = std::move(row);
     d.examples.push_back(std::move(e));
   }
@@ -60,7 +60,7 @@ void AddExamples(data::MeasuredFile& file, const std::string& missed_peak, Datas
 }  // namespace
 
 double Example::memory_bytes() const {
-  return measured.peak_mib * static_cast<double>(kMiB);
+  return measured.peak_mib * static_cast<double>(common::kMiB);
 }
 
 absl::StatusOr<Dataset> LoadCsvDataset(const std::string& path, v1::ModelFamily family) {
@@ -85,7 +85,8 @@ absl::StatusOr<Dataset> LoadExportedDataset(const std::string& jsonl_path,
                                             const std::string& source_csv_path) {
   Dataset d;
   d.family = v1::MODEL_FAMILY_TRANSFORMER;
-  GPUEST_ASSIGN_OR_RETURN(const std::string csv_sha, Sha256OfFile(source_csv_path));
+  GPUEST_ASSIGN_OR_RETURN(const std::string csv_sha,
+                          common::Sha256OfFile(source_csv_path));
   GPUEST_ASSIGN_OR_RETURN(data::MeasuredFile file, data::ReadExportedRows(jsonl_path));
   d.files.push_back({std::filesystem::path(source_csv_path).filename().string(), csv_sha,
                      "measurements"});
@@ -95,4 +96,4 @@ absl::StatusOr<Dataset> LoadExportedDataset(const std::string& jsonl_path,
   return d;
 }
 
-}  // namespace gpuest::train
+}  // namespace gpuest::data

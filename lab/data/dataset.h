@@ -16,7 +16,7 @@
 #include "gpuest/v1/estimate.pb.h"
 #include "lab/data/measured_rows.h"
 
-namespace gpuest::train {
+namespace gpuest::data {
 
 struct Example {
   data::MeasuredRow measured;  // Its utilization: none for OOM runs.
@@ -47,4 +47,4 @@ absl::StatusOr<Dataset> LoadCsvDataset(const std::string& path, v1::ModelFamily 
 absl::StatusOr<Dataset> LoadExportedDataset(const std::string& jsonl_path,
                                             const std::string& source_csv_path);
 
-}  // namespace gpuest::train
+}  // namespace gpuest::data

@@ -17,15 +17,15 @@
 
 namespace gpuest::data {
 namespace {
-using Fields = strict_json::Fields<nlohmann::json>;
+using Fields = common::strict_json::Fields<nlohmann::json>;
 }  // namespace
 
 absl::StatusOr<MeasuredFile> ReadExportedRows(const std::string& path) {
   GPUEST_ASSIGN_OR_RETURN(const std::string text,
-                          ReadTextFile(path, kMaxDatasetFileBytes));
+                          common::ReadTextFile(path, common::kMaxDatasetFileBytes));
   MeasuredFile file;
   file.name = std::filesystem::path(path).filename().string();
-  file.sha256 = Sha256Hex(text);
+  file.sha256 = common::Sha256Hex(text);
   int number = 0;
   auto where = [&](int line) { return absl::StrCat(path, " line ", line); };
   for (absl::string_view line : absl::StrSplit(text, '\n')) {

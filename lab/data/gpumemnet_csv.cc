@@ -90,10 +90,10 @@ absl::StatusOr<std::vector<v1::Layer>> ParseLayerList(absl::string_view text) {
 absl::StatusOr<MeasuredFile> ReadGpuMemNetCsv(const std::string& path,
                                               v1::ModelFamily family) {
   GPUEST_ASSIGN_OR_RETURN(const std::string text,
-                          ReadTextFile(path, kMaxDatasetFileBytes));
+                          common::ReadTextFile(path, common::kMaxDatasetFileBytes));
   MeasuredFile file;
   file.name = std::filesystem::path(path).filename().string();
-  file.sha256 = Sha256Hex(text);
+  file.sha256 = common::Sha256Hex(text);
   const std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
   const std::vector<std::string> header = SplitCsvRecord(lines[0]);
   std::map<std::string, size_t> column;

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <map>
 
-namespace gpuest::train {
+namespace gpuest::trainer {
 
 Scores Score(const std::vector<int>& truth, const std::vector<int>& predicted) {
   Scores s;
@@ -57,4 +57,4 @@ std::pair<double, double> Wilson95(double accuracy, int n) {
   return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
 }
 
-}  // namespace gpuest::train
+}  // namespace gpuest::trainer

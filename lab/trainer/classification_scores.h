@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace gpuest::train {
+namespace gpuest::trainer {
 
 struct Scores {
   double accuracy = 0;
@@ -26,4 +26,4 @@ double StdDev(const std::vector<double>& v);
 // Wilson score interval for `accuracy` over n trials, 95 %.
 std::pair<double, double> Wilson95(double accuracy, int n);
 
-}  // namespace gpuest::train
+}  // namespace gpuest::trainer

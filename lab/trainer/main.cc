@@ -46,7 +46,7 @@ int Fail(const absl::Status& status) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv, argv + argc);
-  gpuest::ParseFlags(
+  gpuest::common::ParseFlags(
       argc, argv,
       {"gpuest-train [flags]",
        "Trains the GPUMemNet (memory bins) and GPUUtilNet (utilization classes) "
@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
   const std::string command_line = absl::StrJoin(args, " ");
 
   if (!absl::GetFlag(FLAGS_report_only)) {
-    gpuest::train::UseOneThread();
-    gpuest::train::PipelineOptions options;
+    gpuest::trainer::UseOneThread();
+    gpuest::trainer::PipelineOptions options;
     options.out_dir = out;
     options.seed = absl::GetFlag(FLAGS_seed);
     options.members = absl::GetFlag(FLAGS_members);
@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
     options.kinds.clear();
     for (absl::string_view word :
          absl::StrSplit(absl::GetFlag(FLAGS_kinds), ',', absl::SkipEmpty())) {
-      std::optional<gpuest::ml::NetworkKind> kind = gpuest::ml::NetworkKindFromName(word);
+      std::optional<gpuest::gpumemnet::NetworkKind> kind =
+          gpuest::gpumemnet::NetworkKindFromName(word);
       if (!kind) {
         std::fprintf(stderr, "gpuest-train: --kinds: unknown kind '%s'\n",
                      std::string(word).c_str());
@@ -87,16 +88,16 @@ int main(int argc, char** argv) {
     const absl::Time start = absl::Now();
     for (absl::string_view family :
          absl::StrSplit(absl::GetFlag(FLAGS_families), ',', absl::SkipEmpty())) {
-      absl::StatusOr<gpuest::train::Dataset> data;
+      absl::StatusOr<gpuest::data::Dataset> data;
       if (family == "mlp") {
-        data = gpuest::train::LoadCsvDataset(data_dir + "/mlp.csv",
-                                             gpuest::v1::MODEL_FAMILY_MLP);
+        data = gpuest::data::LoadCsvDataset(data_dir + "/mlp.csv",
+                                            gpuest::v1::MODEL_FAMILY_MLP);
       } else if (family == "cnn") {
-        data = gpuest::train::LoadCsvDataset(data_dir + "/cnn.csv",
-                                             gpuest::v1::MODEL_FAMILY_CNN);
+        data = gpuest::data::LoadCsvDataset(data_dir + "/cnn.csv",
+                                            gpuest::v1::MODEL_FAMILY_CNN);
       } else if (family == "transformer") {
-        data = gpuest::train::LoadExportedDataset(absl::GetFlag(FLAGS_transformer_rows),
-                                                  data_dir + "/transformer_sample.csv");
+        data = gpuest::data::LoadExportedDataset(absl::GetFlag(FLAGS_transformer_rows),
+                                                 data_dir + "/transformer_sample.csv");
       } else {
         std::fprintf(stderr, "gpuest-train: --families: unknown family '%s'\n",
                      std::string(family).c_str());
@@ -105,7 +106,7 @@ int main(int argc, char** argv) {
       if (!data.ok()) return Fail(data.status());
       std::fprintf(stderr, "%s: %zu rows used of %lld\n", std::string(family).c_str(),
                    data->examples.size(), static_cast<long long>(data->rows));
-      if (absl::Status s = gpuest::train::TrainFamily(*data, options); !s.ok()) {
+      if (absl::Status s = gpuest::trainer::TrainFamily(*data, options); !s.ok()) {
         return Fail(s);
       }
     }
@@ -113,7 +114,8 @@ int main(int argc, char** argv) {
                  absl::ToDoubleMinutes(absl::Now() - start));
   }
   if (!report.empty()) {
-    if (absl::Status s = gpuest::train::WriteReport(out, report, command_line); !s.ok()) {
+    if (absl::Status s = gpuest::trainer::WriteReport(out, report, command_line);
+        !s.ok()) {
       return Fail(s);
     }
     std::fprintf(stderr, "wrote %s\n", report.c_str());

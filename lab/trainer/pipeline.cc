@@ -24,10 +24,10 @@
 #include "lab/trainer/split.h"
 #include "lab/trainer/train.h"
 
-namespace gpuest::train {
+namespace gpuest::trainer {
 namespace {
 
-using ml::HeadSpec;
+using gpumemnet::HeadSpec;
 
 constexpr int kMaxSequenceLength = 256;
 constexpr double kServedAccuracy = 0.9;
@@ -51,13 +51,14 @@ std::vector<double> PaperEdges(v1::ModelFamily family, const std::string& metric
 double Round4(double x) { return std::round(x * 1e4) / 1e4; }
 
 // Member hyperparameters: varied widths, dropout, learning rate, and seeds.
-std::vector<MemberSpec> MemberSpecs(ml::NetworkKind kind, int members, int epochs) {
+std::vector<MemberSpec> MemberSpecs(gpumemnet::NetworkKind kind, int members,
+                                    int epochs) {
   std::vector<MemberSpec> specs;
   for (int i = 0; i < members; ++i) {
     MemberSpec s;
     s.network.kind = kind;
     s.epochs = epochs;
-    if (kind == ml::NetworkKind::kMlp) {
+    if (kind == gpumemnet::NetworkKind::kMlp) {
       static const std::vector<std::vector<int>> kHidden = {
           {128, 128}, {256, 128}, {192, 192, 96}, {96, 96}, {256, 256}};
       static const double kDropout[] = {0.1, 0.2, 0.1, 0.05, 0.3};
@@ -88,11 +89,12 @@ std::vector<MemberSpec> MemberSpecs(ml::NetworkKind kind, int members, int epoch
 }
 
 struct Encoded {
-  ml::EncodingSpec spec;
+  gpumemnet::EncodingSpec spec;
   EncodedSet set;
 };
 
-ml::EncodingSpec Fit(const Dataset& data, const std::vector<int>& rows, bool sequence) {
+gpumemnet::EncodingSpec Fit(const data::Dataset& data, const std::vector<int>& rows,
+                            bool sequence) {
   int longest = 1;
   std::vector<v1::FeatureVector> features;
   std::vector<const v1::ModelDescription*> models;
@@ -101,23 +103,23 @@ ml::EncodingSpec Fit(const Dataset& data, const std::vector<int>& rows, bool seq
     models.push_back(&data.examples[r].measured.model);
     longest = std::max(longest, data.examples[r].measured.model.layers_size());
   }
-  return ml::FitEncoding(
-      ml::EncodingLayout(data.family,
-                         sequence ? std::min(longest, kMaxSequenceLength) : 0),
+  return gpumemnet::FitEncoding(
+      gpumemnet::EncodingLayout(data.family,
+                                sequence ? std::min(longest, kMaxSequenceLength) : 0),
       features, models);
 }
 
-EncodedSet Encode(const Dataset& data, const ml::EncodingSpec& spec,
+EncodedSet Encode(const data::Dataset& data, const gpumemnet::EncodingSpec& spec,
                   const std::vector<std::vector<int64_t>>& labels,
                   const std::vector<int>& rows) {
   EncodedSet set;
   set.global_dim = static_cast<int>(spec.features.size());
   for (int r : rows) {
-    const Example& e = data.examples[r];
-    const std::vector<float> g = ml::EncodeGlobal(spec, e.features);
+    const data::Example& e = data.examples[r];
+    const std::vector<float> g = gpumemnet::EncodeGlobal(spec, e.features);
     set.global.insert(set.global.end(), g.begin(), g.end());
     if (spec.sequence.max_length > 0) {
-      ml::EncodedSequence seq = ml::EncodeSequence(spec, e.measured.model);
+      gpumemnet::EncodedSequence seq = gpumemnet::EncodeSequence(spec, e.measured.model);
       set.types.push_back(std::move(seq.types));
       set.numbers.push_back(std::move(seq.numbers));
     }
@@ -148,13 +150,13 @@ std::vector<int> ArgmaxPerHead(const std::vector<float>& p,
 }
 
 absl::StatusOr<EnsembleResult> TrainAndEvaluate(
-    const Dataset& data, const std::vector<HeadSpec>& heads,
+    const data::Dataset& data, const std::vector<HeadSpec>& heads,
     const std::vector<std::vector<int64_t>>& labels, const std::vector<int>& train_rows,
-    const std::vector<int>& eval_rows, ml::NetworkKind kind,
+    const std::vector<int>& eval_rows, gpumemnet::NetworkKind kind,
     const PipelineOptions& options, int epochs, uint64_t seed_base,
-    const std::string& label, ml::EncodingSpec* spec_out) {
-  const bool sequence = kind == ml::NetworkKind::kTransformer;
-  const ml::EncodingSpec spec = Fit(data, train_rows, sequence);
+    const std::string& label, gpumemnet::EncodingSpec* spec_out) {
+  const bool sequence = kind == gpumemnet::NetworkKind::kTransformer;
+  const gpumemnet::EncodingSpec spec = Fit(data, train_rows, sequence);
   if (spec_out) *spec_out = spec;
   const EncodedSet train = Encode(data, spec, labels, train_rows);
   const EncodedSet eval = Encode(data, spec, labels, eval_rows);
@@ -221,8 +223,8 @@ std::string FamilyTitle(v1::ModelFamily f) {
 }
 
 // Each example's class at the coarsest memory width: the split's strata.
-std::vector<int> MemoryStrata(const Dataset& data) {
-  const HeadSpec coarse = ml::MemoryHead(MemoryWidths(data.family).back());
+std::vector<int> MemoryStrata(const data::Dataset& data) {
+  const HeadSpec coarse = gpumemnet::MemoryHead(MemoryWidths(data.family).back());
   std::vector<int> strata(data.examples.size());
   for (size_t i = 0; i < strata.size(); ++i) {
     strata[i] = coarse.MemoryClass(data.examples[i].memory_bytes(),
@@ -233,9 +235,9 @@ std::vector<int> MemoryStrata(const Dataset& data) {
 
 // A smoke run trains on smoke_rows examples drawn with the seed; dropped counts the
 // rest.
-Dataset SmokeSample(const Dataset& data_in, const PipelineOptions& options,
-                    int64_t& dropped) {
-  Dataset data = data_in;
+data::Dataset SmokeSample(const data::Dataset& data_in, const PipelineOptions& options,
+                          int64_t& dropped) {
+  data::Dataset data = data_in;
   dropped = 0;
   if (options.smoke && static_cast<int>(data.examples.size()) > options.smoke_rows) {
     std::vector<int> order(data.examples.size());
@@ -243,7 +245,7 @@ Dataset SmokeSample(const Dataset& data_in, const PipelineOptions& options,
     Shuffle(order, options.seed);
     order.resize(options.smoke_rows);
     std::sort(order.begin(), order.end());
-    std::vector<Example> kept;
+    std::vector<data::Example> kept;
     for (int i : order) kept.push_back(data.examples[i]);
     dropped = static_cast<int64_t>(data.examples.size() - kept.size());
     data.examples = std::move(kept);
@@ -253,7 +255,7 @@ Dataset SmokeSample(const Dataset& data_in, const PipelineOptions& options,
 
 // Utilization heads: the paper's edges where known, else the training split's
 // tertiles; a metric with fewer than 3 training values gets none.
-void AddUtilizationHeads(const Dataset& data, const Split& split,
+void AddUtilizationHeads(const data::Dataset& data, const Split& split,
                          std::vector<HeadSpec>& heads) {
   for (const std::string& metric : data.utilization_metrics) {
     std::vector<double> edges = PaperEdges(data.family, metric);
@@ -266,22 +268,23 @@ void AddUtilizationHeads(const Dataset& data, const Split& split,
           values.push_back(it->second);
       }
       if (values.size() < 3) continue;
-      edges = {0, Round4(Quantile(values, 1.0 / 3)), Round4(Quantile(values, 2.0 / 3)),
-               1};
+      edges = {0, Round4(common::Quantile(values, 1.0 / 3)),
+               Round4(common::Quantile(values, 2.0 / 3)), 1};
       source =
           "tertiles of the training split (the paper's bins for this metric were not "
           "found)";
     }
-    heads.push_back(ml::UtilizationHead(metric, std::move(edges), std::move(source)));
+    heads.push_back(
+        gpumemnet::UtilizationHead(metric, std::move(edges), std::move(source)));
   }
 }
 
 // Each example's class per head; -100 (ignored by the loss) where it has no figure.
-std::vector<std::vector<int64_t>> LabelsOf(const Dataset& data,
+std::vector<std::vector<int64_t>> LabelsOf(const data::Dataset& data,
                                            const std::vector<HeadSpec>& heads) {
   std::vector<std::vector<int64_t>> labels(data.examples.size());
   for (size_t i = 0; i < data.examples.size(); ++i) {
-    const Example& e = data.examples[i];
+    const data::Example& e = data.examples[i];
     for (const HeadSpec& h : heads) {
       int c = -1;
       if (h.memory()) {
@@ -316,13 +319,14 @@ int ServedMemoryHead(const std::vector<HeadSpec>& heads,
 // Writes each member's weights into dir and records it in manifest (file, SHA-256, how
 // it was trained); weights_digest: the members' SHA-256s, in order.
 absl::Status SaveMembers(const EnsembleResult& final, const std::string& dir,
-                         ml::GpuMemNetManifest& manifest, std::string& weights_digest) {
+                         gpumemnet::GpuMemNetManifest& manifest,
+                         std::string& weights_digest) {
   for (size_t m = 0; m < final.members.size(); ++m) {
-    ml::MemberRecord& record = manifest.members.emplace_back();
+    gpumemnet::MemberRecord& record = manifest.members.emplace_back();
     record.file = absl::StrCat("member-", m, ".pt");
     const std::string path = absl::StrCat(dir, "/", record.file);
     GPUEST_RETURN_IF_ERROR(SaveMember(final.members[m], path));
-    GPUEST_ASSIGN_OR_RETURN(record.sha256, Sha256OfFile(path));
+    GPUEST_ASSIGN_OR_RETURN(record.sha256, common::Sha256OfFile(path));
     weights_digest += record.sha256;
     const MemberSpec& s = final.specs[m];
     record.seed = s.seed;
@@ -340,18 +344,17 @@ absl::Status SaveMembers(const EnsembleResult& final, const std::string& dir,
 // How the ensemble was trained and scored: the split, the cross-validation per head
 // (accuracy and macro F1 per fold), the held-out scores, the rows read, used and
 // dropped.
-ml::TrainingRecord TrainingRecordOf(const Dataset& data, const PipelineOptions& options,
-                                    const Split& split,
-                                    const std::vector<HeadSpec>& heads,
-                                    const std::vector<std::vector<double>>& cv_acc,
-                                    const std::vector<std::vector<double>>& cv_f1,
-                                    const EnsembleResult& final, int64_t smoke_dropped) {
-  ml::TrainingRecord training;
+gpumemnet::TrainingRecord TrainingRecordOf(
+    const data::Dataset& data, const PipelineOptions& options, const Split& split,
+    const std::vector<HeadSpec>& heads, const std::vector<std::vector<double>>& cv_acc,
+    const std::vector<std::vector<double>>& cv_f1, const EnsembleResult& final,
+    int64_t smoke_dropped) {
+  gpumemnet::TrainingRecord training;
   training.smoke = options.smoke;
   training.split.test_fraction = options.test_fraction;
   training.split.seed = options.seed;
   training.split.stratified_on =
-      absl::StrCat(ml::MemoryHead(MemoryWidths(data.family).back()).name,
+      absl::StrCat(gpumemnet::MemoryHead(MemoryWidths(data.family).back()).name,
                    " class (incl. the > 40 GiB class)");
   training.split.train_rows = static_cast<int64_t>(split.train.size());
   training.split.test_rows = static_cast<int64_t>(split.test.size());
@@ -366,7 +369,7 @@ ml::TrainingRecord TrainingRecordOf(const Dataset& data, const PipelineOptions& 
   }
   training.rows.read = data.rows;
   training.rows.used = static_cast<int64_t>(data.examples.size());
-  for (const Example& e : data.examples) training.rows.oom_crash += e.measured.oom;
+  for (const data::Example& e : data.examples) training.rows.oom_crash += e.measured.oom;
   for (const auto& [reason, rows] : data.dropped) {
     training.rows.dropped.push_back({reason, rows});
   }
@@ -378,21 +381,21 @@ ml::TrainingRecord TrainingRecordOf(const Dataset& data, const PipelineOptions& 
 
 }  // namespace
 
-Split HeldOutSplit(const Dataset& data, double test_fraction, uint64_t seed) {
+Split HeldOutSplit(const data::Dataset& data, double test_fraction, uint64_t seed) {
   std::vector<int> all(data.examples.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
   return StratifiedSplit(all, MemoryStrata(data), test_fraction, seed);
 }
 
-absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options) {
+absl::Status TrainFamily(const data::Dataset& data_in, const PipelineOptions& options) {
   const absl::Time family_start = absl::Now();
-  const std::string family = std::string(FamilyName(data_in.family));
+  const std::string family = std::string(common::FamilyName(data_in.family));
   int64_t smoke_dropped = 0;
-  const Dataset data = SmokeSample(data_in, options, smoke_dropped);
+  const data::Dataset data = SmokeSample(data_in, options, smoke_dropped);
 
   // Memory heads, then the split on the coarsest memory class (incl. the top class).
   std::vector<HeadSpec> heads;
-  for (int w : MemoryWidths(data.family)) heads.push_back(ml::MemoryHead(w));
+  for (int w : MemoryWidths(data.family)) heads.push_back(gpumemnet::MemoryHead(w));
   const std::vector<int> strata = MemoryStrata(data);
   const Split split = HeldOutSplit(data, options.test_fraction, options.seed);
 
@@ -401,15 +404,16 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
   const std::vector<std::vector<int>> folds =
       StratifiedFolds(split.train, strata, options.folds, options.seed + 1);
 
-  for (const ml::NetworkKind kind : options.kinds) {
+  for (const gpumemnet::NetworkKind kind : options.kinds) {
     const absl::Time start = absl::Now();
     const std::string id =
-        absl::StrCat("gpumemnet-", family, "-", ml::NetworkKindName(kind));
-    const int epochs = options.smoke                   ? 2
-                       : kind == ml::NetworkKind::kMlp ? options.mlp_epochs
-                                                       : options.transformer_epochs;
+        absl::StrCat("gpumemnet-", family, "-", gpumemnet::NetworkKindName(kind));
+    const int epochs = options.smoke ? 2
+                       : kind == gpumemnet::NetworkKind::kMlp
+                           ? options.mlp_epochs
+                           : options.transformer_epochs;
     const uint64_t kind_seed =
-        options.seed * 1000 + (kind == ml::NetworkKind::kMlp ? 0 : 500);
+        options.seed * 1000 + (kind == gpumemnet::NetworkKind::kMlp ? 0 : 500);
 
     // Cross-validation on the training part: the ensemble as shipped, per fold.
     std::vector<std::vector<double>> cv_acc(heads.size()), cv_f1(heads.size());
@@ -431,7 +435,7 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
       }
     }
     // The shipped ensemble: trained on the whole training part, scored on the test part.
-    ml::EncodingSpec spec;
+    gpumemnet::EncodingSpec spec;
     GPUEST_ASSIGN_OR_RETURN(
         EnsembleResult final,
         TrainAndEvaluate(data, heads, labels, split.train, split.test, kind, options,
@@ -445,18 +449,19 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
     std::filesystem::create_directories(dir, ec);
     if (ec)
       return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-    ml::GpuMemNetManifest manifest;
+    gpumemnet::GpuMemNetManifest manifest;
     std::string weights_digest;
     GPUEST_RETURN_IF_ERROR(SaveMembers(final, dir, manifest, weights_digest));
-    ml::TrainingRecord& training = manifest.training;
+    gpumemnet::TrainingRecord& training = manifest.training;
     training = TrainingRecordOf(data, options, split, heads, cv_acc, cv_f1, final,
                                 smoke_dropped);
     training.seconds = absl::ToDoubleSeconds(absl::Now() - start);
 
     const std::string title = FamilyTitle(data.family);
-    const std::string kind_title = kind == ml::NetworkKind::kMlp ? "MLP" : "Transformer";
+    const std::string kind_title =
+        kind == gpumemnet::NetworkKind::kMlp ? "MLP" : "Transformer";
     manifest.id = id;
-    manifest.version = Sha256Hex(weights_digest).substr(0, 12);
+    manifest.version = common::Sha256Hex(weights_digest).substr(0, 12);
     manifest.kind = kind;
     manifest.family = data.family;
     manifest.description = absl::StrCat(
@@ -467,18 +472,18 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
         options.smoke ? "; SMOKE RUN, not a shipped model" : "");
     manifest.heads = heads;
     manifest.memory = {heads[served].name,
-                       static_cast<int>(heads[served].width_bytes / kGiB), kServedRule,
-                       "GiB = 1024 MiB; edges in bytes"};
+                       static_cast<int>(heads[served].width_bytes / common::kGiB),
+                       kServedRule, "GiB = 1024 MiB; edges in bytes"};
     manifest.encoding = spec;
     manifest.ensemble =
         "mean of the members' softmax probabilities per head; class = argmax; "
         "confidence = mean over members of each member's probability for that class";
-    for (const DatasetFile& f : data.files) {
+    for (const data::DatasetFile& f : data.files) {
       manifest.datasets.push_back({f.name, f.sha256, f.role});
     }
     manifest.trainer_version = kTrainerVersion;
     GPUEST_RETURN_IF_ERROR(
-        WriteTextFile(absl::StrCat(dir, "/manifest.json"), manifest.Text()));
+        common::WriteTextFile(absl::StrCat(dir, "/manifest.json"), manifest.Text()));
     std::fprintf(stderr, "%s: served %s, held-out accuracy %.3f (%.0f s)\n", id.c_str(),
                  heads[served].name.c_str(), final.scores[served].accuracy,
                  absl::ToDoubleSeconds(absl::Now() - start));
@@ -488,4 +493,4 @@ absl::Status TrainFamily(const Dataset& data_in, const PipelineOptions& options)
   return absl::OkStatus();
 }
 
-}  // namespace gpuest::train
+}  // namespace gpuest::trainer

@@ -15,14 +15,14 @@
 #include "lab/data/dataset.h"
 #include "lab/trainer/split.h"
 
-namespace gpuest::train {
+namespace gpuest::trainer {
 
 constexpr char kTrainerVersion[] = "gpuest-train 0.1.0";
 
 struct PipelineOptions {
   std::string out_dir = "models";
-  std::vector<ml::NetworkKind> kinds = {ml::NetworkKind::kMlp,
-                                        ml::NetworkKind::kTransformer};
+  std::vector<gpumemnet::NetworkKind> kinds = {gpumemnet::NetworkKind::kMlp,
+                                               gpumemnet::NetworkKind::kTransformer};
   uint64_t seed = 2025;
   double test_fraction = 0.3;
   int folds = 3;
@@ -34,11 +34,11 @@ struct PipelineOptions {
   int smoke_rows = 300;
 };
 
-absl::Status TrainFamily(const Dataset& data, const PipelineOptions& options);
+absl::Status TrainFamily(const data::Dataset& data, const PipelineOptions& options);
 
 // The held-out split of a dataset's examples, stratified on the coarsest memory class
 // (the > 40 GiB class included), exactly as TrainFamily makes it. Other evaluations
 // (the allocator simulation's validation) use it to score on the same unseen rows.
-Split HeldOutSplit(const Dataset& data, double test_fraction, uint64_t seed);
+Split HeldOutSplit(const data::Dataset& data, double test_fraction, uint64_t seed);
 
-}  // namespace gpuest::train
+}  // namespace gpuest::trainer

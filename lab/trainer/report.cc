@@ -14,10 +14,10 @@
 #include "lab/trainer/classification_scores.h"
 #include "lab/trainer/report_sections.h"
 
-namespace gpuest::train {
+namespace gpuest::trainer {
 namespace {
 
-using ml::GpuMemNetManifest;
+using gpumemnet::GpuMemNetManifest;
 
 std::string F3(double x) { return absl::StrFormat("%.3f", x); }
 
@@ -28,18 +28,18 @@ std::string Dataset(v1::ModelFamily family) {
 }
 
 std::string Estimator(const GpuMemNetManifest& m) {
-  return m.kind == ml::NetworkKind::kMlp ? "MLP-based" : "Transformer-based";
+  return m.kind == gpumemnet::NetworkKind::kMlp ? "MLP-based" : "Transformer-based";
 }
 
 // The paper's held-out accuracy, for (family, kind, width in GiB); its bins are 1000
 // MiB multiples ("GB"), ours GiB.
-std::string PaperMemory(v1::ModelFamily family, ml::NetworkKind kind, int width) {
+std::string PaperMemory(v1::ModelFamily family, gpumemnet::NetworkKind kind, int width) {
   // The paper gives one range for the MLP data, not per estimator.
   if (family == v1::MODEL_FAMILY_MLP && (width == 1 || width == 2)) {
     return "0.95-0.97 (1-2 GB)";
   }
   if (width != 8) return "-";
-  const bool mlp = kind == ml::NetworkKind::kMlp;
+  const bool mlp = kind == gpumemnet::NetworkKind::kMlp;
   if (family == v1::MODEL_FAMILY_CNN) return mlp ? "0.83 (8 GB)" : "0.81 (8 GB)";
   if (family == v1::MODEL_FAMILY_TRANSFORMER) return mlp ? "0.88 (8 GB)" : "0.86 (8 GB)";
   return "-";
@@ -50,7 +50,7 @@ std::string PaperUtilization(v1::ModelFamily family, const std::string& metric) 
   return "not found";
 }
 
-std::string Edges(const ml::HeadSpec& head) {
+std::string Edges(const gpumemnet::HeadSpec& head) {
   std::vector<std::string> parts;
   for (double e : head.edges) parts.push_back(absl::StrFormat("%g", e));
   return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
@@ -79,8 +79,9 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
                                                 {v1::MODEL_FAMILY_TRANSFORMER, 2}};
   for (const GpuMemNetManifest& m : manifests) {
     if (!order.count(m.family)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          m.id, ": no report section for the family '", FamilyName(m.family), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(m.id, ": no report section for the family '",
+                       common::FamilyName(m.family), "'"));
     }
   }
   std::sort(manifests.begin(), manifests.end(),
@@ -121,12 +122,13 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
         "accuracy | CV macro-F1 | served | paper accuracy |\n"
      << "|---|---|---|---|---|---|---|---|---|\n";
   for (const GpuMemNetManifest& m : manifests) {
-    for (const ml::HeadSpec& h : m.heads) {
+    for (const gpumemnet::HeadSpec& h : m.heads) {
       if (!h.memory()) continue;
-      const ml::TestScores& test = m.training.test.at(h.name);
-      const ml::CrossValidationScores& cv = m.training.cross_validation.heads.at(h.name);
+      const gpumemnet::TestScores& test = m.training.test.at(h.name);
+      const gpumemnet::CrossValidationScores& cv =
+          m.training.cross_validation.heads.at(h.name);
       const auto ci = Wilson95(test.accuracy, test.n);
-      const int width = static_cast<int>(h.width_bytes / kGiB);
+      const int width = static_cast<int>(h.width_bytes / common::kGiB);
       md << "| " << Dataset(m.family) << " | " << Estimator(m) << " | " << width
          << " GiB | " << F3(test.accuracy) << " (" << F3(ci.first) << "-" << F3(ci.second)
          << ") | " << F3(test.macro_f1) << " | " << F3(cv.accuracy_mean) << " ± "
@@ -148,10 +150,11 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
         "(95 % CI) | test macro-F1 | CV accuracy | CV macro-F1 | paper accuracy |\n"
      << "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const GpuMemNetManifest& m : manifests) {
-    for (const ml::HeadSpec& h : m.heads) {
-      if (h.target != ml::HeadTarget::kUtilization) continue;
-      const ml::TestScores& test = m.training.test.at(h.name);
-      const ml::CrossValidationScores& cv = m.training.cross_validation.heads.at(h.name);
+    for (const gpumemnet::HeadSpec& h : m.heads) {
+      if (h.target != gpumemnet::HeadTarget::kUtilization) continue;
+      const gpumemnet::TestScores& test = m.training.test.at(h.name);
+      const gpumemnet::CrossValidationScores& cv =
+          m.training.cross_validation.heads.at(h.name);
       const auto ci = Wilson95(test.accuracy, test.n);
       const std::string source =
           h.edges_source.rfind("paper", 0) == 0 ? "paper" : "train tertiles";
@@ -176,9 +179,9 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
      << "|---|---|---|---|---|---|---|---|---|---|\n";
   double total_seconds = 0;
   for (const GpuMemNetManifest& m : manifests) {
-    const ml::TrainingRecord& t = m.training;
+    const gpumemnet::TrainingRecord& t = m.training;
     std::vector<std::string> seeds;
-    for (const ml::MemberRecord& member : m.members) {
+    for (const gpumemnet::MemberRecord& member : m.members) {
       seeds.push_back(absl::StrCat(member.seed));
     }
     total_seconds += t.seconds;
@@ -199,13 +202,13 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
     if (seen[m.family]) continue;
     seen[m.family] = true;
     md << "- " << Dataset(m.family) << ":";
-    const std::vector<ml::DroppedRows>& dropped = m.training.rows.dropped;
+    const std::vector<gpumemnet::DroppedRows>& dropped = m.training.rows.dropped;
     if (dropped.empty()) md << " none";
     for (size_t i = 0; i < dropped.size(); ++i) {
       md << (i ? ";" : "") << " " << dropped[i].rows << " rows, " << dropped[i].reason;
     }
     md << ". Datasets:";
-    for (const manifest::DatasetDigest& d : m.datasets) {
+    for (const core::manifest::DatasetDigest& d : m.datasets) {
       md << " `" << d.file << "` sha256 " << d.sha256.substr(0, 16) << "...";
     }
     md << "\n";
@@ -219,7 +222,7 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
   for (const GpuMemNetManifest& m : manifests) {
     if (m.family != v1::MODEL_FAMILY_TRANSFORMER) continue;
     const std::string& served = m.memory.served_head;
-    const ml::TestScores& test = m.training.test.at(served);
+    const gpumemnet::TestScores& test = m.training.test.at(served);
     const auto ci = Wilson95(test.accuracy, test.n);
     md << "- " << Estimator(m) << ", served " << served << ": " << F3(test.accuracy)
        << " on " << test.n << " test rows, 95 % interval " << F3(ci.first) << "-"
@@ -227,7 +230,7 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
   }
 
   // The allocator simulation's section, written by gpuest-calibrate-memory, stays.
-  return accuracy::WriteReportFile(path, md.str(), accuracy::ReportTail(path));
+  return WriteReportFile(path, md.str(), ReportTail(path));
 }
 
-}  // namespace gpuest::train
+}  // namespace gpuest::trainer

@@ -10,10 +10,10 @@
 
 #include "absl/status/status.h"
 
-namespace gpuest::train {
+namespace gpuest::trainer {
 
 // Reads every gpumemnet-*/manifest.json under models_dir and writes the report.
 absl::Status WriteReport(const std::string& models_dir, const std::string& path,
                          const std::string& command_line);
 
-}  // namespace gpuest::train
+}  // namespace gpuest::trainer

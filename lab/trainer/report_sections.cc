@@ -3,12 +3,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/text_file.h"
 
-namespace gpuest::accuracy {
+namespace gpuest::trainer {
 namespace {
 
 // The report as it is; "" before it exists.
 std::string ReadAll(const std::string& path) {
-  return ReadTextFile(path, kMaxConfigFileBytes).value_or("");
+  return common::ReadTextFile(path, common::kMaxConfigFileBytes).value_or("");
 }
 
 }  // namespace
@@ -26,7 +26,7 @@ std::string ReportTail(const std::string& path) {
 
 absl::Status WriteReportFile(const std::string& path, const std::string& head,
                              const std::string& tail) {
-  return WriteTextFile(path, absl::StrCat(head, tail));
+  return common::WriteTextFile(path, absl::StrCat(head, tail));
 }
 
-}  // namespace gpuest::accuracy
+}  // namespace gpuest::trainer

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 
-namespace gpuest::accuracy {
+namespace gpuest::trainer {
 
 inline constexpr char kSimulationMarker[] =
     "<!-- gpuest-calibrate-memory writes below this line -->";
@@ -22,4 +22,4 @@ std::string ReportTail(const std::string& path);
 absl::Status WriteReportFile(const std::string& path, const std::string& head,
                              const std::string& tail);
 
-}  // namespace gpuest::accuracy
+}  // namespace gpuest::trainer

@@ -5,7 +5,7 @@
 #include <map>
 #include <random>
 
-namespace gpuest::train {
+namespace gpuest::trainer {
 namespace {
 
 std::map<int, std::vector<int>> ByLabel(const std::vector<int>& rows,
@@ -56,4 +56,4 @@ std::vector<std::vector<int>> StratifiedFolds(const std::vector<int>& rows,
   return folds;
 }
 
-}  // namespace gpuest::train
+}  // namespace gpuest::trainer

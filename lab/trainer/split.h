@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace gpuest::train {
+namespace gpuest::trainer {
 
 // Shuffles in place.
 void Shuffle(std::vector<int>& v, uint64_t seed);
@@ -28,4 +28,4 @@ std::vector<std::vector<int>> StratifiedFolds(const std::vector<int>& rows,
                                               const std::vector<int>& labels, int k,
                                               uint64_t seed);
 
-}  // namespace gpuest::train
+}  // namespace gpuest::trainer

@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "estimators/gpumemnet/networks.h"
 
-namespace gpuest::train {
+namespace gpuest::trainer {
 
 struct TrainedMemberImpl {
-  explicit TrainedMemberImpl(const ml::NetworkConfig& config) : net(config) {}
-  ml::GpuMemNet net;
+  explicit TrainedMemberImpl(const gpumemnet::NetworkConfig& config) : net(config) {}
+  gpumemnet::GpuMemNet net;
 };
 
 namespace {
@@ -93,7 +93,7 @@ std::vector<std::vector<int64_t>> EpochBatches(const EncodedSet& data, int batch
   return batches;
 }
 
-torch::Tensor Forward(ml::GpuMemNet& net, const Batch& b) {
+torch::Tensor Forward(gpumemnet::GpuMemNet& net, const Batch& b) {
   return net->config().sequence() ? net->forward(b.global, b.types, b.numbers, b.padding)
                                   : net->forward(b.global);
 }
@@ -109,7 +109,7 @@ absl::StatusOr<TrainedMember> TrainMember(const EncodedSet& data, const MemberSp
     torch::manual_seed(spec.seed);
     TrainedMember member;
     member.impl = std::make_shared<TrainedMemberImpl>(spec.network);
-    ml::GpuMemNet& net = member.impl->net;
+    gpumemnet::GpuMemNet& net = member.impl->net;
     net->train();
     torch::optim::Adam optimizer(
         net->parameters(),
@@ -164,7 +164,7 @@ absl::StatusOr<std::vector<std::vector<float>>> Predict(const TrainedMember& mem
                                                         const EncodedSet& data) {
   try {
     torch::NoGradGuard no_grad;
-    ml::GpuMemNet& net = member.impl->net;
+    gpumemnet::GpuMemNet& net = member.impl->net;
     net->eval();
     const bool sequence = net->config().sequence();
     const std::vector<int>& heads = net->config().head_classes;
@@ -215,4 +215,4 @@ absl::Status SaveMember(const TrainedMember& member, const std::string& path) {
   }
 }
 
-}  // namespace gpuest::train
+}  // namespace gpuest::trainer

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "estimators/gpumemnet/network_config.h"
 
-namespace gpuest::train {
+namespace gpuest::trainer {
 
 // Encoded examples, the network's input and targets.
 struct EncodedSet {
@@ -28,7 +28,7 @@ struct EncodedSet {
 };
 
 struct MemberSpec {
-  ml::NetworkConfig network;
+  gpumemnet::NetworkConfig network;
   double learning_rate = 1e-3;
   double weight_decay = 1e-5;
   int epochs = 100;
@@ -60,4 +60,4 @@ absl::Status SaveMember(const TrainedMember& member, const std::string& path);
 // One intra-op thread, for determinism (call once at start).
 void UseOneThread();
 
-}  // namespace gpuest::train
+}  // namespace gpuest::trainer

@@ -81,7 +81,8 @@ TEST(DraClasses, ATableFileOverItsBoundIsRefusedUnread) {
   const std::string path =
       ::testing::TempDir() + "/dra_classes_" + std::to_string(getpid()) + ".json";
   std::ofstream(path) << "{}";
-  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(kMaxConfigFileBytes) + 1), 0);
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(common::kMaxConfigFileBytes) + 1),
+            0);
   const absl::StatusOr<DraClasses> classes = LoadDraClasses(path);
   EXPECT_EQ(classes.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(

@@ -56,7 +56,7 @@ absl::Status DescriptionTextProperties(absl::string_view data) {
     }
     return absl::OkStatus();
   }
-  const absl::Status valid = ValidateRequest(*request, ValidationLimits{});
+  const absl::Status valid = core::ValidateRequest(*request, core::ValidationLimits{});
   if (!valid.ok() && valid.code() != absl::StatusCode::kInvalidArgument) {
     return Broken("validation refuses with InvalidArgument", valid);
   }
@@ -64,10 +64,11 @@ absl::Status DescriptionTextProperties(absl::string_view data) {
 }
 
 absl::Status SummaryParserProperties(absl::string_view data) {
-  for (const auto& model :
-       {ParseModelSummary(data, "fuzz.txt"),
-        ParseModelSummaryAs(SummaryFormat::kTorchsummary, data, "fuzz.txt"),
-        ParseModelSummaryAs(SummaryFormat::kTorchinfo, data, "fuzz.txt")}) {
+  for (const auto& model : {requests::ParseModelSummary(data, "fuzz.txt"),
+                            requests::ParseModelSummaryAs(
+                                requests::SummaryFormat::kTorchsummary, data, "fuzz.txt"),
+                            requests::ParseModelSummaryAs(
+                                requests::SummaryFormat::kTorchinfo, data, "fuzz.txt")}) {
     if (absl::Status s = CheckSummary(model); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -79,13 +80,13 @@ absl::Status RequestValidationProperties(absl::string_view data) {
     return absl::OkStatus();  // Not a request: gRPC refuses it before validation.
   }
   // Small limits as well as the server's defaults, so that the limit paths run too.
-  ValidationLimits small;
+  core::ValidationLimits small;
   small.max_layers = 8;
   small.max_trace_events = 16;
   small.max_batch_size = 1024;
   small.max_name_length = 16;
-  for (const ValidationLimits& limits : {ValidationLimits{}, small}) {
-    const absl::Status status = ValidateRequest(request, limits);
+  for (const core::ValidationLimits& limits : {core::ValidationLimits{}, small}) {
+    const absl::Status status = core::ValidateRequest(request, limits);
     if (status.ok()) continue;
     if (status.code() != absl::StatusCode::kInvalidArgument) {
       return Broken("validation refuses with InvalidArgument", status);
@@ -106,27 +107,29 @@ absl::Status RequestValidationProperties(absl::string_view data) {
 }
 
 absl::Status ExtenderArgsProperties(absl::string_view data) {
-  std::string body = PaddedCopy(std::string_view(data.data(), data.size()));
+  std::string body = kubernetes::PaddedCopy(std::string_view(data.data(), data.size()));
   nlohmann::json reply = {{"Error", ""}};
   try {
-    const absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(body);
+    const absl::StatusOr<kubernetes::ExtenderArgs> args =
+        kubernetes::ParseExtenderArgs(body);
     if (!args.ok()) {
       if (args.status().code() != absl::StatusCode::kInvalidArgument) {
         return Broken("a body is refused with InvalidArgument", args.status());
       }
       reply["Error"] = std::string(args.status().message());
-      (void)ReplyText(reply);
+      (void)kubernetes::ReplyText(reply);
       return absl::OkStatus();
     }
     std::vector<std::string_view> nodes;
-    for (const ExtenderNode& node : args->nodes) {
+    for (const kubernetes::ExtenderNode& node : args->nodes) {
       if (node.json.empty() || node.json.front() != '{' || node.json.back() != '}' ||
           node.json.data() < body.data() ||
           node.json.data() + node.json.size() > body.data() + body.size()) {
         return Broken("a node's text is an object inside the body",
                       absl::InternalError(std::string(node.json.substr(0, 200))));
       }
-      const absl::StatusOr<std::vector<NodeGpu>> gpus = NodeGpus(node.keys);
+      const absl::StatusOr<std::vector<kubernetes::NodeGpu>> gpus =
+          kubernetes::NodeGpus(node.keys);
       if (!gpus.ok() && gpus.status().code() != absl::StatusCode::kInvalidArgument) {
         return Broken("a node's refusal is InvalidArgument", gpus.status());
       }
@@ -136,7 +139,7 @@ absl::Status ExtenderArgsProperties(absl::string_view data) {
     }
     // Echoed, as Filter does; the reply must be one JSON object.
     const std::string text =
-        FilterReplyText(reply, args->node_list_json, args->items_json, nodes);
+        kubernetes::FilterReplyText(reply, args->node_list_json, args->items_json, nodes);
     if (!nlohmann::json::accept(text)) {
       return Broken("the filter's reply is JSON",
                     absl::InternalError(text.substr(0, 200)));
@@ -148,7 +151,8 @@ absl::Status ExtenderArgsProperties(absl::string_view data) {
 }
 
 absl::Status NodeGpusProperties(absl::string_view data) {
-  auto check = [](const absl::StatusOr<std::vector<NodeGpu>>& gpus) -> absl::Status {
+  auto check =
+      [](const absl::StatusOr<std::vector<kubernetes::NodeGpu>>& gpus) -> absl::Status {
     if (!gpus.ok()) {
       if (gpus.status().code() != absl::StatusCode::kInvalidArgument) {
         return Broken("a node's refusal is InvalidArgument", gpus.status());
@@ -159,11 +163,11 @@ absl::Status NodeGpusProperties(absl::string_view data) {
       }
       return absl::OkStatus();
     }
-    if (gpus->size() > static_cast<size_t>(kMaxNodeGpus)) {
+    if (gpus->size() > static_cast<size_t>(kubernetes::kMaxNodeGpus)) {
       return Broken("a node holds at most kMaxNodeGpus GPUs",
                     absl::InternalError(absl::StrCat(gpus->size(), " GPUs")));
     }
-    for (const NodeGpu& g : *gpus) {
+    for (const kubernetes::NodeGpu& g : *gpus) {
       if (g.total_bytes > 0 && g.free_bytes > g.total_bytes) {
         return Broken("free is at most the total", absl::InternalError(g.model));
       }
@@ -171,18 +175,18 @@ absl::Status NodeGpusProperties(absl::string_view data) {
     return absl::OkStatus();
   };
   try {
-    NodeKeys annotated;
+    kubernetes::NodeKeys annotated;
     annotated.name = "fuzzed";
     annotated.model_label = "a100-40gb";
     annotated.gpus_annotation = std::string(data);
-    if (absl::Status s = check(NodeGpus(annotated)); !s.ok()) return s;
+    if (absl::Status s = check(kubernetes::NodeGpus(annotated)); !s.ok()) return s;
     // The same bytes as a Node object, as the node cache file's reader takes one.
-    if (!CheckJsonText(data, "node").ok()) return absl::OkStatus();
+    if (!common::CheckJsonText(data, "node").ok()) return absl::OkStatus();
     const nlohmann::json node = nlohmann::json::parse(data, nullptr, false);
     if (node.is_discarded()) return absl::OkStatus();
-    NodeKeys keys = NodeKeysOf(node);
+    kubernetes::NodeKeys keys = kubernetes::NodeKeysOf(node);
     if (keys.name.empty()) keys.name = "unnamed";
-    return check(NodeGpus(keys));
+    return check(kubernetes::NodeGpus(keys));
   } catch (const std::exception& e) {
     return Broken("nothing throws", absl::InternalError(e.what()));
   }

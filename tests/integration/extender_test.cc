@@ -98,7 +98,7 @@ class ExtenderTest : public ::testing::Test {
     // The figure the extender must place: the server's own recommendation.
     const uint64_t need = RecommendedBytes(server_->target(), "cnn.json", "a100-40gb");
     ASSERT_GT(need, 0u);
-    need_mib_ = need / kMiB + 1;
+    need_mib_ = need / common::kMiB + 1;
     ASSERT_LT(need_mib_ + 2048, 40960u);
   }
   static void TearDownTestSuite() {
@@ -725,12 +725,13 @@ TEST(PodPatchCli, PrintsTheServersRecommendationRoundedUpForEachScheduler) {
     uint64_t unit;
   };
   for (const Case& c : std::vector<Case>{
-           {"hami", "/spec/containers/0/resources/limits/nvidia.com~1gpumem", kMiB},
+           {"hami", "/spec/containers/0/resources/limits/nvidia.com~1gpumem",
+            common::kMiB},
            {"volcano", "/spec/containers/0/resources/limits/volcano.sh~1gpu-memory",
-            kMiB},
-           {"kai", "/metadata/annotations/gpu-memory", kMiB},
+            common::kMiB},
+           {"kai", "/metadata/annotations/gpu-memory", common::kMiB},
            {"alibaba", "/spec/containers/0/resources/limits/aliyun.com~1gpu-mem",
-            kGiB}}) {
+            common::kGiB}}) {
     const testing::CommandResult r = testing::RunCommand(
         {GPUEST_CLI_PATH, "--target", (*server)->target(), "--timeout", "30s", "--gpu",
          "a100-80gb", "pod-patch", "--scheduler", c.scheduler, file});

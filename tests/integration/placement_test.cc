@@ -34,7 +34,7 @@ TEST_F(PlacementServerTest, DescribedCandidateBesideAMeasuredJobOnAnNvidiaSmiNam
 
   v1::CheckPlacementRequest request;
   request.mutable_gpu()->set_catalog_id("NVIDIA A100-SXM4-80GB");
-  *request.add_existing() = testing::MeasuredJob("resnet-running", 20 * kGiB, 60);
+  *request.add_existing() = testing::MeasuredJob("resnet-running", 20 * common::kGiB, 60);
   *request.mutable_candidate()->mutable_description() =
       testing::ExampleRequest("cnn.json");
   request.mutable_candidate()->set_name("cnn");
@@ -48,11 +48,11 @@ TEST_F(PlacementServerTest, DescribedCandidateBesideAMeasuredJobOnAnNvidiaSmiNam
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(r->gpu(), "a100-80gb");
   EXPECT_EQ(r->candidate_bytes(), e->recommendation().memory_bytes());
-  EXPECT_EQ(r->used_bytes(), 20 * kGiB);
-  EXPECT_EQ(r->fits(), 20 * kGiB + r->candidate_bytes() <= r->capacity_bytes());
+  EXPECT_EQ(r->used_bytes(), 20 * common::kGiB);
+  EXPECT_EQ(r->fits(), 20 * common::kGiB + r->candidate_bytes() <= r->capacity_bytes());
   EXPECT_EQ(r->headroom_bytes(),
             static_cast<int64_t>(r->capacity_bytes()) -
-                static_cast<int64_t>(20 * kGiB + r->candidate_bytes()));
+                static_cast<int64_t>(20 * common::kGiB + r->candidate_bytes()));
   ASSERT_EQ(r->jobs_size(), 2);
   EXPECT_EQ(r->jobs(0).utilization_source(), v1::UTILIZATION_SOURCE_NVIDIA_SMI);
   EXPECT_DOUBLE_EQ(r->jobs(0).gpu_util(), 0.6);
@@ -83,7 +83,7 @@ TEST_F(PlacementServerTest, DescribedCandidateBesideAMeasuredJobOnAnNvidiaSmiNam
 TEST_F(PlacementServerTest, BadInputIsInvalidArgumentNamingTheField) {
   v1::CheckPlacementRequest request;
   request.mutable_gpu()->set_catalog_id("a100-40gb");
-  *request.mutable_candidate() = testing::MeasuredJob("x", kGiB, 50);
+  *request.mutable_candidate() = testing::MeasuredJob("x", common::kGiB, 50);
   request.mutable_candidate()->mutable_measured()->set_gpu_util(250);
   auto r = client_->CheckPlacement(request);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
@@ -191,7 +191,7 @@ TEST_F(PlacementServerTest, MetricsCountPlacementCallsLikeEstimate) {
   };
   const double ok_before = count("OK"), bad_before = count("INVALID_ARGUMENT");
   v1::RankGpusRequest good;
-  *good.mutable_job() = testing::MeasuredJob("m", 3 * kGiB, 30);
+  *good.mutable_job() = testing::MeasuredJob("m", 3 * common::kGiB, 30);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(client_->RankGpus(good).ok());
   ASSERT_FALSE(client_->RankGpus(v1::RankGpusRequest()).ok());
   EXPECT_EQ(count("OK") - ok_before, 3);

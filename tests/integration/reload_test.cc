@@ -48,7 +48,7 @@ void BumpAllocsimVersion(const testing::ScratchModels& models) {
   nlohmann::json manifest = nlohmann::json::parse(testing::ReadFileOrDie(path));
   ASSERT_EQ(manifest.at("version"), "1");
   manifest["version"] = "2";
-  ASSERT_TRUE(WriteTextFile(path, manifest.dump(1) + "\n").ok());
+  ASSERT_TRUE(common::WriteTextFile(path, manifest.dump(1) + "\n").ok());
 }
 
 // gpuest_model_reloads_total{outcome}; nullopt when /metrics does not say.
@@ -309,7 +309,7 @@ TEST_F(ReloadTest, AdminRpcReloadsTheContentionModelWithTheRestOrNothing) {
   ASSERT_NE(refit.at("version"), "refit-for-test");
   refit["version"] = "refit-for-test";
   refit["coefficients"][0] = refit["coefficients"][0].get<double>() - 0.1;
-  ASSERT_TRUE(WriteTextFile(path, refit.dump(2) + "\n").ok());
+  ASSERT_TRUE(common::WriteTextFile(path, refit.dump(2) + "\n").ok());
   v1::ReloadModelsResponse good;
   const grpc::Status good_status = AdminReload(good);
   ASSERT_TRUE(good_status.ok()) << good_status.error_message();
@@ -324,7 +324,7 @@ TEST_F(ReloadTest, AdminRpcReloadsTheContentionModelWithTheRestOrNothing) {
   // Damaged (cut short), beside a change that alone would load: all refused.
   BumpAllocsimVersion(models_);
   const std::string text = refit.dump(2);
-  ASSERT_TRUE(WriteTextFile(path, text.substr(0, text.size() / 2)).ok());
+  ASSERT_TRUE(common::WriteTextFile(path, text.substr(0, text.size() / 2)).ok());
   v1::ReloadModelsResponse bad;
   const grpc::Status bad_status = AdminReload(bad);
   EXPECT_EQ(bad_status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
@@ -387,7 +387,7 @@ TEST_F(ReloadTest, EveryCallUnderReloadsIsAnsweredFromOneWholeSet) {
   for (int i = 1; i <= kReloads; ++i) {
     const int before = calls.load();
     contention["version"] = absl::StrCat("reload-", i);
-    ASSERT_TRUE(WriteTextFile(path, contention.dump(2) + "\n").ok());
+    ASSERT_TRUE(common::WriteTextFile(path, contention.dump(2) + "\n").ok());
     v1::ReloadModelsResponse reloaded;
     const grpc::Status status = AdminReload(reloaded);
     ASSERT_TRUE(status.ok()) << status.error_message();
@@ -491,7 +491,7 @@ TEST_F(ReloadTest, TheExtenderJudgesWithTheReloadedModelsNotFiguresKeptFromTheOl
     if (gpu["id"] == "a100-40gb")
       gpu["context_mib"] = gpu["context_mib"].get<int>() + 2048;
   }
-  ASSERT_TRUE(WriteTextFile(path, profiles.dump(1) + "\n").ok());
+  ASSERT_TRUE(common::WriteTextFile(path, profiles.dump(1) + "\n").ok());
   server_->Signal(SIGHUP);
   ASSERT_TRUE(WaitFor([&] { return Reloads(*server_, "success").value_or(0) >= 1; },
                       absl::Seconds(60)))

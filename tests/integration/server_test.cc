@@ -55,14 +55,15 @@ TEST_F(ServerTest, EstimatesEachExampleFamily) {
     auto response = client_->Estimate(request);
     ASSERT_TRUE(response.ok()) << file << ": " << response.status();
     EXPECT_EQ(response->family(), family) << file;
-    const v1::FeatureVector f = ExtractFeatures(request.model());
+    const v1::FeatureVector f = core::ExtractFeatures(request.model());
     const v1::EstimatorResult* horus = nullptr;
     for (const auto& r : response->results()) {
       if (r.estimator_id() == "horus") horus = &r;
     }
     ASSERT_NE(horus, nullptr) << file;
-    EXPECT_EQ(horus->memory().point_bytes(),
-              HorusBytes(f.total_activations(), f.total_parameters(), f.batch_size()));
+    EXPECT_EQ(
+        horus->memory().point_bytes(),
+        horus::HorusBytes(f.total_activations(), f.total_parameters(), f.batch_size()));
     EXPECT_GT(response->recommendation().memory_bytes(), 0u);
     EXPECT_EQ(response->recommendation().fit().gpu(), "h100-80gb");
     EXPECT_GT(response->server_latency_us(), 0);
@@ -81,7 +82,7 @@ TEST_F(ServerTest, AcceptsFeatureVectors) {
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->family(), v1::MODEL_FAMILY_CNN);
   EXPECT_EQ(response->results(0).memory().point_bytes(),
-            HorusBytes(10'000'000, 25'000'000, 32));
+            horus::HorusBytes(10'000'000, 25'000'000, 32));
 }
 
 TEST_F(ServerTest, ListsEstimators) {

@@ -11,8 +11,8 @@ namespace gpuest::calibration::test_rows {
 
 inline constexpr uint64_t kMiB = 1 << 20;
 
-inline GpuProfile Card() {
-  GpuProfile gpu;
+inline core::GpuProfile Card() {
+  core::GpuProfile gpu;
   gpu.id = "card";
   gpu.memory_bytes = 40960 * kMiB;
   gpu.context_bytes = 1000 * kMiB;

@@ -20,12 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-absl::StatusOr<ml::GpuMemNetManifest> ManifestOf(const std::string& model_dir) {
-  return ml::GpuMemNetManifest::Load(model_dir + "/manifest.json");
+absl::StatusOr<gpumemnet::GpuMemNetManifest> ManifestOf(const std::string& model_dir) {
+  return gpumemnet::GpuMemNetManifest::Load(model_dir + "/manifest.json");
 }
 
-absl::StatusOr<const ml::MemberRecord*> MemberOf(const ml::GpuMemNetManifest& manifest,
-                                                 int member) {
+absl::StatusOr<const gpumemnet::MemberRecord*> MemberOf(
+    const gpumemnet::GpuMemNetManifest& manifest, int member) {
   if (member < 0 || member >= static_cast<int>(manifest.members.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat(manifest.id, " has no member ", member));
@@ -64,16 +64,17 @@ void ScratchModels::WriteRandomBytes(const std::string& model,
   std::mt19937_64 random(size);
   std::string bytes(size, '\0');
   for (char& c : bytes) c = static_cast<char>(random());
-  if (!WriteTextFile(path, bytes).ok()) std::abort();
+  if (!common::WriteTextFile(path, bytes).ok()) std::abort();
 }
 
 absl::Status ScratchModels::WriteNanMember(const std::string& model, int member) const {
   const std::string dir = absl::StrCat(dir_, "/", model);
-  GPUEST_ASSIGN_OR_RETURN(const ml::GpuMemNetManifest manifest, ManifestOf(dir));
-  GPUEST_ASSIGN_OR_RETURN(const ml::MemberRecord* record, MemberOf(manifest, member));
+  GPUEST_ASSIGN_OR_RETURN(const gpumemnet::GpuMemNetManifest manifest, ManifestOf(dir));
+  GPUEST_ASSIGN_OR_RETURN(const gpumemnet::MemberRecord* record,
+                          MemberOf(manifest, member));
   const std::string path = absl::StrCat(dir, "/", record->file);
   try {
-    ml::GpuMemNet net(record->network);
+    gpumemnet::GpuMemNet net(record->network);
     torch::load(net, path);
     torch::NoGradGuard no_grad;
     for (torch::Tensor& p : net->parameters()) p.fill_(std::nan(""));
@@ -87,12 +88,13 @@ absl::Status ScratchModels::WriteNanMember(const std::string& model, int member)
 absl::Status ScratchModels::RecordMemberSha256(const std::string& model,
                                                int member) const {
   const std::string dir = absl::StrCat(dir_, "/", model);
-  GPUEST_ASSIGN_OR_RETURN(ml::GpuMemNetManifest manifest, ManifestOf(dir));
-  GPUEST_ASSIGN_OR_RETURN(const ml::MemberRecord* record, MemberOf(manifest, member));
+  GPUEST_ASSIGN_OR_RETURN(gpumemnet::GpuMemNetManifest manifest, ManifestOf(dir));
+  GPUEST_ASSIGN_OR_RETURN(const gpumemnet::MemberRecord* record,
+                          MemberOf(manifest, member));
   GPUEST_ASSIGN_OR_RETURN(const std::string sha256,
-                          Sha256OfFile(absl::StrCat(dir, "/", record->file)));
+                          common::Sha256OfFile(absl::StrCat(dir, "/", record->file)));
   manifest.members[member].sha256 = sha256;
-  return WriteTextFile(dir + "/manifest.json", manifest.Text());
+  return common::WriteTextFile(dir + "/manifest.json", manifest.Text());
 }
 
 void ScratchModels::Restore(const std::string& model) const {

@@ -40,9 +40,9 @@
 namespace gpuest::ml_check {
 namespace {
 
-using ml::GpuMemNetModule;
-using ml::NetworkKind;
-using ml::NetworkShape;
+using gpumemnet::GpuMemNetModule;
+using gpumemnet::NetworkKind;
+using gpumemnet::NetworkShape;
 
 struct Options {
   std::string models = "models";

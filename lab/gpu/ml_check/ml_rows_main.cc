@@ -39,7 +39,7 @@ ABSL_FLAG(std::string, out, "", "the rows file to write");
 namespace gpuest::ml_check {
 namespace {
 
-using ml::GpuMemNetManifest;
+using gpumemnet::GpuMemNetManifest;
 
 int Fail(const std::string& why) {
   std::fprintf(stderr, "gpuest-ml-rows: %s\n", why.c_str());
@@ -49,18 +49,19 @@ int Fail(const std::string& why) {
 // n rows spread over the dataset's examples (every k-th), or all when fewer.
 absl::StatusOr<std::vector<Row>> MeasuredRows(const GpuMemNetManifest& m,
                                               const std::string& csv, int n) {
-  absl::StatusOr<train::Dataset> data = train::LoadCsvDataset(csv, m.family);
+  absl::StatusOr<data::Dataset> data = data::LoadCsvDataset(csv, m.family);
   if (!data.ok()) return data.status();
   std::vector<Row> rows;
   const size_t count = data->examples.size();
   for (size_t i = 0; i < count && rows.size() < static_cast<size_t>(n); ++i) {
     const size_t at = i * count / std::min<size_t>(count, n);
     if (at >= count) break;
-    const train::Example& x = data->examples[at];
+    const data::Example& x = data->examples[at];
     Row r;
-    r.global = ml::EncodeGlobal(m.encoding, x.features);
-    if (m.kind == ml::NetworkKind::kTransformer) {
-      const ml::EncodedSequence seq = ml::EncodeSequence(m.encoding, x.measured.model);
+    r.global = gpumemnet::EncodeGlobal(m.encoding, x.features);
+    if (m.kind == gpumemnet::NetworkKind::kTransformer) {
+      const gpumemnet::EncodedSequence seq =
+          gpumemnet::EncodeSequence(m.encoding, x.measured.model);
       if (seq.types.empty()) continue;  // The estimator does not apply without layers.
       r.types = seq.types;
       r.numbers = seq.numbers;
@@ -73,10 +74,10 @@ absl::StatusOr<std::vector<Row>> MeasuredRows(const GpuMemNetManifest& m,
 
 GenerationSpec GenerationOf(const GpuMemNetManifest& m) {
   GenerationSpec g;
-  for (const ml::FeatureSpec& f : m.encoding.features) {
+  for (const gpumemnet::FeatureSpec& f : m.encoding.features) {
     g.features.push_back({f.mean, f.std, f.min, f.max});
   }
-  if (m.kind == ml::NetworkKind::kTransformer) {
+  if (m.kind == gpumemnet::NetworkKind::kTransformer) {
     g.max_length = m.encoding.sequence.max_length;
     g.vocabulary = m.members.front().network.vocabulary;
   }
@@ -86,27 +87,27 @@ GenerationSpec GenerationOf(const GpuMemNetManifest& m) {
 // The served CPU path's mean probabilities for each row.
 absl::Status AddReference(const GpuMemNetManifest& m, const std::string& directory,
                           std::vector<Row>& rows) {
-  std::vector<ml::PlainNet> members;
-  for (const ml::MemberRecord& member : m.members) {
-    ml::GpuMemNet net(member.network);
+  std::vector<gpumemnet::PlainNet> members;
+  for (const gpumemnet::MemberRecord& member : m.members) {
+    gpumemnet::GpuMemNet net(member.network);
     torch::load(net, absl::StrCat(directory, "/", member.file));
     net->eval();
-    absl::StatusOr<ml::PlainNet> plain = ml::ExportPlainNet(net);
+    absl::StatusOr<gpumemnet::PlainNet> plain = gpumemnet::ExportPlainNet(net);
     if (!plain.ok()) return plain.status();
     members.push_back(std::move(*plain));
   }
   for (Row& r : rows) {
-    ml::EncodedSequence seq;
+    gpumemnet::EncodedSequence seq;
     seq.types = r.types;
     seq.numbers = r.numbers;
-    const ml::TokenSet tokens = ml::DistinctTokens(seq);
+    const gpumemnet::TokenSet tokens = gpumemnet::DistinctTokens(seq);
     int total = 0;
-    for (const ml::HeadSpec& h : m.heads) total += h.classes();
+    for (const gpumemnet::HeadSpec& h : m.heads) total += h.classes();
     r.reference.assign(total, 0.0);
-    for (const ml::PlainNet& net : members) {
-      const std::vector<float> z = ml::PlainForward(net, r.global, tokens);
+    for (const gpumemnet::PlainNet& net : members) {
+      const std::vector<float> z = gpumemnet::PlainForward(net, r.global, tokens);
       int offset = 0;
-      for (const ml::HeadSpec& h : m.heads) {
+      for (const gpumemnet::HeadSpec& h : m.heads) {
         const int end = offset + h.classes();
         const float top = *std::max_element(z.begin() + offset, z.begin() + end);
         std::vector<double> p(h.classes());
@@ -141,13 +142,14 @@ int Run() {
   std::map<std::string, RowSet> sets;
   for (const std::filesystem::path& directory : directories) {
     const std::string path = (directory / "manifest.json").string();
-    absl::StatusOr<std::string> text = ReadTextFile(path, kMaxDatasetFileBytes);
+    absl::StatusOr<std::string> text =
+        common::ReadTextFile(path, common::kMaxDatasetFileBytes);
     if (!text.ok()) return Fail(std::string(text.status().message()));
     if (text->find("\"estimator_type\": \"gpumemnet\"") == std::string::npos) continue;
     absl::StatusOr<GpuMemNetManifest> m = GpuMemNetManifest::Parse(*text, path);
     if (!m.ok()) return Fail(std::string(m.status().message()));
     RowSet& set = sets[m->id];
-    const std::string family = FamilyName(m->family);
+    const std::string family = common::FamilyName(m->family);
     const std::string csv = absl::StrCat(data_dir, "/", family, ".csv");
     if (!data_dir.empty() && std::filesystem::exists(csv)) {
       absl::StatusOr<std::vector<Row>> rows = MeasuredRows(*m, csv, n);
@@ -180,7 +182,7 @@ int Run() {
 }  // namespace gpuest::ml_check
 
 int main(int argc, char** argv) {
-  gpuest::ParseFlags(
+  gpuest::common::ParseFlags(
       argc, argv,
       {"gpuest-ml-rows --out FILE [flags]",
        "Writes the rows gpuest-ml-check --rows feeds the served GPUMemNet ensembles: "
