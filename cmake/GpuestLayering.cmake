@@ -20,10 +20,43 @@ set(GPUEST_INCLUDE_LAYERS
   "common: common"
   "requests: common requests"
   "estimators: common requests estimators"
+  # Inside estimators/: core knows no estimator, and no estimator knows another; only
+  # the factory table (estimators/default_factories.*) names them all.
+  "estimators/core: common requests estimators/core"
+  "estimators/allocsim: common requests estimators/core estimators/allocsim"
+  "estimators/gpumemnet: common requests estimators/core estimators/gpumemnet"
+  "estimators/horus: common requests estimators/core estimators/horus"
   "placement: common requests estimators placement"
   "integrations/kubernetes: common requests estimators placement integrations/kubernetes"
   "server: common requests estimators placement integrations/kubernetes server"
   "client: common requests client integrations/kubernetes/pod_patch.h integrations/kubernetes/dra_claim.h")
+# Each folder of C++: the namespace its code is in (gpuest:: and the folder's last
+# name) and the library target it builds (gpuest_ and the same name), so that a
+# header's path tells both. client/gpuest/ holds the public client API, installed as
+# <gpuest/...>: namespace gpuest, built into client/'s gpuest_client; it and
+# lab/gpu/ml_check (programs only) have no target of their own (-). Checked by tests/folder_layout_test.cmake (namespaces, and unit
+# tests in tests/unit/<folder>/ in the folder's namespace) and, for the targets, when
+# the project is configured (gpuest_check_folder_targets).
+set(GPUEST_FOLDER_LAYOUT
+  "common: gpuest::common gpuest_common"
+  "requests: gpuest::requests gpuest_requests"
+  "estimators: gpuest::estimators gpuest_estimators"
+  "estimators/core: gpuest::core gpuest_core"
+  "estimators/allocsim: gpuest::allocsim gpuest_allocsim"
+  "estimators/gpumemnet: gpuest::gpumemnet gpuest_gpumemnet"
+  "estimators/horus: gpuest::horus gpuest_horus"
+  "placement: gpuest::placement gpuest_placement"
+  "integrations/kubernetes: gpuest::kubernetes gpuest_kubernetes"
+  "server: gpuest::server gpuest_server"
+  "client: gpuest::client gpuest_client"
+  "client/gpuest: gpuest -"
+  "client/cli: gpuest::cli gpuest_cli"
+  "lab/calibration: gpuest::calibration gpuest_calibration"
+  "lab/contention: gpuest::contention gpuest_contention"
+  "lab/data: gpuest::data gpuest_data"
+  "lab/trainer: gpuest::trainer gpuest_trainer"
+  "lab/gpu/ml_check: gpuest::ml_check -")
+
 # The project's own top-level folders (an include of another first folder, such as
 # "absl/" or "gpuest/", is a dependency's or generated code's, and not checked).
 set(GPUEST_PROJECT_FOLDERS common requests estimators placement integrations server client
@@ -95,4 +128,40 @@ function(gpuest_check_layering)
       gpuest_kubernetes
     FORBIDDEN gpuest_data gpuest_trainer gpuest_calibration gpuest_contention
     WHY "the product never links the lab")
+endfunction()
+
+# Each folder's library target is named after the folder (GPUEST_FOLDER_LAYOUT), and
+# its sources are the folder's own: a folder's code is one room, and a second target
+# of a folder says why in its name (gpuest_core_torch, gpuest_gpumemnet_torch: the
+# libtorch doors). Generated sources (the build tree) are not checked.
+function(gpuest_check_folder_targets)
+  foreach(row IN LISTS GPUEST_FOLDER_LAYOUT)
+    string(REGEX MATCH "^([a-z_/]+): ([a-z_:]+) ([a-z_-]+)$" _ "${row}")
+    set(folder "${CMAKE_MATCH_1}")
+    set(target "${CMAKE_MATCH_3}")
+    if(target STREQUAL "-")
+      continue()
+    endif()
+    if(NOT TARGET ${target})
+      message(FATAL_ERROR "folder layout: ${folder}/ builds no target ${target} "
+                          "(cmake/GpuestLayering.cmake's GPUEST_FOLDER_LAYOUT)")
+    endif()
+    get_target_property(source_dir ${target} SOURCE_DIR)
+    get_target_property(sources ${target} SOURCES)
+    foreach(source IN LISTS sources)
+      if(NOT IS_ABSOLUTE "${source}")
+        set(source "${source_dir}/${source}")
+      endif()
+      cmake_path(NORMAL_PATH source)
+      if(source MATCHES "^${PROJECT_BINARY_DIR}/")
+        continue()
+      endif()
+      file(RELATIVE_PATH relative "${PROJECT_SOURCE_DIR}" "${source}")
+      string(FIND "${relative}" "${folder}/" at)
+      if(NOT at EQUAL 0)
+        message(FATAL_ERROR "folder layout: ${target} (the target of ${folder}/) builds "
+                            "${relative}, which is not in ${folder}/")
+      endif()
+    endforeach()
+  endforeach()
 endfunction()
