@@ -3,7 +3,7 @@
 // The estimator factories a program passes to EstimatorRegistry::Load
 // (RegistryOptions::factories) to load every kind of shipped model: the one place that
 // knows all the kinds, so that no estimator library links another. Torch-free to
-// include; linking it (gpuest_default_factories) brings in libtorch.
+// include; linking it (gpuest_estimators) brings in libtorch.
 #pragma once
 
 #include <map>

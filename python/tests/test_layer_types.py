@@ -1,5 +1,5 @@
 """The layer-type table the describer shares with the server (layer_types.json), and
-the family rule on real models: the same models as tests/unit/layer_types_test.cc."""
+the family rule on real models: the same models as tests/unit/estimators/core/layer_types_test.cc."""
 import json
 
 import torch.nn as nn
