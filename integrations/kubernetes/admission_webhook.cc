@@ -12,7 +12,6 @@
 #include "integrations/kubernetes/admission_review.h"
 #include "integrations/kubernetes/pod_description.h"
 #include "nlohmann/json.hpp"
-#include "requests/request_files.h"
 
 namespace gpuest::kubernetes {
 namespace {
@@ -141,18 +140,17 @@ common::HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
     return Reply(claim, untouched);
   }
 
-  const std::string where = absl::StrCat(object, ": annotation ", kDescriptionAnnotation);
-  absl::StatusOr<std::string> text =
-      DescriptionText(description, options_.descriptions_dir, where);
-  absl::StatusOr<v1::EstimateRequest> job =
-      text.ok() ? requests::ParseRequestText(*text, where) : text.status();
-  if (!job.ok()) return fail(job.status());
+  const std::string where = DescriptionWhere(object);
+  absl::StatusOr<PodJob> described =
+      ReadPodJob(description, options_.descriptions_dir, where);
+  if (!described.ok()) return fail(described.status());
+  v1::EstimateRequest& job = described->request;
   // The description may name one GPU: the claim then asks for that model only.
-  const std::string only_gpu = job->gpu();
-  job->clear_gpu();
+  const std::string only_gpu = job.gpu();
+  job.clear_gpu();
   std::vector<const DraDeviceClass*> classes;
   for (const SizedRequest& s : sized) classes.push_back(s.cls);
-  v1::RankGpusRequest rank = RankRequestFor(*job, classes);
+  v1::RankGpusRequest rank = RankRequestFor(job, classes);
   const auto set = models_.Current();
   const bool whole = std::any_of(classes.begin(), classes.end(),
                                  [](const DraDeviceClass* c) { return !c->mig; });
@@ -271,16 +269,14 @@ common::HttpReply AdmissionWebhook::Mutate(const std::string& body,
     return fail(absl::InvalidArgumentError(
         absl::StrCat("pod ", pod.pod, ": spec.containers: none to set the request on")));
   }
-  const std::string where =
-      absl::StrCat("pod ", pod.pod, ": annotation ", kDescriptionAnnotation);
-  absl::StatusOr<std::string> text =
-      DescriptionText(description->second, options_.descriptions_dir, where);
-  absl::StatusOr<v1::EstimateRequest> job =
-      text.ok() ? requests::ParseRequestText(*text, where) : text.status();
-  if (!job.ok()) return fail(job.status());
-  if (job->gpu().empty() && !options_.gpu.empty()) job->set_gpu(options_.gpu);
+  const std::string where = DescriptionWhere(object);
+  absl::StatusOr<PodJob> described =
+      ReadPodJob(description->second, options_.descriptions_dir, where);
+  if (!described.ok()) return fail(described.status());
+  v1::EstimateRequest& job = described->request;
+  if (job.gpu().empty() && !options_.gpu.empty()) job.set_gpu(options_.gpu);
   absl::StatusOr<v1::EstimateResponse> estimate =
-      models_.Current()->engine().Estimate(*job, deadline);
+      models_.Current()->engine().Estimate(job, deadline);
   if (!estimate.ok()) {
     return fail(absl::Status(estimate.status().code(),
                              absl::StrCat(where, ": ", estimate.status().message())));

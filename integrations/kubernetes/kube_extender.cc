@@ -20,7 +20,6 @@
 #include "placement/placement_job.h"
 #include "placement/placement_reasons.h"
 #include "placement/placement_verdict.h"
-#include "requests/request_files.h"
 #include "spdlog/spdlog.h"
 
 namespace gpuest::kubernetes {
@@ -144,16 +143,13 @@ absl::StatusOr<KubeExtender::Request> KubeExtender::ParseArgs(std::string body) 
   }
 
   if (!request.args.description) return request;
-  const std::string where =
-      absl::StrCat("pod ", request.args.pod, ": annotation ", kDescriptionAnnotation);
-  absl::StatusOr<std::string> text =
-      DescriptionText(*request.args.description, options_.descriptions_dir, where);
-  absl::StatusOr<v1::EstimateRequest> job =
-      text.ok() ? requests::ParseRequestText(*text, where) : text.status();
+  absl::StatusOr<PodJob> job =
+      ReadPodJob(*request.args.description, options_.descriptions_dir,
+                 DescriptionWhere(absl::StrCat("pod ", request.args.pod)));
   if (job.ok()) {
-    request.job = *std::move(job);
+    request.job = std::move(job->request);
     // Collision-resistant: a pod's annotation must never be answered with another's.
-    request.job_key = common::Sha256Hex(*text);
+    request.job_key = common::Sha256Hex(job->text);
   } else {
     request.description_error = job.status();
   }

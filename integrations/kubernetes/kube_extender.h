@@ -6,11 +6,9 @@
 // FailedNodes, FailedAndUnresolvableNodes, Error} and HostPriorityList [{Host, Score}]
 // with scores 0..10. Field names are Go's, unchanged (the types have no json tags).
 //
-// The pod's job comes from its annotation gpuest.io/description: inline JSON of a
-// ModelDescription or EstimateRequest (first character '{'), or a ConfigMap reference
-// NAME or NAME/KEY read from the file <descriptions_dir>/NAME/KEY (KEY defaults to
-// description.json): the layout of ConfigMaps mounted as volumes under one directory.
-// Nothing here calls the API server. The node's GPUs: kube_nodes.h.
+// The pod's job comes from its annotation gpuest.io/description, read as the admission
+// webhook reads it (pod_description.h). Nothing here calls the API server. The node's
+// GPUs: kube_nodes.h.
 //
 // It fails open: a pod without the annotation passes every node with equal scores; a
 // malformed description is an Error (with ignorable: true, kube-scheduler then

@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "common/json_guard.h"
 #include "common/text_file.h"
+#include "requests/request_files.h"
 
 namespace gpuest::kubernetes {
 namespace {
@@ -56,6 +57,20 @@ absl::StatusOr<std::string> DescriptionText(const std::string& value,
                                                    key, ": ", text.status().message()));
   }
   return text;
+}
+
+std::string DescriptionWhere(const std::string& object) {
+  return absl::StrCat(object, ": annotation ", kDescriptionAnnotation);
+}
+
+absl::StatusOr<PodJob> ReadPodJob(const std::string& value,
+                                  const std::string& descriptions_dir,
+                                  const std::string& where) {
+  absl::StatusOr<std::string> text = DescriptionText(value, descriptions_dir, where);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<v1::EstimateRequest> request = requests::ParseRequestText(*text, where);
+  if (!request.ok()) return request.status();
+  return PodJob{*std::move(request), *std::move(text)};
 }
 
 }  // namespace gpuest::kubernetes
