@@ -242,6 +242,81 @@ absl::Status ReadPod(od::object pod, ExtenderArgs& args) {
   return absl::OkStatus();
 }
 
+// Nodes, a v1.NodeList: its text and its items' (views into the body), then each item.
+absl::Status ReadNodeList(od::value value, ExtenderArgs& args) {
+  od::object list;
+  if (value.get_object().get(list) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("ExtenderArgs.Nodes: not a v1.NodeList");
+  }
+  GPUEST_JSON(list.raw_json().get(args.node_list_json), "Nodes");
+  GPUEST_JSON(list.reset().error(), "Nodes");
+  bool have_items = false;
+  for (auto entry : list) {
+    std::string_view k;
+    GPUEST_JSON(entry.unescaped_key().get(k), "Nodes");
+    if (k != "items") continue;
+    od::array items;
+    if (entry.value().get_array().get(items) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError("ExtenderArgs.Nodes: not a v1.NodeList");
+    }
+    GPUEST_JSON(items.raw_json().get(args.items_json), "Nodes.items");
+    GPUEST_JSON(items.reset().error(), "Nodes.items");
+    have_items = true;
+    size_t i = 0;
+    for (auto item : items) {
+      od::value node;
+      GPUEST_JSON(item.get(node), absl::StrCat("Nodes.items[", i, "]"));
+      absl::StatusOr<ExtenderNode> read = ReadNode(node, i++);
+      if (!read.ok()) return read.status();
+      args.nodes.push_back(*std::move(read));
+    }
+  }
+  if (!have_items) {
+    return absl::InvalidArgumentError("ExtenderArgs.Nodes: not a v1.NodeList");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadNodeNames(od::value value, ExtenderArgs& args) {
+  od::array names;
+  if (value.get_array().get(names) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("ExtenderArgs.NodeNames: not a list of strings");
+  }
+  for (auto name : names) {
+    std::string_view text;
+    if (name.get_string().get(text) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError("ExtenderArgs.NodeNames: not a list of strings");
+    }
+    args.names.emplace_back(text);
+  }
+  args.names_only = true;
+  return absl::OkStatus();
+}
+
+// What the filter's reply echoes of Nodes, checked whole (EchoCheck): each Node's text,
+// then the NodeList around its items.
+absl::Status CheckEchoes(const ExtenderArgs& args) {
+  EchoCheck check;
+  for (size_t i = 0; i < args.nodes.size(); ++i) {
+    absl::Status valid =
+        check.Check(args.nodes[i].json, absl::StrCat("Nodes.items[", i, "]"));
+    if (!valid.ok()) return valid;
+  }
+  // On malformed JSON the on-demand parser's raw span of the list can end before its
+  // items (a fuzzer found one): that is a malformed body, never an out-of-range copy.
+  const std::string_view list = args.node_list_json;
+  if (args.items_json.data() < list.data() ||
+      args.items_json.data() + args.items_json.size() > list.data() + list.size()) {
+    return absl::InvalidArgumentError("ExtenderArgs.Nodes: not valid JSON");
+  }
+  const size_t at = static_cast<size_t>(args.items_json.data() - list.data());
+  std::string around = PaddedCopy(list.substr(0, at));
+  around += "[]";
+  around += list.substr(at + args.items_json.size());
+  around.reserve(around.size() + kExtenderBodyPadding);
+  return check.Check(around, "Nodes");
+}
+
 }  // namespace
 
 absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body) {
@@ -277,52 +352,10 @@ absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body) {
       if (absl::Status s = ReadPod(pod, args); !s.ok()) return s;
       have_pod = true;
     } else if (key == "Nodes" && !IsNull(value)) {
-      od::object list;
-      if (value.get_object().get(list) != simdjson::SUCCESS) {
-        return absl::InvalidArgumentError("ExtenderArgs.Nodes: not a v1.NodeList");
-      }
-      GPUEST_JSON(list.raw_json().get(args.node_list_json), "Nodes");
-      GPUEST_JSON(list.reset().error(), "Nodes");
-      bool have_items = false;
-      for (auto entry : list) {
-        std::string_view k;
-        GPUEST_JSON(entry.unescaped_key().get(k), "Nodes");
-        if (k != "items") continue;
-        od::array items;
-        if (entry.value().get_array().get(items) != simdjson::SUCCESS) {
-          return absl::InvalidArgumentError("ExtenderArgs.Nodes: not a v1.NodeList");
-        }
-        GPUEST_JSON(items.raw_json().get(args.items_json), "Nodes.items");
-        GPUEST_JSON(items.reset().error(), "Nodes.items");
-        have_items = true;
-        size_t i = 0;
-        for (auto item : items) {
-          od::value node;
-          GPUEST_JSON(item.get(node), absl::StrCat("Nodes.items[", i, "]"));
-          absl::StatusOr<ExtenderNode> read = ReadNode(node, i++);
-          if (!read.ok()) return read.status();
-          args.nodes.push_back(*std::move(read));
-        }
-      }
-      if (!have_items) {
-        return absl::InvalidArgumentError("ExtenderArgs.Nodes: not a v1.NodeList");
-      }
+      if (absl::Status s = ReadNodeList(value, args); !s.ok()) return s;
       have_nodes = true;
     } else if (key == "NodeNames" && !IsNull(value)) {
-      od::array names;
-      if (value.get_array().get(names) != simdjson::SUCCESS) {
-        return absl::InvalidArgumentError(
-            "ExtenderArgs.NodeNames: not a list of strings");
-      }
-      for (auto name : names) {
-        std::string_view text;
-        if (name.get_string().get(text) != simdjson::SUCCESS) {
-          return absl::InvalidArgumentError(
-              "ExtenderArgs.NodeNames: not a list of strings");
-        }
-        args.names.emplace_back(text);
-      }
-      args.names_only = true;
+      if (absl::Status s = ReadNodeNames(value, args); !s.ok()) return s;
     }
   }
   if (!have_pod) {
@@ -331,26 +364,7 @@ absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body) {
   if (have_nodes) {
     args.names_only = false;
     args.names.clear();
-    EchoCheck check;
-    for (size_t i = 0; i < args.nodes.size(); ++i) {
-      absl::Status valid =
-          check.Check(args.nodes[i].json, absl::StrCat("Nodes.items[", i, "]"));
-      if (!valid.ok()) return valid;
-    }
-    // The NodeList around its items, as the reply echoes it. On malformed JSON the
-    // on-demand parser's raw span of the list can end before its items (a fuzzer found
-    // one): that is a malformed body, never an out-of-range copy.
-    const std::string_view list = args.node_list_json;
-    if (args.items_json.data() < list.data() ||
-        args.items_json.data() + args.items_json.size() > list.data() + list.size()) {
-      return absl::InvalidArgumentError("ExtenderArgs.Nodes: not valid JSON");
-    }
-    const size_t at = static_cast<size_t>(args.items_json.data() - list.data());
-    std::string around = PaddedCopy(list.substr(0, at));
-    around += "[]";
-    around += list.substr(at + args.items_json.size());
-    around.reserve(around.size() + kExtenderBodyPadding);
-    if (absl::Status valid = check.Check(around, "Nodes"); !valid.ok()) return valid;
+    if (absl::Status s = CheckEchoes(args); !s.ok()) return s;
   } else if (!args.names_only) {
     return absl::InvalidArgumentError(
         "ExtenderArgs: neither Nodes nor NodeNames is given");
