@@ -225,15 +225,9 @@ absl::Status ReadClaim(dom::object object, bool is_template, AdmissionPod& out) 
                     : absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<AdmissionPod> ParseAdmissionReview(const std::string& body) {
-  // One parser per thread: its buffers grow to the largest body seen, then are reused.
-  thread_local dom::parser parser;
-  if (parser.max_depth() != common::kMaxJsonDepth &&
-      parser.allocate(64 << 10, common::kMaxJsonDepth) != simdjson::SUCCESS) {
-    return absl::ResourceExhaustedError("AdmissionReview: cannot allocate its parser");
-  }
+// The review's request, parsed by parser (whose buffers then hold it): an
+// AdmissionReview v1 of at most kMaxJsonDepth levels, no key named twice.
+absl::StatusOr<dom::object> ReviewRequest(dom::parser& parser, const std::string& body) {
   // Before parsing: the DOM's lookups take a key's first copy, where the API server's
   // Go decoder took the last, so a key named twice is refused, not read.
   GPUEST_RETURN(common::CheckJsonText(body, "AdmissionReview"));
@@ -266,7 +260,11 @@ absl::StatusOr<AdmissionPod> ParseAdmissionReview(const std::string& body) {
     return absl::InvalidArgumentError(
         "AdmissionReview.request: missing or not an object");
   }
-  AdmissionPod out;
+  return request;
+}
+
+// The request's own fields: uid, operation, dryRun and the object's kind.
+absl::Status ReadRequestFields(dom::object request, AdmissionPod& out) {
   std::string_view uid;
   if (request["uid"].get_string().get(uid) != simdjson::SUCCESS || uid.empty()) {
     return absl::InvalidArgumentError(
@@ -287,8 +285,24 @@ absl::StatusOr<AdmissionPod> ParseAdmissionReview(const std::string& body) {
     GPUEST_RETURN(Optional(*kind_of, "kind", "request.kind.kind", "a string", k));
     if (k) out.kind = std::string(*k);
   }
+  return {};
+}
+
+}  // namespace
+
+absl::StatusOr<AdmissionPod> ParseAdmissionReview(const std::string& body) {
+  // One parser per thread: its buffers grow to the largest body seen, then are reused.
+  thread_local dom::parser parser;
+  if (parser.max_depth() != common::kMaxJsonDepth &&
+      parser.allocate(64 << 10, common::kMaxJsonDepth) != simdjson::SUCCESS) {
+    return absl::ResourceExhaustedError("AdmissionReview: cannot allocate its parser");
+  }
+  absl::StatusOr<dom::object> request = ReviewRequest(parser, body);
+  if (!request.ok()) return request.status();
+  AdmissionPod out;
+  GPUEST_RETURN(ReadRequestFields(*request, out));
   std::optional<dom::object> pod;
-  GPUEST_RETURN(Optional(request, "object", "request.object", "an object", pod));
+  GPUEST_RETURN(Optional(*request, "object", "request.object", "an object", pod));
   if (pod && out.kind == "Pod") GPUEST_RETURN(ReadPod(*pod, out));
   if (pod && (out.kind == "ResourceClaim" || out.kind == "ResourceClaimTemplate")) {
     GPUEST_RETURN(ReadClaim(*pod, out.kind == "ResourceClaimTemplate", out));
