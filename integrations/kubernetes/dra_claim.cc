@@ -259,6 +259,78 @@ absl::StatusOr<Json> SizedRequestJson(const SizedRequest& r, Json& configs) {
   return Json{{"name", r.shape.name}, {"firstAvailable", std::move(alternatives)}};
 }
 
+// Whether name (a catalog id, an alias or the nvidia-smi name, in any case) names gpu.
+bool NamedBy(const v1::GpuRanking& gpu, const std::string& name) {
+  bool named =
+      absl::EqualsIgnoreCase(gpu.gpu(), name) || absl::EqualsIgnoreCase(gpu.name(), name);
+  for (const std::string& alias : gpu.aliases()) {
+    named = named || absl::EqualsIgnoreCase(alias, name);
+  }
+  return named;
+}
+
+// gpu, a model of cls's kind the claim may ask for, added to out: as an alternative
+// with its figure (and for a shared device the request its policy rounds that to), or
+// to left_out with why not.
+void AddAlternative(const v1::GpuRanking& gpu, const DraDeviceClass& cls,
+                    ClaimSizing& out) {
+  if (gpu.fits() && out.alternatives.size() == kMaxAlternatives) {
+    out.left_out.push_back(
+        absl::StrCat(gpu.gpu(), " (past the API's ", kMaxAlternatives, " alternatives)"));
+    return;
+  }
+  if (!gpu.fits()) {
+    out.left_out.push_back(absl::StrCat(gpu.gpu(), " (needs ", GiB(gpu.peak_bytes()),
+                                        " of ", GiB(gpu.capacity_bytes()), ")"));
+    return;
+  }
+  ClaimAlternative a;
+  a.gpu = gpu.gpu();
+  a.subrequest = DnsLabel(gpu.gpu());
+  a.selector = SelectorFor(gpu, cls);
+  a.requirement_bytes = gpu.peak_bytes();
+  a.capacity_bytes = gpu.capacity_bytes();
+  a.needs_cap = gpu.needs_cap();
+  if (cls.shared) {
+    // Unknown policy: whole MiB, up (a request a byte short is how a job is killed).
+    const uint64_t mib =
+        (a.requirement_bytes + common::kMiB - 1) / common::kMiB * common::kMiB;
+    const std::optional<uint64_t> rounded =
+        cls.policy ? RoundedByPolicy(a.requirement_bytes, *cls.policy)
+                   : std::optional<uint64_t>(mib);
+    if (!rounded || *rounded > a.capacity_bytes) {
+      out.left_out.push_back(absl::StrCat(gpu.gpu(), " (", GiB(a.requirement_bytes),
+                                          " rounds past what ", cls.device_class,
+                                          "'s requestPolicy allows)"));
+      return;
+    }
+    a.request_bytes = *rounded;
+  }
+  out.alternatives.push_back(std::move(a));
+}
+
+// For a shared class with no cap: that nothing holds the job to its share, and the
+// fraction that would (on the first alternative).
+std::string UncappedShareNote(const DraDeviceClass& cls,
+                              const std::vector<ClaimAlternative>& alternatives) {
+  const ClaimAlternative& first = alternatives.front();
+  const bool transient =
+      std::any_of(alternatives.begin(), alternatives.end(),
+                  [](const ClaimAlternative& a) { return a.needs_cap; });
+  return absl::StrFormat(
+      "note: nothing inside a shared device enforces its memory share, and %s names no "
+      "cap. %sCap the job at its share: "
+      "torch.cuda.set_per_process_memory_fraction(share / the GPU's memory), %.3f on "
+      "%s, before the first CUDA allocation",
+      cls.device_class,
+      transient ? "This job has a transient (cuDNN benchmark search) that uncapped can "
+                  "take the device's free memory, other claims' shares included. "
+                : "",
+      static_cast<double>(first.request_bytes) /
+          static_cast<double>(first.capacity_bytes),
+      first.gpu);
+}
+
 }  // namespace
 
 const DraDeviceClass* DraClasses::Find(std::string_view device_class) const {
@@ -398,59 +470,19 @@ absl::StatusOr<ClaimSizing> SizeClaim(const v1::RankGpusResponse& ranking,
   ClaimSizing out;
   out.models_version = ranking.models_version();
   bool named_seen = only_gpu.empty();
-  auto named_by = [](const v1::GpuRanking& gpu, const std::string& name) {
-    bool named = absl::EqualsIgnoreCase(gpu.gpu(), name) ||
-                 absl::EqualsIgnoreCase(gpu.name(), name);
-    for (const std::string& alias : gpu.aliases()) {
-      named = named || absl::EqualsIgnoreCase(alias, name);
-    }
-    return named;
-  };
   for (const v1::GpuRanking& gpu : ranking.gpus()) {
     if (gpu.mig() != cls.mig) continue;
     // The class's own models, when it lists them (the ranking may hold other classes').
     if (!cls.gpus.empty() &&
         std::none_of(cls.gpus.begin(), cls.gpus.end(),
-                     [&](const std::string& name) { return named_by(gpu, name); })) {
+                     [&](const std::string& name) { return NamedBy(gpu, name); })) {
       continue;
     }
     if (!only_gpu.empty()) {
-      if (!named_by(gpu, only_gpu)) continue;
+      if (!NamedBy(gpu, only_gpu)) continue;
       named_seen = true;
     }
-    if (gpu.fits() && out.alternatives.size() == kMaxAlternatives) {
-      out.left_out.push_back(absl::StrCat(gpu.gpu(), " (past the API's ",
-                                          kMaxAlternatives, " alternatives)"));
-      continue;
-    }
-    if (!gpu.fits()) {
-      out.left_out.push_back(absl::StrCat(gpu.gpu(), " (needs ", GiB(gpu.peak_bytes()),
-                                          " of ", GiB(gpu.capacity_bytes()), ")"));
-      continue;
-    }
-    ClaimAlternative a;
-    a.gpu = gpu.gpu();
-    a.subrequest = DnsLabel(gpu.gpu());
-    a.selector = SelectorFor(gpu, cls);
-    a.requirement_bytes = gpu.peak_bytes();
-    a.capacity_bytes = gpu.capacity_bytes();
-    a.needs_cap = gpu.needs_cap();
-    if (cls.shared) {
-      // Unknown policy: whole MiB, up (a request a byte short is how a job is killed).
-      const uint64_t mib =
-          (a.requirement_bytes + common::kMiB - 1) / common::kMiB * common::kMiB;
-      const std::optional<uint64_t> rounded =
-          cls.policy ? RoundedByPolicy(a.requirement_bytes, *cls.policy)
-                     : std::optional<uint64_t>(mib);
-      if (!rounded || *rounded > a.capacity_bytes) {
-        out.left_out.push_back(absl::StrCat(gpu.gpu(), " (", GiB(a.requirement_bytes),
-                                            " rounds past what ", cls.device_class,
-                                            "'s requestPolicy allows)"));
-        continue;
-      }
-      a.request_bytes = *rounded;
-    }
-    out.alternatives.push_back(std::move(a));
+    AddAlternative(gpu, cls, out);
   }
   if (!named_seen) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -473,22 +505,7 @@ absl::StatusOr<ClaimSizing> SizeClaim(const v1::RankGpusResponse& ranking,
         cls.device_class, "'s entry (dra_device_classes.json)"));
   }
   if (cls.shared && cls.cap_parameters.empty()) {
-    const ClaimAlternative& first = out.alternatives.front();
-    const bool transient =
-        std::any_of(out.alternatives.begin(), out.alternatives.end(),
-                    [](const ClaimAlternative& a) { return a.needs_cap; });
-    out.warnings.push_back(absl::StrFormat(
-        "note: nothing inside a shared device enforces its memory share, and %s names no "
-        "cap. %sCap the job at its share: "
-        "torch.cuda.set_per_process_memory_fraction(share / the GPU's memory), %.3f on "
-        "%s, before the first CUDA allocation",
-        cls.device_class,
-        transient ? "This job has a transient (cuDNN benchmark search) that uncapped can "
-                    "take the device's free memory, other claims' shares included. "
-                  : "",
-        static_cast<double>(first.request_bytes) /
-            static_cast<double>(first.capacity_bytes),
-        first.gpu));
+    out.warnings.push_back(UncappedShareNote(cls, out.alternatives));
   }
   return out;
 }
