@@ -141,6 +141,86 @@ UtilizationRange MeasuredByNvidiaSmi(double percent) {
   return Around(percent / 100.0, 0);
 }
 
+namespace {
+
+// ResolveJob's three kinds of job, each into out (named already).
+
+absl::Status ResolveMeasured(const v1::MeasuredJob& m, const std::string& field,
+                             const ContentionModel& contention, ResolvedJob& out) {
+  GPUEST_RETURN_IF_ERROR(core::CheckField(core::kMeasuredMemory, m.memory_in_use_bytes(),
+                                          field + ".measured.memory_in_use_bytes"));
+  out.memory_bytes = m.memory_in_use_bytes();
+  out.memory_basis = "measured in use (its CUDA context included)";
+  GPUEST_ASSIGN_OR_RETURN(out.util, FromMeasured(m, field + ".measured", contention));
+  out.source = m.source();
+  return absl::OkStatus();
+}
+
+absl::Status ResolveEstimated(const v1::EstimatedJob& e, const std::string& field,
+                              const core::GpuProfile& gpu, ResolvedJob& out) {
+  GPUEST_RETURN_IF_ERROR(core::CheckField(core::kEstimatedPeak, e.peak_bytes(),
+                                          field + ".estimate.peak_bytes"));
+  out.memory_bytes = e.peak_bytes();
+  out.memory_basis = "an earlier estimate's peak";
+  if (e.peak_excludes_context()) {
+    out.memory_bytes = common::SaturatingAdd(out.memory_bytes, gpu.context_bytes);
+    absl::StrAppendFormat(&out.memory_basis, " plus %s's CUDA context (%.0f MiB)", gpu.id,
+                          common::InMiB(static_cast<double>(gpu.context_bytes)));
+  } else {
+    out.memory_basis += " (its CUDA context included)";
+  }
+  if (e.has_utilization()) {
+    GPUEST_ASSIGN_OR_RETURN(
+        out.util,
+        UtilizationFromEstimate(e.utilization(), field + ".estimate.utilization"));
+    out.source = v1::UTILIZATION_SOURCE_ESTIMATE;
+  } else {
+    out.util = UnknownUtilization();
+  }
+  return absl::OkStatus();
+}
+
+// Estimated here, by engine, for gpu.
+absl::Status ResolveDescribed(const v1::EstimateRequest& description,
+                              const std::string& field, const core::GpuProfile& gpu,
+                              const core::Engine& engine,
+                              const common::WorkDeadline& deadline, ResolvedJob& out) {
+  v1::EstimateRequest request = description;
+  GPUEST_RETURN_IF_ERROR(CheckDescriptionGpu(request, field + ".description", gpu,
+                                             engine.registry()->gpus()));
+  request.set_gpu(gpu.id);
+  absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request, deadline);
+  // Stopped by the deadline or the caller: the call's outcome, not this field's.
+  if (!response.ok() && common::StoppedByCaller(response.status()))
+    return response.status();
+  if (!response.ok()) {
+    return absl::Status(
+        response.status().code(),
+        absl::StrCat(field, ".description.", response.status().message()));
+  }
+  if (!response->has_recommendation() || response->recommendation().memory_bytes() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(field, ".description: no estimator gave a memory figure"));
+  }
+  out.memory_bytes = response->recommendation().memory_bytes();
+  out.gpus = core::GpusPerJob(request.model().parallelism());
+  out.estimator_id = response->recommendation().estimator_id();
+  out.cap = response->recommendation().cap();
+  out.memory_basis =
+      absl::StrCat("estimated for ", gpu.id, ": ", response->recommendation().basis());
+  out.warnings.assign(response->warnings().begin(), response->warnings().end());
+  if (const v1::UtilizationEstimate* u = GractOf(*response)) {
+    GPUEST_ASSIGN_OR_RETURN(out.util,
+                            UtilizationFromEstimate(*u, field + ".description"));
+    out.source = v1::UTILIZATION_SOURCE_ESTIMATE;
+  } else {
+    out.util = UnknownUtilization();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
                                        const std::string& field,
                                        const core::GpuProfile& gpu,
@@ -150,76 +230,16 @@ absl::StatusOr<ResolvedJob> ResolveJob(const v1::PlacementJob& job,
   ResolvedJob out;
   out.name = job.name().empty() ? field : job.name();
   switch (job.job_case()) {
-    case v1::PlacementJob::kMeasured: {
-      const v1::MeasuredJob& m = job.measured();
-      GPUEST_RETURN_IF_ERROR(core::CheckField(core::kMeasuredMemory,
-                                              m.memory_in_use_bytes(),
-                                              field + ".measured.memory_in_use_bytes"));
-      out.memory_bytes = m.memory_in_use_bytes();
-      out.memory_basis = "measured in use (its CUDA context included)";
-      GPUEST_ASSIGN_OR_RETURN(out.util, FromMeasured(m, field + ".measured", contention));
-      out.source = m.source();
+    case v1::PlacementJob::kMeasured:
+      GPUEST_RETURN_IF_ERROR(ResolveMeasured(job.measured(), field, contention, out));
       return out;
-    }
-    case v1::PlacementJob::kEstimate: {
-      const v1::EstimatedJob& e = job.estimate();
-      GPUEST_RETURN_IF_ERROR(core::CheckField(core::kEstimatedPeak, e.peak_bytes(),
-                                              field + ".estimate.peak_bytes"));
-      out.memory_bytes = e.peak_bytes();
-      out.memory_basis = "an earlier estimate's peak";
-      if (e.peak_excludes_context()) {
-        out.memory_bytes = common::SaturatingAdd(out.memory_bytes, gpu.context_bytes);
-        absl::StrAppendFormat(&out.memory_basis, " plus %s's CUDA context (%.0f MiB)",
-                              gpu.id,
-                              common::InMiB(static_cast<double>(gpu.context_bytes)));
-      } else {
-        out.memory_basis += " (its CUDA context included)";
-      }
-      if (e.has_utilization()) {
-        GPUEST_ASSIGN_OR_RETURN(
-            out.util,
-            UtilizationFromEstimate(e.utilization(), field + ".estimate.utilization"));
-        out.source = v1::UTILIZATION_SOURCE_ESTIMATE;
-      } else {
-        out.util = UnknownUtilization();
-      }
+    case v1::PlacementJob::kEstimate:
+      GPUEST_RETURN_IF_ERROR(ResolveEstimated(job.estimate(), field, gpu, out));
       return out;
-    }
-    case v1::PlacementJob::kDescription: {
-      v1::EstimateRequest request = job.description();
-      GPUEST_RETURN_IF_ERROR(CheckDescriptionGpu(request, field + ".description", gpu,
-                                                 engine.registry()->gpus()));
-      request.set_gpu(gpu.id);
-      absl::StatusOr<v1::EstimateResponse> response = engine.Estimate(request, deadline);
-      // Stopped by the deadline or the caller: the call's outcome, not this field's.
-      if (!response.ok() && common::StoppedByCaller(response.status()))
-        return response.status();
-      if (!response.ok()) {
-        return absl::Status(
-            response.status().code(),
-            absl::StrCat(field, ".description.", response.status().message()));
-      }
-      if (!response->has_recommendation() ||
-          response->recommendation().memory_bytes() == 0) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(field, ".description: no estimator gave a memory figure"));
-      }
-      out.memory_bytes = response->recommendation().memory_bytes();
-      out.gpus = core::GpusPerJob(request.model().parallelism());
-      out.estimator_id = response->recommendation().estimator_id();
-      out.cap = response->recommendation().cap();
-      out.memory_basis = absl::StrCat("estimated for ", gpu.id, ": ",
-                                      response->recommendation().basis());
-      out.warnings.assign(response->warnings().begin(), response->warnings().end());
-      if (const v1::UtilizationEstimate* u = GractOf(*response)) {
-        GPUEST_ASSIGN_OR_RETURN(out.util,
-                                UtilizationFromEstimate(*u, field + ".description"));
-        out.source = v1::UTILIZATION_SOURCE_ESTIMATE;
-      } else {
-        out.util = UnknownUtilization();
-      }
+    case v1::PlacementJob::kDescription:
+      GPUEST_RETURN_IF_ERROR(
+          ResolveDescribed(job.description(), field, gpu, engine, deadline, out));
       return out;
-    }
     case v1::PlacementJob::JOB_NOT_SET:
       break;
   }
