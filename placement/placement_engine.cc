@@ -122,14 +122,9 @@ absl::Status CheckJobNamesDistinct(const v1::CheckPlacementRequest& request) {
   return check(request.candidate(), "candidate");
 }
 
-}  // namespace
-
-absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
-    const v1::CheckPlacementRequest& request,
-    const common::WorkDeadline& deadline) const {
-  const ContentionModel& contention = *contention_;
-  GPUEST_ASSIGN_OR_RETURN(const Target target,
-                          ResolveGpu(request.gpu(), engine_.registry()->gpus()));
+// The request's jobs before any is resolved: a candidate, not too many existing ones,
+// names distinct.
+absl::Status CheckJobList(const v1::CheckPlacementRequest& request) {
   if (!request.has_candidate()) return absl::InvalidArgumentError("candidate: missing");
   // No GPU holds more than a few dozen training jobs.
   if (request.existing_size() > kMaxExistingJobs) {
@@ -137,24 +132,36 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
                                                    " jobs exceed the limit of ",
                                                    kMaxExistingJobs, " jobs on one GPU"));
   }
-  GPUEST_RETURN_IF_ERROR(CheckJobNamesDistinct(request));
+  return CheckJobNamesDistinct(request);
+}
 
+// The existing jobs, then the candidate, each resolved for gpu; none starts past the
+// deadline.
+absl::StatusOr<std::vector<ResolvedJob>> ResolveJobs(
+    const v1::CheckPlacementRequest& request, const core::GpuProfile& gpu,
+    const core::Engine& engine, const ContentionModel& contention,
+    const common::WorkDeadline& deadline) {
   std::vector<ResolvedJob> jobs;
   for (int i = 0; i < request.existing_size(); ++i) {
     GPUEST_RETURN_IF_ERROR(deadline.Check());
     GPUEST_ASSIGN_OR_RETURN(
         ResolvedJob job,
-        ResolveJob(request.existing(i), absl::StrCat("existing[", i, "]"),
-                   *target.profile, engine_, contention, deadline));
+        ResolveJob(request.existing(i), absl::StrCat("existing[", i, "]"), gpu, engine,
+                   contention, deadline));
     jobs.push_back(std::move(job));
   }
   GPUEST_RETURN_IF_ERROR(deadline.Check());
-  GPUEST_ASSIGN_OR_RETURN(ResolvedJob candidate,
-                          ResolveJob(request.candidate(), "candidate", *target.profile,
-                                     engine_, contention, deadline));
+  GPUEST_ASSIGN_OR_RETURN(
+      ResolvedJob candidate,
+      ResolveJob(request.candidate(), "candidate", gpu, engine, contention, deadline));
   jobs.push_back(std::move(candidate));
+  return jobs;
+}
 
-  v1::CheckPlacementResponse response;
+// The memory fit of jobs (the existing ones, then the candidate) on target, into
+// response with its reasons.
+MemoryFit AddMemoryFit(const Target& target, const std::vector<ResolvedJob>& jobs,
+                       v1::CheckPlacementResponse& response) {
   std::vector<uint64_t> existing_bytes;
   uint64_t existing_sum = 0;
   for (size_t i = 0; i + 1 < jobs.size(); ++i) {
@@ -169,33 +176,54 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
   response.set_candidate_bytes(fit.candidate_bytes);
   response.set_fits(fit.fits);
   response.set_headroom_bytes(fit.headroom_bytes);
-  response.set_contention_model_version(contention.version);
-  response.set_bad_probability_threshold(
-      contention.HasVerdictHead() ? contention.verdict_probability : 0.5);
-  response.set_models_version(engine_.registry()->models_version());
-
   if (target.node_reported) {
     response.add_reasons(NodeReportedUseReason(target.reported_used_bytes,
                                                existing_bytes.size(), existing_sum));
   }
-  const ResolvedJob& candidate_job = jobs.back();
-  response.set_candidate_gpus(candidate_job.gpus);
-  if (candidate_job.gpus > 1) response.add_reasons(SeveralGpusReason(candidate_job));
+  const ResolvedJob& candidate = jobs.back();
+  response.set_candidate_gpus(candidate.gpus);
+  if (candidate.gpus > 1) response.add_reasons(SeveralGpusReason(candidate));
   response.add_reasons(
-      MemoryFitReason(fit, candidate_job,
+      MemoryFitReason(fit, candidate,
                       TargetGpuWords(target.node_reported, target.id, target.profile->id,
                                      fit.capacity_bytes)));
+  return fit;
+}
 
-  // Packed by the requirement: beside others, that holds only with each transient
-  // capped.
-  if (fit.fits && jobs.size() > 1) {
-    for (const ResolvedJob& job : jobs) {
-      if (!job.cap.needed()) continue;
-      response.add_needs_cap(job.name);
-      response.add_reasons(NeedsCapReason(job));
-    }
+// One job's outcome beside the others (its prediction p, trust the least trusted
+// input's).
+void SetOutcome(const ResolvedJob& job, bool candidate, const SpeedPrediction& p,
+                bool alone, double trust, const ContentionModel& contention,
+                v1::JobOutcome& o) {
+  o.set_name(job.name);
+  o.set_candidate(candidate);
+  o.set_memory_bytes(job.memory_bytes);
+  o.set_memory_basis(job.memory_basis);
+  o.set_gpu_util(job.util.value);
+  o.set_gpu_util_low(job.util.low);
+  o.set_gpu_util_high(job.util.high);
+  o.set_utilization_source(job.source);
+  o.set_predicted_speed(p.speed);
+  o.set_speed_low(p.low);
+  o.set_speed_high(p.high);
+  o.set_extrapolated(p.extrapolated);
+  if (alone) {
+    o.set_verdict(v1::CONTENTION_VERDICT_ALONE);
+    o.set_confidence(1.0);
+    return;
   }
+  const bool bad = contention.CalledBad(p);
+  o.set_bad_probability(p.bad_probability);
+  o.set_verdict(bad ? v1::CONTENTION_VERDICT_BAD : v1::CONTENTION_VERDICT_ACCEPTABLE);
+  o.set_confidence(contention.interval_coverage * trust *
+                   (p.extrapolated ? kExtrapolatedTrust : 1.0));
+}
 
+// Each job's speed predicted beside the others, into response (its outcome, its
+// estimate's warnings once, the contention reasons); the verdict over them all.
+ContentionTally AddJobOutcomes(const std::vector<ResolvedJob>& jobs,
+                               const ContentionModel& contention,
+                               v1::CheckPlacementResponse& response) {
   ContentionTally tally;
   std::vector<SpeedPrediction> predictions(jobs.size());
   std::set<std::string> seen;
@@ -211,32 +239,43 @@ absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
     }
     const SpeedPrediction p = contention.Predict(job.util, others);
     predictions[i] = p;
-    v1::JobOutcome& o = *response.add_jobs();
-    o.set_name(job.name);
-    o.set_candidate(i + 1 == jobs.size());
-    o.set_memory_bytes(job.memory_bytes);
-    o.set_memory_basis(job.memory_basis);
-    o.set_gpu_util(job.util.value);
-    o.set_gpu_util_low(job.util.low);
-    o.set_gpu_util_high(job.util.high);
-    o.set_utilization_source(job.source);
-    o.set_predicted_speed(p.speed);
-    o.set_speed_low(p.low);
-    o.set_speed_high(p.high);
-    o.set_extrapolated(p.extrapolated);
-    if (others.empty()) {
-      o.set_verdict(v1::CONTENTION_VERDICT_ALONE);
-      o.set_confidence(1.0);
-      continue;
-    }
-    const bool bad = contention.CalledBad(p);
-    o.set_bad_probability(p.bad_probability);
-    o.set_verdict(bad ? v1::CONTENTION_VERDICT_BAD : v1::CONTENTION_VERDICT_ACCEPTABLE);
-    o.set_confidence(contention.interval_coverage * trust *
-                     (p.extrapolated ? kExtrapolatedTrust : 1.0));
-    tally.Add(contention, p);
+    SetOutcome(job, i + 1 == jobs.size(), p, others.empty(), trust, contention,
+               *response.add_jobs());
+    if (!others.empty()) tally.Add(contention, p);
   }
   if (jobs.size() > 1) AddContentionReasons(jobs, predictions, contention, response);
+  return tally;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::CheckPlacementResponse> PlacementEngine::CheckPlacement(
+    const v1::CheckPlacementRequest& request,
+    const common::WorkDeadline& deadline) const {
+  const ContentionModel& contention = *contention_;
+  GPUEST_ASSIGN_OR_RETURN(const Target target,
+                          ResolveGpu(request.gpu(), engine_.registry()->gpus()));
+  GPUEST_RETURN_IF_ERROR(CheckJobList(request));
+  GPUEST_ASSIGN_OR_RETURN(
+      const std::vector<ResolvedJob> jobs,
+      ResolveJobs(request, *target.profile, engine_, contention, deadline));
+
+  v1::CheckPlacementResponse response;
+  response.set_contention_model_version(contention.version);
+  response.set_bad_probability_threshold(
+      contention.HasVerdictHead() ? contention.verdict_probability : 0.5);
+  response.set_models_version(engine_.registry()->models_version());
+  const MemoryFit fit = AddMemoryFit(target, jobs, response);
+  // Packed by the requirement: beside others, that holds only with each transient
+  // capped.
+  if (fit.fits && jobs.size() > 1) {
+    for (const ResolvedJob& job : jobs) {
+      if (!job.cap.needed()) continue;
+      response.add_needs_cap(job.name);
+      response.add_reasons(NeedsCapReason(job));
+    }
+  }
+  const ContentionTally tally = AddJobOutcomes(jobs, contention, response);
   if (core::IsMigProfile(*target.profile) && !target.node_reported) {
     // MIG partitions the SMs and memory: other slices' jobs do not slow these. The
     // contention model (fitted on whole GPUs) applies only among the jobs listed, which
