@@ -233,6 +233,144 @@ absl::StatusOr<RetryVerdict> JudgeAllocatorRetry(
   return RetryVerdict{v1::ALLOCATOR_RETRY_SAVES_IT, on_card.alloc_retries};
 }
 
+// The allocator settings the job runs with (PYTORCH_CUDA_ALLOC_CONF).
+AllocatorConfig AllocatorConfigOf(const v1::ModelDescription& model) {
+  AllocatorConfig config;
+  if (model.has_allocator()) {
+    if (model.allocator().max_split_size_mb() > 0) {
+      config.max_split_size = model.allocator().max_split_size_mb() * common::kMiB;
+    }
+    config.expandable_segments = model.allocator().expandable_segments();
+  }
+  return config;
+}
+
+// The calibration with a stand-in for cuDNN's workspaces where a trace of a model with
+// convolutions holds none, and a warning where it adds one.
+FamilyCalibration WithStandInWorkspaces(const FamilyCalibration& calibration,
+                                        const v1::ModelDescription& model,
+                                        const v1::AllocationTrace& trace,
+                                        double conv_output_mib, const std::string& id,
+                                        std::vector<v1::Warning>& warnings) {
+  bool stand_in = false;
+  FamilyCalibration with = WithUntracedWorkspaces(calibration, model, trace, &stand_in);
+  if (stand_in) {
+    warnings.push_back(core::MakeWarning(
+        v1::WARNING_CODE_TRACE_CAVEAT,
+        absl::StrFormat(
+            "the model has convolutions but its trace holds none of cuDNN's "
+            "workspaces (an older gpuest.describe made it): the upper bound adds "
+            "%.0f x the largest convolution output (%.0f MiB) for them; describe "
+            "the job again for a bound that simulates each one",
+            kUntracedWorkspacePerConvOutput, conv_output_mib),
+        id));
+  }
+  return with;
+}
+
+// The card with the context of the job's own stack, calibrated where that context was
+// measured; the context's warning where it was not.
+core::GpuProfile WithContext(const core::GpuProfile& card,
+                             const core::ContextChoice& context, const std::string& id,
+                             std::vector<v1::Warning>& warnings) {
+  core::GpuProfile gpu = card;
+  gpu.context_bytes = context.bytes;
+  gpu.constants_calibrated =
+      context.measured || (card.constants_calibrated && context.warning.empty());
+  if (!context.warning.empty()) {
+    warnings.push_back(
+        core::MakeWarning(v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS, context.warning, id));
+  }
+  return gpu;
+}
+
+// The retry verdict's word: a warning where the allocator's retry saves the step, else
+// the basis's note where nothing does (empty where the step fits).
+std::string NoteAllocatorRetry(const RetryVerdict& retry,
+                               const v1::MemoryEstimate& memory,
+                               const core::GpuProfile& gpu, const std::string& id,
+                               std::vector<v1::Warning>& warnings) {
+  if (retry.verdict == v1::ALLOCATOR_RETRY_SAVES_IT) {
+    warnings.push_back(core::MakeWarning(
+        v1::WARNING_CODE_ALLOCATOR_RETRIES,
+        absl::StrFormat(
+            "the upper bound (%.2f GiB) exceeds %s's %.2f GiB; replayed with the "
+            "allocator limited to what the card leaves it, the step completes only "
+            "because the caching allocator empties its cache and retries (%d times "
+            "in the simulated steps): it may run, with slower steps and no safety "
+            "margin",
+            common::InGiB(memory.upper_bytes()), gpu.id, common::InGiB(gpu.memory_bytes),
+            retry.alloc_retries),
+        id));
+  } else if (retry.verdict == v1::ALLOCATOR_RETRY_DOES_NOT_SAVE_IT) {
+    return absl::StrCat("; does not fit ", gpu.id,
+                        " even after the allocator empties its cache");
+  }
+  return "";
+}
+
+// cuDNN benchmark mode's transient into the estimate, with its warning, where the job
+// runs the search.
+void AddCudnnBenchmarkTransient(const v1::ModelDescription& model,
+                                const core::GpuProfile& gpu, v1::MemoryEstimate& memory,
+                                const std::string& id,
+                                std::vector<v1::Warning>& warnings) {
+  std::optional<v1::MemoryTransient> transient = CudnnBenchmarkTransient(model, gpu);
+  if (!transient) return;
+  warnings.push_back(core::MakeWarning(
+      v1::WARNING_CODE_CUDNN_BENCHMARK_TRANSIENT,
+      absl::StrFormat(
+          "the job %s cuDNN benchmark mode and has convolutions: uncapped, its first "
+          "step can take up to %s's free memory (%.2f GiB on an empty card); the "
+          "requirement (%.2f GiB) holds when the job is capped at it "
+          "(recommendation.cap: a HAMi limit, "
+          "torch.cuda.set_per_process_memory_fraction, or "
+          "torch.backends.cudnn.benchmark = False)",
+          transient->declared() ? "sets" : "does not say whether it sets (assumed on:)",
+          gpu.id, common::InGiB(transient->reach_bytes()),
+          common::InGiB(memory.upper_bytes())),
+      id));
+  *memory.mutable_transient() = *std::move(transient);
+}
+
+// Where the card's constants are assumptions, and the context's warning has not said so.
+void WarnWhereConstantsAssumed(const core::GpuProfile& gpu,
+                               const core::ContextChoice& context, const std::string& id,
+                               std::vector<v1::Warning>& warnings) {
+  if (gpu.constants_calibrated || !context.warning.empty()) return;
+  warnings.push_back(core::MakeWarning(
+      v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS,
+      absl::StrCat(gpu.id,
+                   "'s context and workspace sizes are assumptions, not "
+                   "measurements: ",
+                   gpu.constants_basis),
+      id));
+}
+
+// What one estimate works out, step by step; its basis says it.
+struct Estimation {
+  // The step replayed: the request's trace, or one built from the layers (its trace
+  // moved to built); for a job over several GPUs, one rank's (every figure per GPU).
+  LayerStep layers;
+  std::optional<v1::AllocationTrace> built;
+  std::optional<RankTrace> rank;
+  // The calibration taken, how often its bound held, where it was scored, its name.
+  FamilyCalibration calibration;
+  double confidence = 0;
+  const std::vector<v1::BoundValidation>* validations = nullptr;
+  std::string calibration_name = "most conservative";
+  PopulationChoice population;
+  double conv_output_mib = 0;
+  core::ContextChoice context;  // Of the job's own stack (stack_context.h).
+  core::GpuProfile gpu;         // The card, with that context.
+  ReplayResult replay;
+  std::string fit_note;  // Where the step does not fit even after the retry.
+
+  const v1::AllocationTrace& Trace(const v1::ModelDescription& model) const {
+    return rank ? rank->trace : built ? *built : model.trace();
+  }
+};
+
 class SimulationEstimator final : public core::Estimator {
  public:
   const v1::EstimatorInfo& Info() const override { return info_; }
@@ -253,18 +391,69 @@ class SimulationEstimator final : public core::Estimator {
                         std::vector<v1::Warning>& warnings) const override {
     const v1::ModelDescription& model = input.request.model();
     const std::string& id = info_.id();
-    std::optional<v1::AllocationTrace> built;
-    LayerStep step;
+    Estimation e;
+    BuildStep(model, e, warnings);
+    const v1::AllocationTrace& trace = e.Trace(model);
+    ChooseCalibration(input, e, result, warnings);
+    e.conv_output_mib = LargestConvOutputMib(model);
+    if (source_ == TraceSource::kRequest) {
+      e.calibration = WithStandInWorkspaces(e.calibration, model, trace,
+                                            e.conv_output_mib, id, warnings);
+    }
+    const AllocatorConfig config = AllocatorConfigOf(model);
+    // The context of the job's own stack (stack_context.h), where one was measured.
+    e.context = core::ChooseContext(input.gpu, model);
+    e.gpu = WithContext(input.gpu, e.context, id, warnings);
+    GPUEST_ASSIGN_OR_RETURN(e.replay,
+                            SimulatePeak(trace, e.gpu, config, steps_, input.deadline));
+    e.replay.uncertain_bytes = e.layers.uncertain_bytes;
+    v1::MemoryEstimate memory =
+        CalibratedEstimate(e.replay, e.gpu, e.calibration, e.conv_output_mib);
+    memory.mutable_uncertain_layers()->Assign(e.layers.uncertain.begin(),
+                                              e.layers.uncertain.end());
+    // The estimate stays the step's whole need even where it exceeds the card: a bound
+    // capped at the card would say "fits" of a job that needs more. Whether the
+    // allocator's cache release and retry would still let it run is a separate verdict.
+    GPUEST_ASSIGN_OR_RETURN(
+        const RetryVerdict retry,
+        JudgeAllocatorRetry(trace, e.gpu, config, e.calibration, e.conv_output_mib,
+                            steps_, memory, input.deadline));
+    memory.set_allocator_retry(retry.verdict);
+    if (e.validations != nullptr) {
+      memory.mutable_upper_validation()->Assign(e.validations->begin(),
+                                                e.validations->end());
+      WarnWhereBelowTarget(memory, id, warnings);
+    }
+    e.fit_note = NoteAllocatorRetry(retry, memory, e.gpu, id, warnings);
+    AddCudnnBenchmarkTransient(model, e.gpu, memory, id, warnings);
+    if (!e.gpu.constants_calibrated) {
+      WarnWhereConstantsAssumed(e.gpu, e.context, id, warnings);
+      e.confidence /= 2;  // As the classifiers do for a GPU they were not measured on.
+    }
+    *result.mutable_memory() = std::move(memory);
+    result.set_confidence(e.confidence);
+    result.set_basis(Basis(model, trace, e));
+    return absl::OkStatus();
+  }
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<core::Estimator>>
+  allocsim::CreateSimulationEstimator(const core::ModelArtifact&,
+                                      const core::RegistryOptions&);
+
+  // The step to replay (Estimation's first fields), with the warnings on how it was
+  // built.
+  void BuildStep(const v1::ModelDescription& model, Estimation& e,
+                 std::vector<v1::Warning>& warnings) const {
     if (source_ == TraceSource::kLayers) {
-      step = StepFromLayers(model);
-      built = std::move(step.trace);
-      WarnWhereLayerInputsUnknown(model, id, warnings);
+      e.layers = StepFromLayers(model);
+      e.built = std::move(e.layers.trace);
+      WarnWhereLayerInputsUnknown(model, info_.id(), warnings);
     }
     // A job over several GPUs: one rank's step (every figure below is per GPU).
-    std::optional<RankTrace> rank;
     if (model.has_parallelism() && SpreadsOverGpus(model.parallelism())) {
-      rank = PerRankTrace(built ? *built : model.trace(), model.parallelism());
-      if (rank->unit_guessed) {
+      e.rank = PerRankTrace(e.built ? *e.built : model.trace(), model.parallelism());
+      if (e.rank->unit_guessed) {
         warnings.push_back(core::MakeWarning(
             v1::WARNING_CODE_ASSUMED_SHARDING_UNIT,
             "parallelism.largest_unit_bytes is not given: the sharded unit is taken as "
@@ -273,22 +462,22 @@ class SimulationEstimator final : public core::Estimator {
             info_.id()));
       }
     }
-    const v1::AllocationTrace& trace = rank    ? rank->trace
-                                       : built ? *built
-                                               : model.trace();
+  }
 
+  // The calibration the job takes: the GPU's own terms where clean runs on it
+  // calibrated the family, else the calibrated GPU's; the population by what the
+  // description shows (population.h), never by its optimizer: the optimizer's state is
+  // in the trace.
+  void ChooseCalibration(const core::EstimationInput& input, Estimation& e,
+                         v1::EstimatorResult& result,
+                         std::vector<v1::Warning>& warnings) const {
+    const v1::ModelDescription& model = input.request.model();
     const v1::ModelFamily family = input.features.family();
-    FamilyCalibration calibration = fallback_;
-    double confidence = fallback_confidence_;
-    const std::vector<v1::BoundValidation>* validations = nullptr;
-    std::string calibration_name = "most conservative";
-    // The GPU's own terms where clean runs on it calibrated the family, else the
-    // calibrated GPU's.
-    // The population by what the description shows (population.h), never by its
-    // optimizer: the optimizer's state is in the trace.
+    e.calibration = fallback_;
+    e.confidence = fallback_confidence_;
     const bool without_convolutions = WithoutConvolutions(model);
-    const PopulationChoice population = ChoosePopulation(model);
-    const bool synthetic = population.population == Population::kSynthetic;
+    e.population = ChoosePopulation(model);
+    const bool synthetic = e.population.population == Population::kSynthetic;
     const Family* calibrated = nullptr;
     if (const auto own = by_gpu_.find(input.gpu.id); own != by_gpu_.end()) {
       calibrated = Find(own->second, family, without_convolutions, synthetic);
@@ -300,123 +489,25 @@ class SimulationEstimator final : public core::Estimator {
     // conservative family's terms): out of its distribution.
     result.set_in_distribution(calibrated != nullptr);
     if (calibrated != nullptr) {
-      calibration = calibrated->calibration;
-      confidence = calibrated->confidence;
-      validations = &calibrated->validations;
-      calibration_name = calibrated->name;
+      e.calibration = calibrated->calibration;
+      e.confidence = calibrated->confidence;
+      e.validations = &calibrated->validations;
+      e.calibration_name = calibrated->name;
     } else {
       warnings.push_back(core::MakeWarning(
           v1::WARNING_CODE_UNCALIBRATED_FAMILY,
           absl::StrCat("no measurements of the ", common::FamilyName(family),
                        " family calibrate this estimator; it used the most conservative "
                        "family's terms"),
-          id));
+          info_.id()));
     }
-    const double conv_output_mib = LargestConvOutputMib(model);
-    if (source_ == TraceSource::kRequest) {
-      bool stand_in = false;
-      calibration = WithUntracedWorkspaces(calibration, model, trace, &stand_in);
-      if (stand_in) {
-        warnings.push_back(core::MakeWarning(
-            v1::WARNING_CODE_TRACE_CAVEAT,
-            absl::StrFormat(
-                "the model has convolutions but its trace holds none of cuDNN's "
-                "workspaces (an older gpuest.describe made it): the upper bound adds "
-                "%.0f x the largest convolution output (%.0f MiB) for them; describe "
-                "the job again for a bound that simulates each one",
-                kUntracedWorkspacePerConvOutput, conv_output_mib),
-            id));
-      }
-    }
-    AllocatorConfig config;
-    if (model.has_allocator()) {
-      if (model.allocator().max_split_size_mb() > 0) {
-        config.max_split_size = model.allocator().max_split_size_mb() * common::kMiB;
-      }
-      config.expandable_segments = model.allocator().expandable_segments();
-    }
-    // The context of the job's own stack (stack_context.h), where one was measured.
-    const core::ContextChoice context = core::ChooseContext(input.gpu, model);
-    core::GpuProfile gpu = input.gpu;
-    gpu.context_bytes = context.bytes;
-    gpu.constants_calibrated =
-        context.measured || (input.gpu.constants_calibrated && context.warning.empty());
-    if (!context.warning.empty()) {
-      warnings.push_back(
-          core::MakeWarning(v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS, context.warning, id));
-    }
-    absl::StatusOr<ReplayResult> replay =
-        SimulatePeak(trace, gpu, config, steps_, input.deadline);
-    if (!replay.ok()) return replay.status();
-    replay->uncertain_bytes = step.uncertain_bytes;
-    v1::MemoryEstimate memory =
-        CalibratedEstimate(*replay, gpu, calibration, conv_output_mib);
-    memory.mutable_uncertain_layers()->Assign(step.uncertain.begin(),
-                                              step.uncertain.end());
-    // The estimate stays the step's whole need even where it exceeds the card: a bound
-    // capped at the card would say "fits" of a job that needs more. Whether the
-    // allocator's cache release and retry would still let it run is a separate verdict.
-    GPUEST_ASSIGN_OR_RETURN(
-        const RetryVerdict retry,
-        JudgeAllocatorRetry(trace, gpu, config, calibration, conv_output_mib, steps_,
-                            memory, input.deadline));
-    memory.set_allocator_retry(retry.verdict);
-    if (validations != nullptr) {
-      memory.mutable_upper_validation()->Assign(validations->begin(), validations->end());
-      WarnWhereBelowTarget(memory, id, warnings);
-    }
-    std::string fit_note;
-    if (retry.verdict == v1::ALLOCATOR_RETRY_SAVES_IT) {
-      warnings.push_back(core::MakeWarning(
-          v1::WARNING_CODE_ALLOCATOR_RETRIES,
-          absl::StrFormat(
-              "the upper bound (%.2f GiB) exceeds %s's %.2f GiB; replayed with the "
-              "allocator limited to what the card leaves it, the step completes only "
-              "because the caching allocator empties its cache and retries (%d times "
-              "in the simulated steps): it may run, with slower steps and no safety "
-              "margin",
-              common::InGiB(memory.upper_bytes()), gpu.id,
-              common::InGiB(gpu.memory_bytes), retry.alloc_retries),
-          id));
-    } else if (retry.verdict == v1::ALLOCATOR_RETRY_DOES_NOT_SAVE_IT) {
-      fit_note = absl::StrCat("; does not fit ", gpu.id,
-                              " even after the allocator empties its cache");
-    }
-    if (std::optional<v1::MemoryTransient> transient =
-            CudnnBenchmarkTransient(model, gpu)) {
-      warnings.push_back(core::MakeWarning(
-          v1::WARNING_CODE_CUDNN_BENCHMARK_TRANSIENT,
-          absl::StrFormat(
-              "the job %s cuDNN benchmark mode and has convolutions: uncapped, its first "
-              "step can take up to %s's free memory (%.2f GiB on an empty card); the "
-              "requirement (%.2f GiB) holds when the job is capped at it "
-              "(recommendation.cap: a HAMi limit, "
-              "torch.cuda.set_per_process_memory_fraction, or "
-              "torch.backends.cudnn.benchmark = False)",
-              transient->declared() ? "sets"
-                                    : "does not say whether it sets (assumed on:)",
-              gpu.id, common::InGiB(transient->reach_bytes()),
-              common::InGiB(memory.upper_bytes())),
-          id));
-      *memory.mutable_transient() = *std::move(transient);
-    }
-    if (!gpu.constants_calibrated) {
-      if (context.warning.empty()) {  // Else the context's warning says it.
-        warnings.push_back(core::MakeWarning(
-            v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS,
-            absl::StrCat(gpu.id,
-                         "'s context and workspace sizes are assumptions, not "
-                         "measurements: ",
-                         gpu.constants_basis),
-            id));
-      }
-      confidence /= 2;  // As the classifiers do for a GPU they were not measured on.
-    }
-    *result.mutable_memory() = std::move(memory);
-    result.set_confidence(confidence);
+  }
+
+  std::string Basis(const v1::ModelDescription& model, const v1::AllocationTrace& trace,
+                    const Estimation& e) const {
     const TermMechanisms why =
-        MechanismsOf(population.population, source_ == TraceSource::kLayers);
-    result.set_basis(absl::StrFormat(
+        MechanismsOf(e.population.population, source_ == TraceSource::kLayers);
+    std::string basis = absl::StrFormat(
         "%s: %d allocations replayed for %d training steps (until the reserved peak "
         "settled) through the caching-allocator "
         "simulation: peak allocated %.0f MiB, reserved %.0f MiB%s; plus %s's context "
@@ -425,32 +516,25 @@ class SimulationEstimator final : public core::Estimator {
         "= %.0f MiB%s%s",
         source_ == TraceSource::kRequest ? "the request's trace"
                                          : "a step built from the layer sequence",
-        trace.size_bytes_size(), replay->steps_replayed,
-        common::InMiB(replay->peak_allocated_bytes),
-        common::InMiB(replay->peak_reserved_bytes),
-        InTheStep(model, trace, replay->steps_replayed), gpu.id,
-        common::InMiB(gpu.context_bytes), context.basis, calibration_name,
-        population.basis, calibration.intercept_mib, why.intercept,
-        calibration.safe_factor, why.factor, calibration.conv_output_factor,
-        conv_output_mib, calibration.conv_output_factor * conv_output_mib,
-        calibration.conv_output_factor > 0 ? absl::StrCat(" (", why.conv_output, ")")
-                                           : "",
-        fit_note));
+        trace.size_bytes_size(), e.replay.steps_replayed,
+        common::InMiB(e.replay.peak_allocated_bytes),
+        common::InMiB(e.replay.peak_reserved_bytes),
+        InTheStep(model, trace, e.replay.steps_replayed), e.gpu.id,
+        common::InMiB(e.gpu.context_bytes), e.context.basis, e.calibration_name,
+        e.population.basis, e.calibration.intercept_mib, why.intercept,
+        e.calibration.safe_factor, why.factor, e.calibration.conv_output_factor,
+        e.conv_output_mib, e.calibration.conv_output_factor * e.conv_output_mib,
+        e.calibration.conv_output_factor > 0 ? absl::StrCat(" (", why.conv_output, ")")
+                                             : "",
+        e.fit_note);
     if (source_ == TraceSource::kLayers) {
-      result.set_basis(absl::StrCat(
-          result.basis(), "; ", DescribeUncertainLayers(step, calibration.safe_factor)));
+      absl::StrAppend(&basis, "; ",
+                      DescribeUncertainLayers(e.layers, e.calibration.safe_factor));
     }
-    if (rank) {
-      result.set_basis(
-          absl::StrCat(result.basis(), "; per GPU, one rank of the job: ", rank->basis));
-    }
-    return absl::OkStatus();
+    if (e.rank)
+      absl::StrAppend(&basis, "; per GPU, one rank of the job: ", e.rank->basis);
+    return basis;
   }
-
- private:
-  friend absl::StatusOr<std::unique_ptr<core::Estimator>>
-  allocsim::CreateSimulationEstimator(const core::ModelArtifact&,
-                                      const core::RegistryOptions&);
   struct Family {
     std::string name;  // For the basis: "transformer (without convolutions)".
     FamilyCalibration calibration;
