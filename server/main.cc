@@ -9,9 +9,13 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 #include "estimators/core/torch_device.h"
 #include "integrations/kubernetes/pod_patch.h"
 #include "server/logging.h"
@@ -181,51 +185,35 @@ gpuest::server::ServerOptions OptionsFromFlags() {
   return o;
 }
 
-}  // namespace
+// What the help's last line promises.
+enum ExitCode { kCleanShutdown = 0, kCannotStart = 1, kBadFlags = 2 };
 
-// glibc gives each thread that allocates an arena of its own and keeps what it frees
-// there: the extender's 64 workers and the estimator pool ratcheted the server's
-// resident memory up with every burst of filters (5,000 nodes, 20 clients at once:
-// peak RSS 587 MiB after 10 filters, 673 after 40; with two arenas 491 and 493:
-// `MALLOC_ARENA_MAX=2 build/bench/gpuest-extender-bench --filters 40 --concurrent 20`).
-// Two arenas, unless the operator set MALLOC_ARENA_MAX.
-namespace {
-void BoundMallocArenas() {
-  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 2);
+gpuest::common::ProgramUsage Usage() {
+  return {
+      "gpuest-server [flags]",
+      "Serves gpuest.v1.Estimator and gpuest.v1.Placement over gRPC (with "
+      "grpc.health.v1\n"
+      "and server reflection), Prometheus metrics over HTTP and, when asked for, the\n"
+      "Kubernetes scheduler extender (--extender-listen) and mutating admission "
+      "webhook\n"
+      "(--admission-listen, HTTPS). Loads every estimator of the model repository\n"
+      "at start, verifying each model's files (sha256 against its manifest, finite\n"
+      "outputs); a damaged file stops the start, named. SIGHUP (or Admin.ReloadModels,\n"
+      "served only with --admin-listen) loads and verifies the whole repository again\n"
+      "and swaps it in; on any failure the old models keep serving. SIGTERM or SIGINT\n"
+      "drain in-flight calls and exit 0.",
+      "Exit codes: 0 after a clean shutdown, 1 if the server cannot start, 2 on bad "
+      "flags.",
+      __FILE__};
 }
-}  // namespace
 
-int main(int argc, char** argv) {
-  BoundMallocArenas();
-  const std::vector<std::string> positional = gpuest::common::ParseFlags(
-      argc, argv,
-      {"gpuest-server [flags]",
-       "Serves gpuest.v1.Estimator and gpuest.v1.Placement over gRPC (with "
-       "grpc.health.v1\n"
-       "and server reflection), Prometheus metrics over HTTP and, when asked for, the\n"
-       "Kubernetes scheduler extender (--extender-listen) and mutating admission "
-       "webhook\n"
-       "(--admission-listen, HTTPS). Loads every estimator of the model repository\n"
-       "at start, verifying each model's files (sha256 against its manifest, finite\n"
-       "outputs); a damaged file stops the start, named. SIGHUP (or Admin.ReloadModels,\n"
-       "served only with --admin-listen) loads and verifies the whole repository again\n"
-       "and swaps it in; on any failure the old models keep serving. SIGTERM or SIGINT\n"
-       "drain in-flight calls and exit 0.",
-       "Exit codes: 0 after a clean shutdown, 1 if the server cannot start, 2 on bad "
-       "flags.",
-       __FILE__});
-  if (!positional.empty()) {
-    std::fprintf(stderr, "gpuest-server takes no arguments, got '%s'; see --help\n",
-                 positional.front().c_str());
-    return 2;
-  }
-  if (absl::Status s = gpuest::server::SetUpLogging(absl::GetFlag(FLAGS_log_level),
-                                                    absl::GetFlag(FLAGS_log_format));
-      !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  gpuest::server::ServerOptions options = OptionsFromFlags();
+// The error printed before exiting 2.
+int BadFlags(const absl::Status& status) {
+  std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+  return kBadFlags;
+}
+
+absl::Status CheckSizes(const gpuest::server::ServerOptions& options) {
   if (options.grpc.max_message_bytes <= 0 || options.work.worker_threads < 0 ||
       options.work.limits.max_layers <= 0 || options.work.limits.max_trace_events < 0 ||
       options.grace_period < absl::ZeroDuration() ||
@@ -236,59 +224,75 @@ int main(int argc, char** argv) {
       options.grpc.transport.max_metadata_bytes <= 0 ||
       options.grpc.transport.max_connection_idle_ms < 0 ||
       options.grpc.transport.max_resets_per_second < 0) {
-    std::fprintf(stderr,
-                 "sizes, counts and the grace period must be positive; see --help\n");
-    return 2;
+    return absl::InvalidArgumentError(
+        "sizes, counts and the grace period must be positive; see --help");
   }
-  if (absl::StatusOr<gpuest::kubernetes::SharingScheduler> scheduler =
-          gpuest::kubernetes::ParseSharingScheduler(
-              absl::GetFlag(FLAGS_admission_scheduler));
-      !scheduler.ok()) {
-    std::fprintf(stderr,
-                 "--admission-scheduler: '%s' is not one of hami, volcano, kai, alibaba; "
-                 "see --help\n",
-                 absl::GetFlag(FLAGS_admission_scheduler).c_str());
-    return 2;
-  } else {
-    options.admission.sizing.scheduler = *scheduler;
+  return absl::OkStatus();
+}
+
+// The admission webhook's sizing from its flags: which scheduler's request its patch
+// sets, and the DRA device classes it sizes.
+absl::Status ReadAdmissionSizing(gpuest::server::ServerOptions& options) {
+  absl::StatusOr<gpuest::kubernetes::SharingScheduler> scheduler =
+      gpuest::kubernetes::ParseSharingScheduler(absl::GetFlag(FLAGS_admission_scheduler));
+  if (!scheduler.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--admission-scheduler: '", absl::GetFlag(FLAGS_admission_scheduler),
+                     "' is not one of hami, volcano, kai, alibaba; see --help"));
   }
-  if (absl::StatusOr<gpuest::kubernetes::DraClasses> classes =
-          gpuest::kubernetes::LoadDraClasses(absl::GetFlag(FLAGS_admission_dra_classes));
-      !classes.ok()) {
-    std::fprintf(stderr, "--admission-dra-classes: %s\n",
-                 std::string(classes.status().message()).c_str());
-    return 2;
-  } else {
-    options.admission.sizing.dra_classes = *std::move(classes);
+  options.admission.sizing.scheduler = *scheduler;
+  absl::StatusOr<gpuest::kubernetes::DraClasses> classes =
+      gpuest::kubernetes::LoadDraClasses(absl::GetFlag(FLAGS_admission_dra_classes));
+  if (!classes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--admission-dra-classes: ", classes.status().message()));
   }
+  options.admission.sizing.dra_classes = *std::move(classes);
+  return absl::OkStatus();
+}
+
+absl::Status CheckWebhookAndInlineWork(const gpuest::server::ServerOptions& options) {
   if (!options.admission.listen_address.empty() &&
       (options.admission.tls_cert_file.empty() ||
        options.admission.tls_key_file.empty())) {
-    std::fprintf(stderr,
-                 "--admission-listen needs --admission-tls-cert and --admission-tls-key: "
-                 "kube-apiserver calls webhooks over HTTPS only; see --help\n");
-    return 2;
+    return absl::InvalidArgumentError(
+        "--admission-listen needs --admission-tls-cert and --admission-tls-key: "
+        "kube-apiserver calls webhooks over HTTPS only; see --help");
   }
   if (options.admission.timeout <= absl::ZeroDuration()) {
-    std::fprintf(stderr, "--admission-timeout must be positive; see --help\n");
-    return 2;
+    return absl::InvalidArgumentError("--admission-timeout must be positive; see --help");
   }
   if (options.work.inline_max_request_bytes < 0) {
-    std::fprintf(stderr, "--inline_max_request_bytes must be 0 or more; see --help\n");
-    return 2;
+    return absl::InvalidArgumentError(
+        "--inline_max_request_bytes must be 0 or more; see --help");
   }
+  return absl::OkStatus();
+}
 
-  // Block the signals in every thread (each one started later inherits the mask), then
-  // wait for them on this one: no handler runs on an arbitrary thread, shutdown and
-  // reload happen in one known place, and a SIGHUP that comes while the models load
-  // waits for the server instead of killing it.
+// The options the flags give, or why they cannot serve (the message to exit 2 with).
+absl::StatusOr<gpuest::server::ServerOptions> ServerOptionsFromFlags() {
+  gpuest::server::ServerOptions options = OptionsFromFlags();
+  GPUEST_RETURN_IF_ERROR(CheckSizes(options));
+  GPUEST_RETURN_IF_ERROR(ReadAdmissionSizing(options));
+  GPUEST_RETURN_IF_ERROR(CheckWebhookAndInlineWork(options));
+  return options;
+}
+
+// Blocks the signals in every thread (each one started later inherits the mask), for
+// main to wait for them: no handler runs on an arbitrary thread, shutdown and reload
+// happen in one known place, and a SIGHUP that comes while the models load waits for
+// the server instead of killing it.
+sigset_t BlockShutdownAndReloadSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
+void LogStart(const gpuest::server::ServerOptions& options) {
   spdlog::info(
       "gpuest-server {} starting: listen={} metrics-listen={} admin-listen={} models={} "
       "device={} workers={} max-queued={} max-bytes-in-flight={} "
@@ -303,6 +307,11 @@ int main(int argc, char** argv) {
       options.work.limits.max_trace_events, absl::FormatDuration(options.grace_period),
       options.extender.listen_address, options.extender.descriptions_dir,
       options.extender.nodes_file, options.admission.listen_address);
+}
+
+// Starts the server, reloads its models on each SIGHUP and shuts it down on SIGTERM or
+// SIGINT: the exit code.
+int Serve(const gpuest::server::ServerOptions& options, const sigset_t& signals) {
   // The worker pool is the parallelism: one libtorch thread per estimator call.
   gpuest::core::UseOneIntraOpThread();
   // Debian's Abseil checks every lock's order against a graph of all locks taken (a
@@ -311,7 +320,7 @@ int main(int argc, char** argv) {
   auto server = gpuest::server::GpuestServer::Create(options);
   if (!server.ok()) {
     spdlog::error("cannot start: {}", server.status().ToString());
-    return 1;
+    return kCannotStart;
   }
   int signal_number = 0;
   while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
@@ -321,5 +330,38 @@ int main(int argc, char** argv) {
   }
   spdlog::info("received {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown();
-  return 0;
+  return kCleanShutdown;
+}
+
+// glibc gives each thread that allocates an arena of its own and keeps what it frees
+// there: the extender's 64 workers and the estimator pool ratcheted the server's
+// resident memory up with every burst of filters (5,000 nodes, 20 clients at once:
+// peak RSS 587 MiB after 10 filters, 673 after 40; with two arenas 491 and 493:
+// `MALLOC_ARENA_MAX=2 build/bench/gpuest-extender-bench --filters 40 --concurrent 20`).
+// Two arenas, unless the operator set MALLOC_ARENA_MAX.
+void BoundMallocArenas() {
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BoundMallocArenas();
+  const std::vector<std::string> positional =
+      gpuest::common::ParseFlags(argc, argv, Usage());
+  if (!positional.empty()) {
+    std::fprintf(stderr, "gpuest-server takes no arguments, got '%s'; see --help\n",
+                 positional.front().c_str());
+    return kBadFlags;
+  }
+  if (absl::Status s = gpuest::server::SetUpLogging(absl::GetFlag(FLAGS_log_level),
+                                                    absl::GetFlag(FLAGS_log_format));
+      !s.ok()) {
+    return BadFlags(s);
+  }
+  absl::StatusOr<gpuest::server::ServerOptions> options = ServerOptionsFromFlags();
+  if (!options.ok()) return BadFlags(options.status());
+  const sigset_t signals = BlockShutdownAndReloadSignals();
+  LogStart(*options);
+  return Serve(*options, signals);
 }
