@@ -81,6 +81,14 @@ struct KubeExtender::NodeVerdict {
   absl::Status fatal;  // The description itself is wrong: the whole call's Error.
 };
 
+// What a node's GPUs said of the pod, one by one.
+struct KubeExtender::GpuTally {
+  uint32_t fitting = 0;             // GPUs that take it beside what they hold.
+  uint32_t fitting_empty = 0;       // GPUs that would take it empty.
+  int score = 0;                    // The best fitting GPU's.
+  std::vector<std::string> misses;  // Why each other GPU does not take it.
+};
+
 namespace {
 
 // The nvidia-smi-scale utilization class the job's estimate gives, if any.
@@ -106,6 +114,18 @@ int ScoreOf(const placement::GpuJudgement& j) {
                                  static_cast<double>(j.fit.capacity_bytes),
                        0.0, 1.0);
   return 5 + static_cast<int>(std::lround(5 * full));
+}
+
+// Why a node whose GPUs fit fewer than the needed ranks does not take the pod.
+std::string NoRoomReason(uint32_t needed, uint32_t fitting, size_t gpus,
+                         const std::vector<std::string>& misses) {
+  return needed == 1
+             ? absl::StrCat("gpuest: no GPU of the node takes the pod; ",
+                            absl::StrJoin(misses, "; "))
+             : absl::StrCat(
+                   "gpuest: the pod asks for ", needed, " GPUs (", kGpuResource,
+                   "), each to take one rank; ", fitting, " of the node's ", gpus, " do",
+                   misses.empty() ? "" : absl::StrCat("; ", absl::StrJoin(misses, "; ")));
 }
 
 }  // namespace
@@ -243,70 +263,80 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   }
   if (gpus->empty()) return verdict;  // No GPU data: gpuest has no opinion.
 
-  const core::GpuProfiles& catalog = request.models->registry().gpus();
-  const placement::ContentionModel& contention = request.models->contention();
+  GpuTally tally;
+  verdict.fatal = TallyGpus(request, *gpus, deadline, tally);
+  verdict.score = tally.score;
+  if (!verdict.fatal.ok()) return verdict;
   // Each of the pod's GPUs takes one rank of its job, with the figure estimated for it.
   const uint32_t needed = std::max<uint32_t>(1, request.args.gpus_requested);
-  uint32_t fitting = 0, fitting_empty = 0;
-  std::vector<std::string> misses;
+  if (tally.fitting >= needed) return verdict;
+  verdict.passes = false;
+  verdict.unresolvable = tally.fitting_empty < needed;
+  verdict.reason = NoRoomReason(needed, tally.fitting, gpus->size(), tally.misses);
+  return verdict;
+}
+
+absl::Status KubeExtender::TallyGpus(Request& request, const std::vector<NodeGpu>& gpus,
+                                     const common::WorkDeadline& deadline,
+                                     GpuTally& tally) {
+  const core::GpuProfiles& catalog = request.models->registry().gpus();
   // A node's GPUs are nearly always of one model: looked up in the catalog once.
   const std::string* last_model = nullptr;
   const core::GpuProfile* last_profile = nullptr;
-  for (const NodeGpu& gpu : *gpus) {
+  for (const NodeGpu& gpu : gpus) {
     const core::GpuProfile* profile = last_model != nullptr && *last_model == gpu.model
                                           ? last_profile
                                           : catalog.Find(gpu.model);
     last_model = &gpu.model;
     last_profile = profile;
     if (profile == nullptr) {
-      misses.push_back(absl::StrCat("GPU ", gpu.index, ": unknown model '", gpu.model,
-                                    "' (known: ", catalog.KnownIds(), ")"));
+      tally.misses.push_back(absl::StrCat("GPU ", gpu.index, ": unknown model '",
+                                          gpu.model, "' (known: ", catalog.KnownIds(),
+                                          ")"));
       continue;
     }
-    const OnGpuModel& on = PodOnGpuModel(request, *profile, deadline);
-    if (!on.named.ok()) {
-      misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", on.named.message()));
-      continue;
-    }
-    if (!on.candidate.ok()) {
-      verdict.fatal = absl::Status(
-          on.candidate.status().code(),
-          absl::StrCat("pod ", request.args.pod, ": ", on.candidate.status().message()));
-      return verdict;
-    }
-    const uint64_t total = gpu.total_bytes > 0 ? gpu.total_bytes : profile->memory_bytes;
-    const uint64_t free = gpu.free_reported ? gpu.free_bytes : total;
-    if (free > total) {  // Only where the catalog's total stands in for the node's.
-      misses.push_back(absl::StrCat("GPU ", gpu.index, ": freeMiB above ", profile->id,
-                                    "'s total memory"));
-      continue;
-    }
-    const placement::GpuJudgement judged = placement::JudgeReportedGpu(
-        contention, on.candidate->memory_bytes, on.candidate->util, total, free,
-        gpu.util_percent ? placement::MeasuredByNvidiaSmi(*gpu.util_percent)
-                         : placement::UnknownUtilization());
-    if (judged.fit.candidate_bytes <= total) ++fitting_empty;
-    if (judged.fit.fits) {
-      ++fitting;
-      verdict.score = std::max(verdict.score, ScoreOf(judged));
-    } else {
-      misses.push_back(placement::GpuShortWords(gpu.index, profile->id, gpu.free_reported,
-                                                judged.fit));
+    if (absl::Status s = TallyGpu(request, gpu, *profile, deadline, tally); !s.ok()) {
+      return s;
     }
   }
-  if (fitting >= needed) return verdict;
-  verdict.passes = false;
-  verdict.unresolvable = fitting_empty < needed;
-  verdict.reason =
-      needed == 1
-          ? absl::StrCat("gpuest: no GPU of the node takes the pod; ",
-                         absl::StrJoin(misses, "; "))
-          : absl::StrCat(
-                "gpuest: the pod asks for ", needed, " GPUs (", kGpuResource,
-                "), each to take one rank; ", fitting, " of the node's ", gpus->size(),
-                " do",
-                misses.empty() ? "" : absl::StrCat("; ", absl::StrJoin(misses, "; ")));
-  return verdict;
+  return absl::OkStatus();
+}
+
+absl::Status KubeExtender::TallyGpu(Request& request, const NodeGpu& gpu,
+                                    const core::GpuProfile& profile,
+                                    const common::WorkDeadline& deadline,
+                                    GpuTally& tally) {
+  const OnGpuModel& on = PodOnGpuModel(request, profile, deadline);
+  if (!on.named.ok()) {
+    tally.misses.push_back(absl::StrCat("GPU ", gpu.index, ": ", on.named.message()));
+    return absl::OkStatus();
+  }
+  if (!on.candidate.ok()) {
+    return absl::Status(
+        on.candidate.status().code(),
+        absl::StrCat("pod ", request.args.pod, ": ", on.candidate.status().message()));
+  }
+  const uint64_t total = gpu.total_bytes > 0 ? gpu.total_bytes : profile.memory_bytes;
+  const uint64_t free = gpu.free_reported ? gpu.free_bytes : total;
+  if (free > total) {  // Only where the catalog's total stands in for the node's.
+    tally.misses.push_back(absl::StrCat("GPU ", gpu.index, ": freeMiB above ", profile.id,
+                                        "'s total memory"));
+    return absl::OkStatus();
+  }
+  const placement::GpuJudgement judged = placement::JudgeReportedGpu(
+      request.models->contention(), on.candidate->memory_bytes, on.candidate->util, total,
+      free,
+      gpu.util_percent ? placement::MeasuredByNvidiaSmi(*gpu.util_percent)
+                       : placement::UnknownUtilization());
+  if (judged.fit.candidate_bytes <= total) ++tally.fitting_empty;
+  if (judged.fit.fits) {
+    ++tally.fitting;
+    tally.score = std::max(tally.score, ScoreOf(judged));
+  } else {
+    tally.misses.push_back(
+        placement::GpuShortWords(gpu.index, profile.id, gpu.free_reported, judged.fit));
+  }
+  return absl::OkStatus();
 }
 
 common::HttpReply KubeExtender::Filter(std::string body,

@@ -72,11 +72,19 @@ class KubeExtender {
   struct Request;
   struct OnGpuModel;
   struct NodeVerdict;
+  struct GpuTally;
 
   absl::StatusOr<Request> ParseArgs(std::string body);
   // Node i of the request; request's estimate cache fills as GPU models are met. Once
   // deadline has passed, a fatal verdict that says so.
   NodeVerdict JudgeNode(Request& request, size_t i, const common::WorkDeadline& deadline);
+  // A node's GPUs, each judged into tally. An error is the whole call's (the pod's job
+  // could not be worked out).
+  absl::Status TallyGpus(Request& request, const std::vector<NodeGpu>& gpus,
+                         const common::WorkDeadline& deadline, GpuTally& tally);
+  absl::Status TallyGpu(Request& request, const NodeGpu& gpu,
+                        const core::GpuProfile& profile,
+                        const common::WorkDeadline& deadline, GpuTally& tally);
   // The pod on one GPU model: whether its description may be placed there and its
   // figures estimated for it; worked out once per GPU model in a request (kept in
   // request), so that each GPU is then judged by arithmetic alone.
