@@ -98,21 +98,67 @@ std::string KeptAsIs(const AdmissionClaimRequest& r, const DraDeviceClass& cls) 
   return "";
 }
 
-}  // namespace
+// The warnings an answer carries: the first kMaxWarnings, each cut to kWarningBytes.
+void SetWarnings(const std::vector<std::string>& warnings, AdmissionVerdict& verdict) {
+  for (const std::string& w : warnings) {
+    if (verdict.warnings.size() == kMaxWarnings) break;
+    verdict.warnings.push_back(common::Utf8Prefix(w, kWarningBytes));
+  }
+}
 
-template <typename Fail>
-common::HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
-                                                const std::string& object,
-                                                const std::string& description,
-                                                const common::WorkDeadline& deadline,
-                                                Fail& fail) const {
-  const bool is_template = claim.kind == "ResourceClaimTemplate";
-  const std::string spec = is_template ? "spec.spec" : "spec";
-  std::vector<std::string> warnings;
+// The refusal of a gpuest.io/on-error that is neither allow nor refuse.
+AdmissionVerdict OnErrorRefusal(const std::string& object, const std::string& value) {
+  return AdmissionVerdict{
+      false,
+      std::nullopt,
+      {},
+      400,
+      absl::StrCat("gpuest: ", object, ": annotation ", kOnErrorAnnotation, ": '",
+                   common::Utf8Prefix(value, 64), "' is neither allow nor refuse")};
+}
+
+// A failure's answer: an object that asked (admit_unsized) is admitted unsized, with
+// why; else the pod's fault is refused with its reason, and the server's is an HTTP
+// error for the failurePolicy.
+common::HttpReply FailedReply(const AdmissionPod& pod, bool admit_unsized,
+                              const absl::Status& status) {
+  const std::string why = std::string(status.message());
+  if (admit_unsized) {
+    AdmissionVerdict unsized;
+    nlohmann::ordered_json patch = nlohmann::ordered_json::array();
+    // Where the description was: a template's spec.metadata, or the object's own.
+    const char* annotations = pod.kind == "ResourceClaimTemplate" && pod.has_annotations
+                                  ? "/spec/metadata/annotations"
+                                  : "/metadata/annotations";
+    patch.push_back({{"op", "add"},
+                     {"path", absl::StrCat(annotations, "/gpuest.io~1not-sized")},
+                     {"value", common::Utf8Prefix(why, 1024)}});
+    unsized.patch =
+        patch.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+        "\n";
+    unsized.warnings.push_back(common::Utf8Prefix(
+        absl::StrCat("gpuest: admitted unsized (", kOnErrorAnnotation, ": allow): ", why),
+        kWarningBytes));
+    return Reply(pod, unsized, status.code());
+  }
+  if (!ThePodsFault(status)) {
+    return {503, AdmissionErrorText(why), status.code()};
+  }
+  return Reply(pod, AdmissionVerdict{false, std::nullopt, {}, 400, "gpuest: " + why},
+               status.code());
+}
+
+// The claim's requests gpuest sizes: those of a configured class asked for `exactly`;
+// one it must leave as it is gets a warning saying why. spec: where its requests are
+// ("spec", a template's "spec.spec").
+std::vector<SizedRequest> RequestsToSize(const AdmissionPod& claim,
+                                         const std::string& object,
+                                         const std::string& spec,
+                                         const DraClasses& dra_classes,
+                                         std::vector<std::string>& warnings) {
   std::vector<SizedRequest> sized;
   for (const AdmissionClaimRequest& r : claim.claim_requests) {
-    const DraDeviceClass* cls =
-        r.exactly ? options_.dra_classes.Find(r.device_class) : nullptr;
+    const DraDeviceClass* cls = r.exactly ? dra_classes.Find(r.device_class) : nullptr;
     if (cls == nullptr) continue;  // Another class's, or a list already: not gpuest's.
     if (const std::string why = KeptAsIs(r, *cls); !why.empty()) {
       warnings.push_back(absl::StrCat("gpuest: ", object, ": ", spec,
@@ -124,22 +170,70 @@ common::HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
     s.shape = {r.index, r.name, r.exactly_json};
     s.cls = cls;
   }
-  if (sized.empty()) {
-    AdmissionVerdict untouched;
-    std::vector<std::string> classes;
-    for (const DraDeviceClass& c : options_.dra_classes.classes) {
-      classes.push_back(c.device_class);
-    }
-    warnings.push_back(absl::StrCat("gpuest: ", object, " has ", kDescriptionAnnotation,
-                                    " but no request gpuest sizes (an exactly of ",
-                                    absl::StrJoin(classes, ", "), "): left as it is"));
-    for (std::string& w : warnings) {
-      if (untouched.warnings.size() == kMaxWarnings) break;
-      untouched.warnings.push_back(common::Utf8Prefix(w, kWarningBytes));
-    }
-    return Reply(claim, untouched);
-  }
+  return sized;
+}
 
+// The answer for a claim with a description but no request gpuest sizes: untouched,
+// with warnings saying so.
+AdmissionVerdict NothingToSize(const std::string& object, const DraClasses& dra_classes,
+                               std::vector<std::string> warnings) {
+  std::vector<std::string> classes;
+  for (const DraDeviceClass& c : dra_classes.classes) classes.push_back(c.device_class);
+  warnings.push_back(absl::StrCat("gpuest: ", object, " has ", kDescriptionAnnotation,
+                                  " but no request gpuest sizes (an exactly of ",
+                                  absl::StrJoin(classes, ", "), "): left as it is"));
+  AdmissionVerdict untouched;
+  SetWarnings(warnings, untouched);
+  return untouched;
+}
+
+// The job ranked on the GPU models the sized requests' classes may take.
+absl::StatusOr<v1::RankGpusResponse> RankForClaim(const v1::EstimateRequest& job,
+                                                  const std::vector<SizedRequest>& sized,
+                                                  const placement::ModelSet& set,
+                                                  const common::WorkDeadline& deadline) {
+  std::vector<const DraDeviceClass*> classes;
+  for (const SizedRequest& s : sized) classes.push_back(s.cls);
+  v1::RankGpusRequest rank = RankRequestFor(job, classes);
+  const bool whole = std::any_of(classes.begin(), classes.end(),
+                                 [](const DraDeviceClass* c) { return !c->mig; });
+  const bool mig = std::any_of(classes.begin(), classes.end(),
+                               [](const DraDeviceClass* c) { return c->mig; });
+  if (rank.gpus().empty() && whole != mig) {
+    // Only the kind the classes ask for is estimated: a whole-GPU class needs no MIG
+    // profile's figure (the answer is the same, SizeClaim keeps the class's kind).
+    for (const core::GpuProfile& gpu : set.registry().gpus().All()) {
+      if (core::IsMigProfile(gpu) == mig) rank.add_gpus(gpu.id);
+    }
+  }
+  return set.placement().RankGpus(rank, deadline);
+}
+
+ClaimShape ClaimShapeOf(const AdmissionPod& claim) {
+  ClaimShape shape;
+  shape.is_template = claim.kind == "ResourceClaimTemplate";
+  shape.has_metadata = claim.has_metadata;
+  shape.has_spec_metadata = claim.has_spec_metadata;
+  shape.has_annotations = claim.has_annotations;
+  shape.has_config = claim.has_config;
+  return shape;
+}
+
+}  // namespace
+
+template <typename Fail>
+common::HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
+                                                const std::string& object,
+                                                const std::string& description,
+                                                const common::WorkDeadline& deadline,
+                                                Fail& fail) const {
+  const std::string spec = claim.kind == "ResourceClaimTemplate" ? "spec.spec" : "spec";
+  std::vector<std::string> warnings;
+  std::vector<SizedRequest> sized =
+      RequestsToSize(claim, object, spec, options_.dra_classes, warnings);
+  if (sized.empty()) {
+    return Reply(claim, NothingToSize(object, options_.dra_classes, std::move(warnings)));
+  }
   const std::string where = DescriptionWhere(object);
   absl::StatusOr<PodJob> described =
       ReadPodJob(description, options_.descriptions_dir, where);
@@ -148,23 +242,8 @@ common::HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
   // The description may name one GPU: the claim then asks for that model only.
   const std::string only_gpu = job.gpu();
   job.clear_gpu();
-  std::vector<const DraDeviceClass*> classes;
-  for (const SizedRequest& s : sized) classes.push_back(s.cls);
-  v1::RankGpusRequest rank = RankRequestFor(job, classes);
-  const auto set = models_.Current();
-  const bool whole = std::any_of(classes.begin(), classes.end(),
-                                 [](const DraDeviceClass* c) { return !c->mig; });
-  const bool mig = std::any_of(classes.begin(), classes.end(),
-                               [](const DraDeviceClass* c) { return c->mig; });
-  if (rank.gpus().empty() && whole != mig) {
-    // Only the kind the classes ask for is estimated: a whole-GPU class needs no MIG
-    // profile's figure (the answer is the same, SizeClaim keeps the class's kind).
-    for (const core::GpuProfile& gpu : set->registry().gpus().All()) {
-      if (core::IsMigProfile(gpu) == mig) rank.add_gpus(gpu.id);
-    }
-  }
   absl::StatusOr<v1::RankGpusResponse> ranking =
-      set->placement().RankGpus(rank, deadline);
+      RankForClaim(job, sized, *models_.Current(), deadline);
   if (!ranking.ok()) {
     return fail(absl::Status(ranking.status().code(),
                              absl::StrCat(where, ": ", ranking.status().message())));
@@ -180,24 +259,61 @@ common::HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
       warnings.push_back(absl::StrCat("gpuest: ", w));
     }
   }
-  ClaimShape shape;
-  shape.is_template = is_template;
-  shape.has_metadata = claim.has_metadata;
-  shape.has_spec_metadata = claim.has_spec_metadata;
-  shape.has_annotations = claim.has_annotations;
-  shape.has_config = claim.has_config;
-  absl::StatusOr<std::string> patch = ClaimPatchJson(shape, sized);
+  absl::StatusOr<std::string> patch = ClaimPatchJson(ClaimShapeOf(claim), sized);
   if (!patch.ok()) return fail(patch.status());
   AdmissionVerdict verdict;
   verdict.patch = *std::move(patch);
   for (const v1::Warning& w : ranking->warnings()) {
     warnings.push_back(absl::StrCat("gpuest: ", w.message()));
   }
-  for (std::string& w : warnings) {
-    if (verdict.warnings.size() == kMaxWarnings) break;
-    verdict.warnings.push_back(common::Utf8Prefix(w, kWarningBytes));
-  }
+  SetWarnings(warnings, verdict);
   return Reply(claim, verdict);
+}
+
+template <typename Fail>
+common::HttpReply AdmissionWebhook::MutatePod(const AdmissionPod& pod,
+                                              const std::string& object,
+                                              const std::string& description,
+                                              const common::WorkDeadline& deadline,
+                                              Fail& fail) const {
+  if (pod.containers.empty()) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("pod ", pod.pod, ": spec.containers: none to set the request on")));
+  }
+  const std::string where = DescriptionWhere(object);
+  absl::StatusOr<PodJob> described =
+      ReadPodJob(description, options_.descriptions_dir, where);
+  if (!described.ok()) return fail(described.status());
+  v1::EstimateRequest& job = described->request;
+  if (job.gpu().empty() && !options_.gpu.empty()) job.set_gpu(options_.gpu);
+  absl::StatusOr<v1::EstimateResponse> estimate =
+      models_.Current()->engine().Estimate(job, deadline);
+  if (!estimate.ok()) {
+    return fail(absl::Status(estimate.status().code(),
+                             absl::StrCat(where, ": ", estimate.status().message())));
+  }
+  absl::StatusOr<MemoryRequest> memory =
+      MemoryRequestFor(options_.scheduler, estimate->recommendation().memory_bytes());
+  if (!memory.ok()) return fail(memory.status());
+  std::vector<std::string> warnings;
+  const int container = GpuContainer(pod, warnings);
+  absl::StatusOr<PodShape> shape = ShapeOf(pod, *memory, container);
+  if (!shape.ok()) return fail(shape.status());
+
+  AdmissionVerdict sized;
+  sized.patch = PodPatchJson(*memory, PodFiguresOf(*estimate), *shape);
+  const v1::MemoryCap& cap = estimate->recommendation().cap();
+  if (std::string note = EnforcementNote(options_.scheduler, *memory, cap.needed(),
+                                         cap.per_process_memory_fraction());
+      !note.empty()) {
+    while (!note.empty() && note.back() == '\n') note.pop_back();
+    warnings.push_back(std::move(note));
+  }
+  for (const v1::Warning& w : estimate->warnings()) {
+    warnings.push_back(absl::StrCat("gpuest: ", w.message()));
+  }
+  SetWarnings(warnings, sized);
+  return Reply(pod, sized);
 }
 
 common::HttpReply AdmissionWebhook::Mutate(const std::string& body,
@@ -222,89 +338,17 @@ common::HttpReply AdmissionWebhook::Mutate(const std::string& body,
   const std::string on_error_value =
       on_error == pod.annotations.end() ? "refuse" : on_error->second;
   if (on_error_value != "allow" && on_error_value != "refuse") {
-    AdmissionVerdict refused{
-        false,
-        std::nullopt,
-        {},
-        400,
-        absl::StrCat("gpuest: ", object, ": annotation ", kOnErrorAnnotation, ": '",
-                     common::Utf8Prefix(on_error_value, 64),
-                     "' is neither allow nor refuse")};
-    return Reply(pod, refused, absl::StatusCode::kInvalidArgument);
+    return Reply(pod, OnErrorRefusal(object, on_error_value),
+                 absl::StatusCode::kInvalidArgument);
   }
-
-  std::vector<std::string> warnings;
   // A failure: the pod's is refused with its reason, the server's is an HTTP error
   // for the failurePolicy; a pod that asked is admitted unsized either way.
-  auto fail = [&](const absl::Status& status) -> common::HttpReply {
-    const std::string why = std::string(status.message());
-    if (on_error_value == "allow") {
-      AdmissionVerdict unsized;
-      nlohmann::ordered_json patch = nlohmann::ordered_json::array();
-      // Where the description was: a template's spec.metadata, or the object's own.
-      const char* annotations = pod.kind == "ResourceClaimTemplate" && pod.has_annotations
-                                    ? "/spec/metadata/annotations"
-                                    : "/metadata/annotations";
-      patch.push_back({{"op", "add"},
-                       {"path", absl::StrCat(annotations, "/gpuest.io~1not-sized")},
-                       {"value", common::Utf8Prefix(why, 1024)}});
-      unsized.patch =
-          patch.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
-          "\n";
-      unsized.warnings.push_back(
-          common::Utf8Prefix(absl::StrCat("gpuest: admitted unsized (",
-                                          kOnErrorAnnotation, ": allow): ", why),
-                             kWarningBytes));
-      return Reply(pod, unsized, status.code());
-    }
-    if (!ThePodsFault(status)) {
-      return {503, AdmissionErrorText(why), status.code()};
-    }
-    return Reply(pod, AdmissionVerdict{false, std::nullopt, {}, 400, "gpuest: " + why},
-                 status.code());
+  auto fail = [&pod,
+               admit_unsized = on_error_value == "allow"](const absl::Status& status) {
+    return FailedReply(pod, admit_unsized, status);
   };
-
   if (is_claim) return MutateClaim(pod, object, description->second, deadline, fail);
-  if (pod.containers.empty()) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("pod ", pod.pod, ": spec.containers: none to set the request on")));
-  }
-  const std::string where = DescriptionWhere(object);
-  absl::StatusOr<PodJob> described =
-      ReadPodJob(description->second, options_.descriptions_dir, where);
-  if (!described.ok()) return fail(described.status());
-  v1::EstimateRequest& job = described->request;
-  if (job.gpu().empty() && !options_.gpu.empty()) job.set_gpu(options_.gpu);
-  absl::StatusOr<v1::EstimateResponse> estimate =
-      models_.Current()->engine().Estimate(job, deadline);
-  if (!estimate.ok()) {
-    return fail(absl::Status(estimate.status().code(),
-                             absl::StrCat(where, ": ", estimate.status().message())));
-  }
-  absl::StatusOr<MemoryRequest> memory =
-      MemoryRequestFor(options_.scheduler, estimate->recommendation().memory_bytes());
-  if (!memory.ok()) return fail(memory.status());
-  const int container = GpuContainer(pod, warnings);
-  absl::StatusOr<PodShape> shape = ShapeOf(pod, *memory, container);
-  if (!shape.ok()) return fail(shape.status());
-
-  AdmissionVerdict sized;
-  sized.patch = PodPatchJson(*memory, PodFiguresOf(*estimate), *shape);
-  const v1::MemoryCap& cap = estimate->recommendation().cap();
-  if (std::string note = EnforcementNote(options_.scheduler, *memory, cap.needed(),
-                                         cap.per_process_memory_fraction());
-      !note.empty()) {
-    while (!note.empty() && note.back() == '\n') note.pop_back();
-    warnings.push_back(std::move(note));
-  }
-  for (const v1::Warning& w : estimate->warnings()) {
-    warnings.push_back(absl::StrCat("gpuest: ", w.message()));
-  }
-  for (std::string& w : warnings) {
-    if (sized.warnings.size() == kMaxWarnings) break;
-    sized.warnings.push_back(common::Utf8Prefix(w, kWarningBytes));
-  }
-  return Reply(pod, sized);
+  return MutatePod(pod, object, description->second, deadline, fail);
 }
 
 }  // namespace gpuest::kubernetes

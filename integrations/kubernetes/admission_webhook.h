@@ -70,6 +70,12 @@ class AdmissionWebhook {
   common::HttpReply MutateClaim(const AdmissionPod& claim, const std::string& object,
                                 const std::string& description,
                                 const common::WorkDeadline& deadline, Fail& fail) const;
+  // A pod sized: its memory request and gpuest's annotations (pod_patch.h); object and
+  // fail as for a claim.
+  template <typename Fail>
+  common::HttpReply MutatePod(const AdmissionPod& pod, const std::string& object,
+                              const std::string& description,
+                              const common::WorkDeadline& deadline, Fail& fail) const;
 
   const placement::ModelSetSource& models_;
   const AdmissionOptions options_;
