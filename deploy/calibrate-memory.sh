@@ -89,9 +89,9 @@ trace_clean_runs() {
 # (lab/calibration/clean_runs.h).
 trace_clean_runs h200 data/h200-benchmark-off/cudnn_benchmark_off.jsonl \
   build/datasets/h200_clean_runs.jsonl "$timm_rows"
-# Runs no fit sees, for the bound's goal table: the H100's of families no dataset holds
-# (data/h100-clean-runs/), and the decoder fine-tunes on the H100 and the H200
-# (descriptions in data/h200-llm-finetune/).
+# Runs no fit sees, for the bound's goal table: the H100's of architecture groups no
+# dataset holds (data/h100-clean-runs/), and the decoder fine-tunes on the H100 and the
+# H200 (descriptions in data/h200-llm-finetune/).
 trace_clean_runs h100-80gb data/h100-clean-runs/clean_runs.jsonl \
   build/datasets/h100_clean_runs.jsonl
 holdout=(h100-80gb=build/datasets/h100_clean_runs.jsonl)

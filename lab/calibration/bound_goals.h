@@ -7,7 +7,7 @@
 //   - the same runs as if that GPU's constants were assumed (its own measured
 //     contexts removed: it borrows the other GPUs', with the margin): safe >= 95 %,
 //     within 1.2x >= 80 %;
-//   - the leave-family-out splits of the clean runs the terms are fitted on;
+//   - the leave-architecture-group-out splits of the clean runs the terms are fitted on;
 //   - out-of-memory rows: the bound above the card on >= 98 %;
 //   - the A100's benchmark-on rows, whose peaks hold the workspace the search chose:
 //     bound >= measured / 1.15 on >= 95 %, and within 1.2x of the measured on >= 80 %.
@@ -68,7 +68,8 @@ struct GoalInputs {
   std::vector<HoldoutFile> holdout;
   // The A100's real-model rows (benchmark on), as the calibration read them; null: none.
   const data::MeasuredFile* timm = nullptr;
-  // Id -> the clean runs' leave-family-out rows already scored (clean_runs.h).
+  // Id -> the clean runs' leave-architecture-group-out rows already scored
+  // (clean_runs.h).
   std::vector<GoalRow> clean_splits;
 };
 

@@ -343,7 +343,7 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
   return fit;
 }
 
-std::string ArchitectureFamily(const std::string& model_name) {
+std::string ArchitectureGroupOf(const std::string& model_name) {
   size_t end = 0;
   while (end < model_name.size() &&
          std::islower(static_cast<unsigned char>(model_name[end]))) {

@@ -78,8 +78,8 @@ struct FitOptions {
 };
 
 // The margin quantiles FitOptions::group_coverage chooses among, none below
-// safe_quantile's default: coverage of unseen families may widen the margin, never
-// narrow it below what keeps 95 % of the rows safe in sample.
+// safe_quantile's default: coverage of unseen architecture groups may widen the margin,
+// never narrow it below what keeps 95 % of the rows safe in sample.
 inline constexpr double kCoverageQuantiles[] = {0.95, 0.96, 0.97, 0.98, 0.99, 1.0};
 
 // A family's calibration on gpu (its context already calibrated). For each intercept b
@@ -105,7 +105,7 @@ absl::StatusOr<PointTerms> FitPointTerms(const std::vector<CalibrationRow>& rows
                                          double context_mib, const FitOptions& options);
 
 // A calibration row with the group it is left out with: a real model's architecture
-// family (timm's "resnet", "convnext", ...), or one group for a whole synthetic
+// group (timm's "resnet", "convnext", ...), or one group for a whole synthetic
 // dataset; and the dataset it belongs to, each of which the bound keeps safe on its own.
 struct GroupedRow {
   std::string group;
@@ -120,7 +120,7 @@ struct GroupedRow {
 // context + slack + margin x (point - context) + conv x the row's largest convolution
 // output, the (slack, conv) of the grids, margin keeping safe_quantile of every
 // dataset's rows safe, with the most safe-and-tight rows. So the bound comes from the
-// point's errors on families the fit never saw.
+// point's errors on architecture groups the fit never saw.
 struct OutOfGroupFit {
   // As served: the point terms fitted on every row, the upper terms
   // (slack + margin x b, margin x k) from every row's out-of-group error.
@@ -144,7 +144,7 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
 
 // The leading letters of a timm model name, its architecture group: "resnet50d" ->
 // "resnet", "vit_base_patch16_224" -> "vit".
-std::string ArchitectureFamily(const std::string& model_name);
+std::string ArchitectureGroupOf(const std::string& model_name);
 
 // A GPU's context: the median (rounded to a MiB) of measured - simulated peak
 // reserved, over rows whose allocations the simulation explains best (the MLP rows).

@@ -46,11 +46,11 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
     FitOptions family_options = options;
     family_options.max_conv_factor = family == "cnn" ? cnn_max_conv_factor : 0;
     // The margin's quantile chosen on architecture groups left out (calibration.h):
-    // the served terms are for families these runs never saw.
+    // the served terms are for architecture groups these runs never saw.
     family_options.group_coverage = options.safe_quantile;
     std::set<std::string> groups;
     for (const data::MeasuredRow* m : members) {
-      groups.insert(ArchitectureFamily(m->model.name()));
+      groups.insert(ArchitectureGroupOf(m->model.name()));
     }
     if (groups.size() < 2) {  // Nothing to leave out: the family keeps its terms.
       std::fprintf(stderr,
@@ -62,7 +62,7 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
     for (const SimulationModel& s : Simulations()) {
       std::vector<GroupedRow> rows;
       for (const data::MeasuredRow* m : members) {
-        rows.push_back({ArchitectureFamily(m->model.name()),
+        rows.push_back({ArchitectureGroupOf(m->model.name()),
                         {replays.at(m).at(s.id), m->peak_mib,
                          allocsim::LargestConvOutputMib(m->model)},
                         true,
@@ -93,7 +93,7 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
       CleanRunsFamily& f = out.by_simulation[s.id].emplace_back();
       f.family = family;
       f.runs = static_cast<int>(members.size());
-      f.architecture_families = static_cast<int>(groups.size());
+      f.architecture_groups = static_cast<int>(groups.size());
       f.calibration = fit->calibration;
       f.margin_quantile = fit->margin_quantile;
       f.upper = Score(upper);
@@ -185,7 +185,7 @@ std::string RenderCleanRunsSection(const CleanRunsCalibration& c,
             &md,
             "| %s | %s (%s) | %d | %d | %.1f %% | %.3f | %.3f | %.1f %% | %s | %s |\n",
             f.family, id, own ? "own fit" : absl::StrCat(calibrated_gpu, "'s terms"),
-            f.runs, f.architecture_families, upper.mape, upper.safe, upper.safe_and_tight,
+            f.runs, f.architecture_groups, upper.mape, upper.safe, upper.safe_and_tight,
             point.mape, own ? absl::StrFormat("%.3f", f.margin_quantile) : "-",
             own == f.served ? "yes" : "no");
       }

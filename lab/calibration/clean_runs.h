@@ -7,7 +7,8 @@
 // GPU's context). Per model family, calibration.h's out-of-group fit over the runs
 // grouped by architecture group, its margin's quantile chosen for coverage of
 // groups left out (FitOptions::group_coverage), gives the terms served for that GPU,
-// and each run's bound from fits that never saw its family, which the report scores.
+// and each run's bound from fits that never saw its architecture group, which the
+// report scores.
 #pragma once
 
 #include <map>
@@ -25,10 +26,11 @@ namespace gpuest::calibration {
 struct CleanRunsFamily {
   std::string family;  // "cnn"
   int runs = 0;
-  int architecture_families = 0;
+  int architecture_groups = 0;
   allocsim::FamilyCalibration calibration;  // Fitted on every run.
   double margin_quantile = 0;               // The upper bound's, as chosen.
-  Scores upper;                             // Each run by a fit without its family.
+  // Each run by a fit without its architecture group.
+  Scores upper;
   Scores point;
   // The calibrated GPU's terms (fitted on none of these runs) on the same runs.
   Scores calibrated_upper, calibrated_point;

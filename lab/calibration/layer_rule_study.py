@@ -9,11 +9,12 @@ with the traced step (allocsim), row by row, against a running gpuest-server.
 
 ``peaks``: per architecture group (the model name's leading letters, or GPUMemNet's
 ``arch:`` field), the layer rule's simulated reserved peak over the trace's, on the
-completed rows (OK, or SPIKE for the timm rows). ``safety``: per family, the share of
-completed runs whose served layer-rule upper bound on the A100 40GB is at or above the
-measured peak. The layers' inputs are as described, or removed (``--without-inputs``),
-as a layer list from elsewhere would come. For studying what the layer rule misses;
-the reported accuracy is docs/accuracy.md's, from gpuest-calibrate-memory.
+completed rows (OK, or SPIKE for the timm rows). ``safety``: per architecture group,
+the share of completed runs whose served layer-rule upper bound on the A100 40GB is at
+or above the measured peak. The layers' inputs are as described, or removed
+(``--without-inputs``), as a layer list from elsewhere would come. For studying what
+the layer rule misses; the reported accuracy is docs/accuracy.md's, from
+gpuest-calibrate-memory.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import grpc
 from google.protobuf import json_format
 
 
-def _family(row: dict) -> str:
+def _architecture_group(row: dict) -> str:
     arch = re.search(r"arch:([a-z]+)", row["fileName"])
     return arch.group(1) if arch else re.match(r"[a-z]*", row.get("model", "")).group(0)
 
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
                 layer.input_activations = 0
         return stub.Estimate(request, timeout=60).results[0].memory
 
-    by_family = collections.defaultdict(list)
+    by_group = collections.defaultdict(list)
     with open(args.rows) as f:
         for line in f:
             row = json.loads(line)
@@ -74,12 +75,13 @@ def main(argv=None) -> int:
                 traced = estimate(row, "allocsim", keep_trace=True).reserved_peak_bytes
                 layers = estimate(row, "analytic", False,
                                   not args.without_inputs).reserved_peak_bytes
-                by_family[_family(row)].append(layers / traced)
+                by_group[_architecture_group(row)].append(layers / traced)
             else:
                 bound = estimate(row, "analytic", False, not args.without_inputs).upper_bytes
-                by_family[_family(row)].append(bound >= row["maxMemoryMib"] * 2**20)
-    every = [v for values in by_family.values() for v in values]
-    for name, values in sorted(by_family.items()) + [("all", every)]:
+                by_group[_architecture_group(row)].append(
+                    bound >= row["maxMemoryMib"] * 2**20)
+    every = [v for values in by_group.values() for v in values]
+    for name, values in sorted(by_group.items()) + [("all", every)]:
         if args.what == "peaks":
             print(f"{name:14} {len(values):5}  layer rule / trace: {_quantiles(values)}")
         else:

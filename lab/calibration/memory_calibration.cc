@@ -210,7 +210,7 @@ absl::Status LoadRealRows(const MemoryCalibrationOptions& o,
     }
     if (!m.model.has_trace() || (!m.oom && m.peak_mib <= 0)) continue;
     RealRow row{&m,
-                ArchitectureFamily(m.model.name()),
+                ArchitectureGroupOf(m.model.name()),
                 TermsKeyOf(m.model, populations),
                 {},
                 std::nullopt};
@@ -350,30 +350,29 @@ absl::StatusOr<Calibrations> CalibratePopulations(
         // Both fits judged on the same runs, as the fits are made (without the runs
         // holding a transient); neither saw them (the out-of-group fit scored by fits
         // that never saw each run's architecture group).
-        std::vector<double> alone_upper, out_of_family_upper;
+        std::vector<double> alone_upper, out_of_group_upper;
         for (size_t k = 0; k < runs.size(); ++k) {
           alone_upper.push_back(allocsim::CalibratedEstimate(runs[k].row.replay, gpu,
                                                              *fitted,
                                                              runs[k].row.conv_output_mib)
                                     .upper_bytes() /
                                 kMiB);
-          out_of_family_upper.push_back(
-              real->out_of_group[s.id].at(members[k]).upper_mib);
+          out_of_group_upper.push_back(real->out_of_group[s.id].at(members[k]).upper_mib);
         }
         const double card_mib = gpu.memory_bytes / kMiB;
         const Shares alone = SharesOf(runs, alone_upper, card_mib);
-        const Shares out_of_family = SharesOf(runs, out_of_family_upper, card_mib);
+        const Shares out_of_group = SharesOf(runs, out_of_group_upper, card_mib);
         const bool serve = o.fit_real_models == RealModelFit::kAlways ||
                            (o.fit_real_models == RealModelFit::kWhereUnsafe &&
                             alone.safe < o.safe_quantile) ||
                            (o.fit_real_models == RealModelFit::kWhereUnsafeOrTighter &&
-                            CandidateServes(alone, out_of_family, o.safe_quantile));
+                            CandidateServes(alone, out_of_group, o.safe_quantile));
         std::fprintf(stderr,
                      "%s %s: on the real rows GPUMemNet's fit keeps %.3f safe, %.3f "
                      "safe and tight; the out-of-group fit %.3f, %.3f; serving the %s "
                      "fit\n",
                      s.id.c_str(), f.name.c_str(), alone.safe, alone.safe_and_tight,
-                     out_of_family.safe, out_of_family.safe_and_tight,
+                     out_of_group.safe, out_of_group.safe_and_tight,
                      serve ? "out-of-group" : "GPUMemNet");
         if (serve) {
           fitted = with_real;
@@ -583,9 +582,9 @@ absl::StatusOr<FamilyReport> ScoreHeldOut(
   return family;
 }
 
-// The real rows by family: each simulation as served (the out-of-group fit scored out
-// of family, or GPUMemNet's fit, which never saw them), the candidate not served, the
-// dataset's FakeTensor column and Horus.
+// The real rows by family: each simulation as served (the out-of-group fit, each row
+// scored by the fits that never saw its architecture group, or GPUMemNet's fit, which
+// never saw them), the candidate not served, the dataset's FakeTensor column and Horus.
 absl::StatusOr<RealModelsReport> ScoreRealRows(
     const RealRows& real, const core::GpuProfile& gpu,
     const std::map<std::string, std::unique_ptr<core::Estimator>>& served,
@@ -598,7 +597,7 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
   report.card_mib = gpu.memory_bytes / kMiB;
   report.scored_shipped = o.score_models;
   report.rows_csv =
-      "family,architecture_family,run,status,measured_mib,allocsim_reserved_mib,"
+      "family,architecture_group,run,status,measured_mib,allocsim_reserved_mib,"
       "analytic_reserved_mib,allocsim_upper_mib,analytic_upper_mib,transient\n";
   std::set<std::string> models, groups;
   std::map<std::string, std::map<std::string, std::vector<Scored>>> upper, point;
@@ -732,7 +731,7 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
   }
   report.crashed_rows = real.crashed;
   report.models = static_cast<int>(models.size());
-  report.architecture_families = static_cast<int>(groups.size());
+  report.architecture_groups = static_cast<int>(groups.size());
   return report;
 }
 

@@ -14,10 +14,10 @@
 //   point_factor the median one. The intercept with the most safe-and-tight training
 //   rows wins;
 // - with real models (timm_rows), for the families they cover, an out-of-group fit:
-//   the point fitted on both datasets, the upper bound from its errors on families
-//   left out. It is served where the fit on GPUMemNet alone keeps fewer than
-//   safe_quantile of the real rows safe, or where it is safe enough and tighter on them
-//   (RealModelFit::kWhereUnsafeOrTighter).
+//   the point fitted on both datasets, the upper bound from its errors on
+//   architecture groups left out. It is served where the fit on GPUMemNet alone keeps
+//   fewer than safe_quantile of the real rows safe, or where it is safe enough and
+//   tighter on them (RealModelFit::kWhereUnsafeOrTighter).
 #pragma once
 
 #include <cstdint>
@@ -70,11 +70,11 @@ struct MemoryCalibrationOptions {
   // goal table (bound_goals.h), the GPU's context chosen as the server chooses it.
   std::vector<std::string> holdout_runs;
   // Non-empty: the timm measurements described with a trace
-  // (lab/data/describe_timm.py). The report gains their leave-family-out table:
-  // the served calibration and the candidate it was chosen over: the out-of-group fit
-  // (calibration.h FitOutOfGroup: GPUMemNet's training rows and the real rows of the
-  // family, the upper bound from the point's errors on architecture groups left out of
-  // the fit).
+  // (lab/data/describe_timm.py). The report gains their leave-architecture-group-out
+  // table: the served calibration and the candidate it was chosen over: the
+  // out-of-group fit (calibration.h FitOutOfGroup: GPUMemNet's training rows and the
+  // real rows of the family, the upper bound from the point's errors on architecture
+  // groups left out of the fit).
   std::string timm_rows;
   // Which families serve (and write) the out-of-group fit.
   RealModelFit fit_real_models = RealModelFit::kWhereUnsafeOrTighter;

@@ -166,7 +166,7 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
       "| family | estimator | rows | MAPE | P50 abs error | P90 abs error | safe | safe "
       "and tight | point MAPE | OOM rows above %.0f MiB |\n"
       "|---|---|---|---|---|---|---|---|---|---|\n",
-      report.source, report.models, report.architecture_families,
+      report.source, report.models, report.architecture_groups,
       report.scored_shipped ? shipped : served, 100 * report.safe_quantile, kTightFactor,
       report.card_mib);
   for (const RealModelsFamily& f : report.families) {

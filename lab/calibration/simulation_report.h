@@ -86,7 +86,7 @@ struct RealModelsReport {
   // peaks, the served upper bounds, the trace's evidence of a transient (CSV, for study).
   std::string rows_csv;
   int crashed_rows = 0;  // Ignored: say nothing about the job.
-  int models = 0, architecture_families = 0;
+  int models = 0, architecture_groups = 0;
   double safe_quantile = 0;
   double card_mib = 0;
   std::vector<RealModelsFamily> families;

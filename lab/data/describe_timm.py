@@ -103,11 +103,11 @@ def main(argv=None) -> int:
         wanted = set(args.models.split(","))
         by_model = OrderedDict((m, r) for m, r in by_model.items() if m in wanted)
     # One model of each architecture group (the name's leading letters) in turn, so
-    # that a partial export already covers every family.
-    families = OrderedDict()
+    # that a partial export already covers every architecture group.
+    groups = OrderedDict()
     for m in by_model:
-        families.setdefault(re.match(r"[a-z]*", m).group(0), []).append(m)
-    rank = {m: (i, f) for f, (_, members) in enumerate(families.items())
+        groups.setdefault(re.match(r"[a-z]*", m).group(0), []).append(m)
+    rank = {m: (i, g) for g, (_, members) in enumerate(groups.items())
             for i, m in enumerate(members)}
     by_model = OrderedDict((m, by_model[m]) for m in sorted(by_model, key=rank.get))
     k, n = (int(x) for x in args.shard.split("/"))

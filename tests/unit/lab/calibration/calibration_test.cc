@@ -198,14 +198,14 @@ std::vector<GroupedRow> ExactGroups(int groups, const std::string& dataset) {
   for (int g = 0; g < groups; ++g) {
     for (double simulated : {500.0, 2000.0, 8000.0}) {
       const double sim = simulated + 100 * g;
-      rows.push_back({"family" + std::to_string(g), Row(sim, 1000 + 200 + 1.1 * sim),
-                      true, dataset});
+      rows.push_back(
+          {"group" + std::to_string(g), Row(sim, 1000 + 200 + 1.1 * sim), true, dataset});
     }
   }
   return rows;
 }
 
-TEST(OutOfGroup, RecoversTermsThatHoldForEveryFamily) {
+TEST(OutOfGroup, RecoversTermsThatHoldForEveryArchitectureGroup) {
   FitOptions options;
   auto fit = FitOutOfGroup(ExactGroups(5, "real"), Card(), options);
   ASSERT_TRUE(fit.ok()) << fit.status();
@@ -221,12 +221,12 @@ TEST(OutOfGroup, RecoversTermsThatHoldForEveryFamily) {
   }
 }
 
-TEST(OutOfGroup, AFamilysBoundNeverComesFromItsOwnErrors) {
+TEST(OutOfGroup, AnArchitectureGroupsBoundNeverComesFromItsOwnErrors) {
   std::vector<GroupedRow> rows = ExactGroups(6, "real");
-  // One family needs 30 % more than the others: its own rows would widen the margin,
-  // but its bound comes from the five others, which need nothing more.
+  // One architecture group needs 30 % more than the others: its own rows would widen
+  // the margin, but its bound comes from the five others, which need nothing more.
   for (GroupedRow& r : rows) {
-    if (r.group == "family0")
+    if (r.group == "group0")
       r.row.measured_mib = 1000 + 1.3 * (r.row.measured_mib - 1000);
   }
   FitOptions options;
@@ -234,13 +234,13 @@ TEST(OutOfGroup, AFamilysBoundNeverComesFromItsOwnErrors) {
   auto fit = FitOutOfGroup(rows, Card(), options);
   ASSERT_TRUE(fit.ok()) << fit.status();
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].group == "family0") {
+    if (rows[i].group == "group0") {
       EXPECT_LT(fit->upper_mib[i], rows[i].row.measured_mib) << i;
     } else {
       EXPECT_GE(fit->upper_mib[i], rows[i].row.measured_mib - 1e-6) << i;
     }
   }
-  // Served, the bound covers every row (safe_quantile 1), family0 included.
+  // Served, the bound covers every row (safe_quantile 1), group0 included.
   for (const GroupedRow& r : rows) {
     EXPECT_GE(UpperMib(r.row, fit->calibration), r.row.measured_mib - 1) << r.group;
   }
@@ -265,7 +265,7 @@ TEST(OutOfGroup, KeepsEveryDatasetSafeOnItsOwn) {
 
 TEST(OutOfGroup, OutOfMemoryRowsArePredictedNotFitted) {
   std::vector<GroupedRow> rows = ExactGroups(4, "real");
-  rows.push_back({"family1", Row(60000, 40000), false, "real"});  // Crashed: no peak.
+  rows.push_back({"group1", Row(60000, 40000), false, "real"});  // Crashed: no peak.
   auto fit = FitOutOfGroup(rows, Card(), FitOptions{});
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_NEAR(fit->calibration.point_factor, 1.1, 1e-9);
@@ -273,9 +273,9 @@ TEST(OutOfGroup, OutOfMemoryRowsArePredictedNotFitted) {
 }
 
 TEST(OutOfGroup, ConvTermCoversWhatGrowsWithTheLargestConvolution) {
-  // Every family's rows need 3 x their largest convolution output beyond the exact
-  // terms, as a convolution workspace would: without the conv term the bound must
-  // widen its margin for all rows; with it, every row is covered and tight.
+  // Every architecture group's rows need 3 x their largest convolution output beyond
+  // the exact terms, as a convolution workspace would: without the conv term the bound
+  // must widen its margin for all rows; with it, every row is covered and tight.
   std::vector<GroupedRow> rows = ExactGroups(6, "real");
   for (size_t i = 0; i < rows.size(); ++i) {
     rows[i].row.conv_output_mib = (i % 3 == 0) ? 2000 : 10;
@@ -302,14 +302,15 @@ TEST(OutOfGroup, ConvTermCoversWhatGrowsWithTheLargestConvolution) {
   EXPECT_LT(tight_without, tight_with);
 }
 
-// Errors that cluster by family: twenty families, eighteen needing 1.00 to 1.17 of the
-// exact point and two 1.30 and 1.31. A margin keeping 95 % of the other families' rows
-// safe in sample leaves both of the two unsafe when each is the one left out; the
-// margin's quantile chosen for coverage of groups left out keeps 95 % of them safe.
-TEST(OutOfGroup, GroupCoverageChoosesTheMarginOnFamiliesLeftOut) {
+// Errors that cluster by architecture group: twenty groups, eighteen needing 1.00 to
+// 1.17 of the exact point and two 1.30 and 1.31. A margin keeping 95 % of the other
+// groups' rows safe in sample leaves both of the two unsafe when each is the one left
+// out; the margin's quantile chosen for coverage of groups left out keeps 95 % of them
+// safe.
+TEST(OutOfGroup, GroupCoverageChoosesTheMarginOnArchitectureGroupsLeftOut) {
   std::vector<GroupedRow> rows = ExactGroups(20, "real");
   for (GroupedRow& r : rows) {
-    const int g = std::stoi(r.group.substr(6));
+    const int g = std::stoi(r.group.substr(5));  // "group<g>"
     const double need = g < 18 ? 1 + 0.01 * g : 1.30 + 0.01 * (g - 18);
     r.row.measured_mib = 1000 + need * (r.row.measured_mib - 1000);
   }
@@ -339,11 +340,11 @@ TEST(OutOfGroup, NeedsTwoGroups) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(OutOfGroup, ArchitectureFamilyIsTheNamesLeadingLetters) {
-  EXPECT_EQ(ArchitectureFamily("resnet50d"), "resnet");
-  EXPECT_EQ(ArchitectureFamily("vit_base_patch16_224"), "vit");
-  EXPECT_EQ(ArchitectureFamily("convnext_atto"), "convnext");
-  EXPECT_EQ(ArchitectureFamily("42"), "");
+TEST(OutOfGroup, ArchitectureGroupIsTheNamesLeadingLetters) {
+  EXPECT_EQ(ArchitectureGroupOf("resnet50d"), "resnet");
+  EXPECT_EQ(ArchitectureGroupOf("vit_base_patch16_224"), "vit");
+  EXPECT_EQ(ArchitectureGroupOf("convnext_atto"), "convnext");
+  EXPECT_EQ(ArchitectureGroupOf("42"), "");
 }
 
 TEST(RealModelsSection, ListsTheRowsHoldingATransientWithTheirCase) {
@@ -393,14 +394,14 @@ std::string JsonOf(const v1::ModelDescription& m) {
 
 // Six architecture groups, four runs each; each peak is the context plus 1.1 x the
 // simulated reserved peak: the clean relation an own fit should find.
-std::string RunsFile(const std::vector<std::string>& families = {"aa", "bb", "cc", "dd",
-                                                                 "ee", "ff"}) {
+std::string RunsFile(const std::vector<std::string>& groups = {"aa", "bb", "cc", "dd",
+                                                               "ee", "ff"}) {
   const std::string path =
       (std::filesystem::temp_directory_path() / "gpuest_clean_runs.jsonl").string();
   std::ofstream out(path);
-  for (const std::string& family : families) {
+  for (const std::string& group : groups) {
     for (int size : {100, 200, 400, 800}) {
-      const v1::ModelDescription m = Cnn(absl::StrCat(family, size), size);
+      const v1::ModelDescription m = Cnn(absl::StrCat(group, size), size);
       const auto replay = ReplayEach(m, Card(), 2);
       const double simulated = replay->at("allocsim").peak_reserved_bytes / 1048576.0;
       out << absl::StrCat(R"({"fileName":")", m.name(), R"(","model":")", m.name(),
@@ -428,8 +429,8 @@ TEST(CleanRuns, AnOwnFitThatIsSafeAndTighterServesTheGpu) {
   const CleanRunsFamily& f = c->by_simulation.at("allocsim").at(0);
   EXPECT_EQ(f.family, "cnn");
   EXPECT_EQ(f.runs, 24);
-  EXPECT_EQ(f.architecture_families, 6);
-  // Out of family, the relation is found again: every run safe and tight.
+  EXPECT_EQ(f.architecture_groups, 6);
+  // Out of group, the relation is found again: every run safe and tight.
   EXPECT_DOUBLE_EQ(f.upper.safe, 1.0);
   EXPECT_DOUBLE_EQ(f.upper.safe_and_tight, 1.0);
   EXPECT_LT(f.point.mape, 1.0);

@@ -55,10 +55,11 @@ TEST(OutOfGroupFitRows, RunsOutOfMemoryOrHoldingATransientArePredictedNotFitted)
   EXPECT_FALSE(rows[2].measured);
 }
 
-TEST(OutOfGroupFitRows, ATransientDoesNotWidenEveryFamilysBound) {
-  // Five families whose peaks are context + 1.1 x the step, and one run in five that
-  // also holds a search transient of 4,000 MiB. Fitted on, the transients would set
-  // the margin; with their evidence they are predicted like any run, never fitted on.
+TEST(OutOfGroupFitRows, ATransientDoesNotWidenEveryArchitectureGroupsBound) {
+  // Five architecture groups whose peaks are context + 1.1 x the step, and one run in
+  // five that also holds a search transient of 4,000 MiB. Fitted on, the transients
+  // would set the margin; with their evidence they are predicted like any run, never
+  // fitted on.
   std::vector<RealRun> real;
   for (const char* group : {"a", "b", "c", "d", "e"}) {
     for (int k = 1; k <= 5; ++k) {
