@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -378,30 +377,6 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-bool IsNumber(const FieldDescriptor& f) {
-  switch (f.cpp_type()) {
-    case FieldDescriptor::CPPTYPE_INT32:
-    case FieldDescriptor::CPPTYPE_INT64:
-    case FieldDescriptor::CPPTYPE_UINT32:
-    case FieldDescriptor::CPPTYPE_UINT64:
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      return true;
-    default:
-      return false;
-  }
-}
-
-void NumericFields(const Descriptor& d, std::set<std::string>& seen,
-                   std::vector<std::string>& out) {
-  if (!seen.insert(d.full_name()).second) return;
-  for (int i = 0; i < d.field_count(); ++i) {
-    const FieldDescriptor& f = *d.field(i);
-    if (IsNumber(f)) out.push_back(f.full_name());
-    if (f.message_type() != nullptr) NumericFields(*f.message_type(), seen, out);
-  }
-}
-
 // Sets the row's field, in the first message of its type in m (depth first over the
 // fields that are set), to value; false when m holds none.
 bool SetField(Message& m, const std::string& field, double value) {
@@ -459,27 +434,6 @@ bool IsUnsigned(const std::string& field) {
 }
 
 }  // namespace field_bounds
-
-// Every number a client can send has a row in the one table (field_bounds.h): a field
-// added to a request message without one fails here.
-TEST(FieldBoundsTest, EveryNumericFieldOfEveryRequestHasARow) {
-  std::set<std::string> seen;
-  std::vector<std::string> fields;
-  for (const auto* root :
-       {v1::EstimateRequest::descriptor(), v1::CheckPlacementRequest::descriptor(),
-        v1::RankGpusRequest::descriptor()}) {
-    field_bounds::NumericFields(*root, seen, fields);
-  }
-  ASSERT_GT(fields.size(), 20u);
-  for (const std::string& field : fields) {
-    EXPECT_NE(core::FindFieldBound(field), nullptr)
-        << field << " has no row in field_bounds.h";
-  }
-  for (const core::FieldBound& row : core::AllFieldBounds()) {
-    EXPECT_NE(std::find(fields.begin(), fields.end(), row.field), fields.end())
-        << row.field << ": a row for no request field";
-  }
-}
 
 // Each row is enforced where the field is read: every field set just past its bounds,
 // in a request that is otherwise valid, is refused by the table's check. (A layer's

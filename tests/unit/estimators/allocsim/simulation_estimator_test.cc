@@ -11,75 +11,24 @@
 #include "estimators/allocsim/simulation_manifest.h"
 #include "estimators/core/features.h"
 #include "estimators/core/recommendation.h"
-#include "estimators/core/stack_context.h"
 #include "gtest/gtest.h"
 #include "tests/support/traced_steps.h"
+#include "tests/unit/estimators/allocsim/simulation_test_requests.h"
 
 namespace gpuest::allocsim {
 namespace {
 
-constexpr uint64_t MiB = 1024 * 1024;
-
-core::GpuProfile Card(uint64_t memory_mib, bool calibrated = true) {
-  core::GpuProfile gpu;
-  gpu.id = "card";
-  gpu.memory_bytes = memory_mib * MiB;
-  gpu.context_bytes = 1000 * MiB;
-  gpu.cublas_workspace_bytes = kDefaultCublasWorkspaceBytes;
-  gpu.constants_calibrated = calibrated;
-  gpu.constants_basis = "measured on a test card";
-  return gpu;
-}
-
-// A manifest like the ones gpuest-calibrate-memory writes (every key it must have).
-std::string Manifest(const std::string& source, const std::string& mlp_terms =
-                                                    R"("intercept_mib": 100,
-  "safe_factor": 1.5, "point_intercept_mib": 100, "point_factor": 1.1,
-  "held_out_rows": 10, "held_out_mape": 5.0, "held_out_safe": 1.0,
-  "held_out_safe_and_tight": 0.9)") {
-  return absl::StrCat(R"({"estimator_type": "allocsim", "id": "sim", "version": "1",
-  "trace_source": ")",
-                      source, R"(", "description": "a test simulator",
-  "made_by": "simulation_estimator_test", "calibration": {"gpu": "card",
-  "context_mib": 1000.0, "steps": 2, "safe_quantile": 0.95, "families": {"mlp": {)",
-                      mlp_terms, R"(, "datasets": []}}}})");
-}
-
-absl::StatusOr<std::unique_ptr<core::Estimator>> Create(const std::string& manifest) {
-  return CreateSimulationEstimator({"sim", "/models/sim", manifest, {}}, {});
-}
-
-// A request for a model of the family with one input of `input` elements per sample.
-v1::EstimateRequest RequestFor(const char* name, v1::ModelFamily family, int64_t batch,
-                               int64_t input) {
-  v1::EstimateRequest r;
-  v1::ModelDescription& m = *r.mutable_model();
-  m.set_name(name);
-  m.set_family(family);
-  m.set_batch_size(batch);
-  m.add_input_shape(input);
-  return r;
-}
-
-void AddLayer(v1::ModelDescription& m, const char* type, int64_t outputs,
-              int64_t parameters) {
-  v1::Layer& l = *m.add_layers();
-  l.set_type(type);
-  l.set_output_activations(outputs);
-  l.set_parameters(parameters);
-}
-
-// An MLP of three 1024-wide layers at batch 64, with a trace built from its layers.
-v1::EstimateRequest MlpRequest(bool with_trace) {
-  v1::EstimateRequest r = RequestFor("mlp", v1::MODEL_FAMILY_MLP, 64, 1024);
-  v1::ModelDescription& m = *r.mutable_model();
-  for (int i = 0; i < 3; ++i) {
-    AddLayer(m, "Linear", 1024, 1024 * 1024 + 1024);
-    AddLayer(m, "ReLU", 1024, 0);
-  }
-  if (with_trace) *m.mutable_trace() = TraceFromLayers(m);
-  return r;
-}
+using test_requests::AddLayer;
+using test_requests::Card;
+using test_requests::Create;
+using test_requests::EstimateWith;
+using test_requests::HasWarning;
+using test_requests::Manifest;
+using test_requests::MiB;
+using test_requests::MlpRequest;
+using test_requests::Outcome;
+using test_requests::RequestFor;
+using test_requests::Sum;
 
 // A transformer of token embeddings, layer norms and dense layers at batch 32 with its
 // trace, and with a patch-embedding convolution in front where asked.
@@ -97,123 +46,6 @@ v1::EstimateRequest TransformerRequest(bool with_convolution) {
   }
   *m.mutable_trace() = TraceFromLayers(m);
   return r;
-}
-
-struct Outcome {
-  v1::EstimatorResult result;
-  std::vector<v1::Warning> warnings;
-  absl::Status status;
-};
-
-Outcome EstimateWith(const core::Estimator& e, const v1::EstimateRequest& request,
-                     const core::GpuProfile& gpu) {
-  const v1::FeatureVector features = core::FeaturesOf(request);
-  Outcome run;
-  run.status = e.Estimate({request, features, gpu}, run.result, run.warnings);
-  return run;
-}
-
-uint64_t Sum(const v1::MemoryBreakdown& b) {
-  return b.weights_bytes() + b.gradients_bytes() + b.optimizer_state_bytes() +
-         b.inputs_bytes() + b.activations_bytes() + b.temporaries_bytes() +
-         b.fragmentation_bytes() + b.context_bytes() + b.calibration_bytes() +
-         b.workspaces_bytes() + b.uncertain_layers_bytes();
-}
-
-bool HasWarning(const Outcome& run, v1::WarningCode code) {
-  for (const v1::Warning& w : run.warnings) {
-    if (w.code() == code) return true;
-  }
-  return false;
-}
-
-TEST(MemoryModel, CalibratedEstimateAndABreakdownThatAddsUp) {
-  const v1::EstimateRequest request = MlpRequest(true);
-  const core::GpuProfile gpu = Card(40960);
-  auto replay = SimulatePeak(request.model().trace(), gpu, {}, 2);
-  ASSERT_TRUE(replay.ok()) << replay.status();
-  const FamilyCalibration calibration{100, 1.5, 50, 1.1};
-  const v1::MemoryEstimate m = CalibratedEstimate(*replay, gpu, calibration, 0);
-  const double reserved = replay->peak_reserved_bytes;
-  EXPECT_NEAR(m.point_bytes(), 1050.0 * MiB + 1.1 * reserved, 1);
-  EXPECT_NEAR(m.upper_bytes(), 1100.0 * MiB + 1.5 * reserved, 1);
-  EXPECT_EQ(Sum(m.breakdown()), m.upper_bytes());
-  // Three layers of 1024 x 1024 + 1024 fp32 weights; Adam's state twice that.
-  const uint64_t weights = 3 * ((1024 * 1024 + 1024) * 4);
-  EXPECT_EQ(m.breakdown().weights_bytes(), weights);
-  EXPECT_EQ(m.breakdown().optimizer_state_bytes(), 2 * weights);
-  // The context, and the forward's and the backward's cuBLAS workspaces.
-  EXPECT_EQ(m.breakdown().context_bytes(), 1000 * MiB + 2 * kDefaultCublasWorkspaceBytes);
-  EXPECT_EQ(m.gpu_constants(), v1::GPU_CONSTANTS_CALIBRATED);
-  EXPECT_EQ(
-      CalibratedEstimate(*replay, Card(40960, false), calibration, 0).gpu_constants(),
-      v1::GPU_CONSTANTS_ASSUMED);
-}
-
-TEST(MemoryModel, UncertainBytesWidenTheUpperBoundOnlyAndShowApart) {
-  const v1::EstimateRequest request = MlpRequest(true);
-  const core::GpuProfile gpu = Card(40960);
-  auto replay = SimulatePeak(request.model().trace(), gpu, {}, 2);
-  ASSERT_TRUE(replay.ok()) << replay.status();
-  const FamilyCalibration calibration{100, 1.5, 50, 1.1};
-  const v1::MemoryEstimate settled = CalibratedEstimate(*replay, gpu, calibration, 0);
-  replay->uncertain_bytes = 64 * MiB;
-  const v1::MemoryEstimate m = CalibratedEstimate(*replay, gpu, calibration, 0);
-  EXPECT_EQ(m.point_bytes(), settled.point_bytes());
-  EXPECT_NEAR(m.upper_bytes(), settled.upper_bytes() + 1.5 * 64 * MiB, 1);
-  EXPECT_EQ(m.uncertain_bytes(), 64 * MiB);
-  EXPECT_NEAR(m.breakdown().uncertain_layers_bytes(), 1.5 * 64 * MiB, 1);
-  EXPECT_EQ(m.breakdown().calibration_bytes(), settled.breakdown().calibration_bytes());
-  EXPECT_EQ(Sum(m.breakdown()), m.upper_bytes());
-}
-
-TEST(MemoryModel, ConvTermAddsToTheUpperBoundOnlyAndShowsAsCalibration) {
-  const v1::EstimateRequest request = MlpRequest(true);
-  const core::GpuProfile gpu = Card(40960);
-  auto replay = SimulatePeak(request.model().trace(), gpu, {}, 2);
-  ASSERT_TRUE(replay.ok()) << replay.status();
-  FamilyCalibration calibration{100, 1.5, 50, 1.1};
-  const v1::MemoryEstimate plain = CalibratedEstimate(*replay, gpu, calibration, 300);
-  calibration.conv_output_factor = 2.5;
-  const v1::MemoryEstimate m = CalibratedEstimate(*replay, gpu, calibration, 300);
-  EXPECT_EQ(m.point_bytes(), plain.point_bytes());
-  EXPECT_EQ(m.upper_bytes(), plain.upper_bytes() + 750 * MiB);
-  EXPECT_EQ(m.breakdown().calibration_bytes(),
-            plain.breakdown().calibration_bytes() + 750 * MiB);
-  EXPECT_EQ(Sum(m.breakdown()), m.upper_bytes());
-  // What the allocator may hold on the card shrinks by the same amount, over the factor.
-  EXPECT_EQ(AllocatorCapacity(Card(4000), {1000, 2.0, 0, 1.0, 2.5}, 100),
-            (1000 - 125) * MiB);
-}
-
-TEST(MemoryModel, LargestConvOutputIsPerBatchAndNeverWraps) {
-  v1::ModelDescription model;
-  model.set_batch_size(8);
-  v1::Layer* conv = model.add_layers();
-  conv->set_type("Conv2d");
-  conv->set_output_activations(64 * 56 * 56);
-  v1::Layer* bigger = model.add_layers();
-  bigger->set_type("Linear");
-  bigger->set_output_activations(1 << 30);  // Not a convolution: not counted.
-  model.add_layers()->set_type("Conv2d");
-  EXPECT_DOUBLE_EQ(LargestConvOutputMib(model), 4.0 * 64 * 56 * 56 * 8 / MiB);
-  // 2^62 activations x 2^30 samples x 4 bytes: far beyond 2^64 bytes, still growing.
-  conv->set_output_activations(int64_t{1} << 62);
-  model.set_batch_size(1 << 30);
-  EXPECT_GT(LargestConvOutputMib(model), 1e19 / MiB);
-  FamilyCalibration calibration{0, 1, 0, 1, 1};
-  ReplayResult replay;
-  EXPECT_EQ(
-      CalibratedEstimate(replay, Card(40960), calibration, LargestConvOutputMib(model))
-          .upper_bytes(),
-      UINT64_MAX);
-}
-
-TEST(MemoryModel, AllocatorCapacityIsWhatTheSafeEstimateLeaves) {
-  const FamilyCalibration calibration{1000, 2.0, 0, 1.0};
-  // (4000 - 1000 context - 1000 intercept) / 2.
-  EXPECT_EQ(AllocatorCapacity(Card(4000), calibration, 0), 1000 * MiB);
-  EXPECT_EQ(AllocatorCapacity(Card(1500), calibration, 0), 1u);  // Nothing left: not 0.
 }
 
 TEST(SimulationEstimator, ReplaysTheRequestsTrace) {
@@ -759,154 +591,5 @@ TEST(SimulationEstimator, ThePopulationNotTheOptimizerChoosesTheTerms) {
   EXPECT_EQ(before->Text(), parsed->Text());
 }
 
-namespace context_choice {
-
-core::GpuProfile Measured() {
-  core::GpuProfile gpu = Card(81559);
-  gpu.context_bytes = 1429 * MiB;  // The profile's own figure, for rule 4.
-  gpu.contexts = {{13, "2.11", "LAZY", 758 * MiB, "lease A", ""},
-                  {13, "2.11", "EAGER", 2052 * MiB, "lease A", ""}};
-  return gpu;
-}
-
-v1::ModelDescription Job(uint32_t cuda_major, const char* loading,
-                         const char* torch = "2.11.0") {
-  v1::ModelDescription m;
-  m.set_framework_version(torch);
-  m.mutable_stack()->set_cuda_major(cuda_major);
-  m.mutable_stack()->set_module_loading(loading);
-  return m;
-}
-
-}  // namespace context_choice
-
-// The context is the stack's: measured on the job's stack it is used as measured, with
-// where it came from; on another stack the nearest with its margin and a warning.
-TEST(StackContext, TheJobsStackChoosesTheMeasuredContext) {
-  using context_choice::Job;
-  const core::GpuProfile gpu = context_choice::Measured();
-  core::ContextChoice c = core::ChooseContext(gpu, Job(13, "LAZY"));
-  EXPECT_EQ(c.bytes, 758 * MiB);
-  EXPECT_TRUE(c.measured);
-  EXPECT_TRUE(c.warning.empty());
-  EXPECT_TRUE(
-      absl::StrContains(c.basis, "the job's stack: 758 MiB measured with CUDA 13"))
-      << c.basis;
-  EXPECT_EQ(core::ChooseContext(gpu, Job(13, "EAGER")).bytes, 2052 * MiB);
-  // An empty module loading is PyTorch's default, lazy.
-  EXPECT_EQ(core::ChooseContext(gpu, Job(13, "")).bytes, 758 * MiB);
-  // A CPU-only describe: what the GPU's nodes were measured on.
-  c = core::ChooseContext(gpu, Job(0, "LAZY"));
-  EXPECT_EQ(c.bytes, 758 * MiB);
-  EXPECT_TRUE(c.measured);
-  EXPECT_TRUE(absl::StrContains(c.basis, "does not record the job's CUDA")) << c.basis;
-  // Another CUDA, another torch: the nearest, with the margin, said.
-  for (const v1::ModelDescription& other : {Job(12, "LAZY"), Job(13, "LAZY", "2.4.1")}) {
-    c = core::ChooseContext(gpu, other);
-    EXPECT_EQ(c.bytes, static_cast<uint64_t>(std::llround(758 * MiB * 1.25)));
-    EXPECT_FALSE(c.measured);
-    EXPECT_TRUE(absl::StrContains(c.warning, "not measured on the job's stack"))
-        << c.warning;
-    EXPECT_TRUE(absl::StrContains(c.warning, "+25 %")) << c.warning;
-  }
-  // Eager on a GPU measured lazy only: the lazy figure times the measured ratio.
-  core::GpuProfile lazy_only = gpu;
-  lazy_only.contexts.pop_back();
-  c = core::ChooseContext(lazy_only, Job(13, "EAGER"));
-  EXPECT_EQ(c.bytes,
-            static_cast<uint64_t>(std::llround(758 * MiB * core::kEagerOverLazy)));
-  EXPECT_FALSE(c.warning.empty());
-  // Nothing measured on this GPU: what another GPU measured on the job's stack, with
-  // the margin, said.
-  core::GpuProfile other = gpu;
-  other.id = "other";
-  other.contexts = {{13, "2.11", "LAZY", 775 * MiB, "lease B", "h200"}};
-  c = core::ChooseContext(other, Job(13, "LAZY"));
-  EXPECT_EQ(c.bytes, static_cast<uint64_t>(std::llround(775 * MiB * 1.25)));
-  EXPECT_FALSE(c.measured);
-  EXPECT_TRUE(absl::StrContains(c.warning, "on h200, not on other")) << c.warning;
-  // Nothing measured: the profile's own figure, as its constants say.
-  core::GpuProfile none = gpu;
-  none.contexts.clear();
-  c = core::ChooseContext(none, Job(13, "LAZY"));
-  EXPECT_EQ(c.bytes, 1429 * MiB);
-  EXPECT_TRUE(c.warning.empty());
-  EXPECT_EQ(c.basis, "calibrated");
-}
-
-// The estimate uses the chosen context: the bound moves by exactly the difference,
-// the basis names the measurement, and another stack is warned of.
-// A GPU whose only figure was calibrated on one stack (the A100's, on GPUMemNet's
-// lazy-loading runs): a job on that stack takes it as it is; a job on another takes it
-// as a figure measured on another stack, with the margin and a warning, never silently.
-TEST(StackContext, AFigureCalibratedOnOneStackIsWarnedOfForAnother) {
-  using context_choice::Job;
-  core::GpuProfile gpu = Card(40960);
-  gpu.id = "a100";
-  gpu.context_bytes = 1429 * MiB;
-  gpu.context_stack = core::StackContext{12, "2.4", "LAZY", 0, "", ""};
-  core::ContextChoice c = core::ChooseContext(gpu, Job(0, "LAZY", "1.13.0"));
-  EXPECT_EQ(c.bytes, 1429 * MiB);
-  EXPECT_TRUE(c.warning.empty()) << c.warning;
-  EXPECT_TRUE(absl::StrContains(c.basis, "calibrated on the job's stack")) << c.basis;
-  c = core::ChooseContext(gpu, Job(12, "LAZY", "2.4.1"));
-  EXPECT_EQ(c.bytes, 1429 * MiB);
-  EXPECT_TRUE(c.warning.empty()) << c.warning;
-  // Eager loading, on a CPU-only describe (CUDA not recorded) or on the job's CUDA.
-  for (const uint32_t cuda : {0u, 12u}) {
-    c = core::ChooseContext(gpu, Job(cuda, "EAGER", "2.4.1"));
-    EXPECT_EQ(c.bytes,
-              static_cast<uint64_t>(std::llround(1429 * MiB * core::kEagerOverLazy)));
-    EXPECT_FALSE(c.measured);
-    EXPECT_TRUE(absl::StrContains(c.warning, "eager module loading")) << c.warning;
-    EXPECT_TRUE(absl::StrContains(c.warning, "x2.71 for eager loading")) << c.warning;
-  }
-  // Another CUDA: the margin.
-  c = core::ChooseContext(gpu, Job(13, "LAZY", "2.11.0"));
-  EXPECT_EQ(c.bytes, static_cast<uint64_t>(std::llround(1429 * MiB * 1.25)));
-  EXPECT_TRUE(absl::StrContains(c.warning, "+25 %")) << c.warning;
-  // Through the estimator: the warning travels, and the bound holds the larger context.
-  auto e = Create(Manifest("request"));
-  ASSERT_TRUE(e.ok()) << e.status();
-  v1::EstimateRequest lazy = MlpRequest(true);
-  lazy.mutable_model()->mutable_stack()->set_module_loading("LAZY");
-  v1::EstimateRequest eager = lazy;
-  eager.mutable_model()->mutable_stack()->set_module_loading("EAGER");
-  const Outcome on_lazy = EstimateWith(**e, lazy, gpu);
-  const Outcome on_eager = EstimateWith(**e, eager, gpu);
-  ASSERT_TRUE(on_lazy.status.ok() && on_eager.status.ok()) << on_eager.status;
-  EXPECT_FALSE(HasWarning(on_lazy, v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS));
-  EXPECT_TRUE(HasWarning(on_eager, v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS));
-  EXPECT_EQ(
-      on_eager.result.memory().upper_bytes() - on_lazy.result.memory().upper_bytes(),
-      static_cast<uint64_t>(std::llround(1429 * MiB * core::kEagerOverLazy)) -
-          1429 * MiB);
-}
-
-TEST(StackContext, TheEstimateAddsTheJobsStacksContext) {
-  auto e = Create(Manifest("request"));
-  ASSERT_TRUE(e.ok()) << e.status();
-  const core::GpuProfile gpu = context_choice::Measured();
-  v1::EstimateRequest lazy = MlpRequest(true);
-  *lazy.mutable_model()->mutable_stack() = context_choice::Job(13, "LAZY").stack();
-  lazy.mutable_model()->set_framework_version("2.11.0");
-  v1::EstimateRequest eager = lazy;
-  eager.mutable_model()->mutable_stack()->set_module_loading("EAGER");
-  v1::EstimateRequest other = lazy;
-  other.mutable_model()->mutable_stack()->set_cuda_major(12);
-  const Outcome a = EstimateWith(**e, lazy, gpu);
-  const Outcome b = EstimateWith(**e, eager, gpu);
-  const Outcome c = EstimateWith(**e, other, gpu);
-  ASSERT_TRUE(a.status.ok() && b.status.ok() && c.status.ok()) << a.status;
-  EXPECT_EQ(b.result.memory().upper_bytes() - a.result.memory().upper_bytes(),
-            (2052 - 758) * MiB);
-  EXPECT_TRUE(absl::StrContains(a.result.basis(), "758 MiB measured with CUDA 13"))
-      << a.result.basis();
-  EXPECT_FALSE(HasWarning(a, v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS));
-  EXPECT_EQ(a.result.memory().gpu_constants(), v1::GPU_CONSTANTS_CALIBRATED);
-  EXPECT_TRUE(HasWarning(c, v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS));
-  EXPECT_EQ(c.result.memory().gpu_constants(), v1::GPU_CONSTANTS_ASSUMED);
-  EXPECT_GT(c.result.memory().upper_bytes(), a.result.memory().upper_bytes());
-}
 }  // namespace
 }  // namespace gpuest::allocsim
