@@ -235,6 +235,95 @@ struct Workspace {
   std::vector<float> x, qkv, queries_t, attended, projected, hidden, scores, a, b;
 };
 
+// The sizes one layer's attention shares among its steps.
+struct AttentionSizes {
+  int n;   // Distinct tokens.
+  int d;   // Model width: qkv holds 3d per token.
+  int np;  // n padded to whole vectors.
+  int hd;  // Head size.
+};
+
+// queries_t[c * np + t] = qkv's query channel c of token t, scaled; zeros past n.
+template <int L>
+GPUEST_INLINE void TransposeQueries(const AttentionSizes& z, float scale, Workspace& w) {
+  const int n = z.n, d = z.d, np = z.np;
+  w.queries_t.assign(static_cast<size_t>(d) * np, 0.0f);
+  for (int t = 0; t < n; ++t) {
+    const float* q = w.qkv.data() + static_cast<size_t>(t) * 3 * d;
+    for (int c = 0; c < d; ++c)
+      w.queries_t[static_cast<size_t>(c) * np + t] = q[c] * scale;
+  }
+}
+
+// The scores of L queries (their channels of one head from queries_t) against every
+// key: scores[s * L, + L) for key s, and top, their maximum per lane.
+template <int L, int HD>
+GPUEST_INLINE void HeadScores(const AttentionSizes& z, const float* queries_t,
+                              const float* keys, float* scores,
+                              typename Lanes<L>::F& top) {
+  using V = typename Lanes<L>::F;
+  const int n = z.n, d = z.d, np = z.np, hd = HD > 0 ? HD : z.hd;
+  V queries[HD > 0 ? HD : 1];
+  if constexpr (HD > 0) {
+    for (int j = 0; j < HD; ++j)
+      GPUEST_LOAD(queries[j], queries_t + static_cast<size_t>(j) * np);
+  }
+  top = V{} - 3e38f;
+  for (int s = 0; s < n; ++s) {
+    const float* k = keys + static_cast<size_t>(s) * 3 * d;
+    V acc = {};
+    for (int j = 0; j < hd; ++j) {
+      if constexpr (HD > 0) {
+        acc += queries[j] * k[j];
+      } else {
+        V q;
+        GPUEST_LOAD(q, queries_t + static_cast<size_t>(j) * np);
+        acc += q * k[j];
+      }
+    }
+    top = acc > top ? acc : top;
+    GPUEST_STORE(scores + static_cast<size_t>(s) * L, acc);
+  }
+}
+
+// Head h's values weighed by the softmax of the L queries' scores (from t0), into
+// w.attended. The softmax's numerators exp(score - top) are made as the first L value
+// channels use them, and kept for the next ones where the head has more.
+template <int L, int HD>
+GPUEST_INLINE void WeighValues(const AttentionSizes& z, const float* values,
+                               const float* counts, const typename Lanes<L>::F& top,
+                               int h, int t0, float* scores, Workspace& w) {
+  using V = typename Lanes<L>::F;
+  const int n = z.n, d = z.d, hd = HD > 0 ? HD : z.hd;
+  V total = {};
+  const int lanes = std::min(L, n - t0);
+  for (int j0 = 0; j0 < hd; j0 += L) {  // Up to L value channels at once.
+    const int channels = HD > 0 ? HD : std::min(L, hd - j0);
+    V acc[HD > 0 ? HD : L] = {};
+    for (int s = 0; s < n; ++s) {
+      float* numerator = scores + static_cast<size_t>(s) * L;
+      V p;
+      GPUEST_LOAD(p, numerator);
+      if (j0 == 0) {
+        p -= top;
+        Exp<L>(p);
+        p *= counts[s];
+        total += p;
+        if (hd > L) GPUEST_STORE(numerator, p);
+      }
+      const float* v = values + static_cast<size_t>(s) * 3 * d + j0;
+      for (int j = 0; j < channels; ++j) acc[j] += p * v[j];
+    }
+    const V inv_total = 1.0f / total;
+    for (int j = 0; j < channels; ++j) {
+      const V out = acc[j] * inv_total;
+      for (int u = 0; u < lanes; ++u) {
+        w.attended[static_cast<size_t>(t0 + u) * d + h * hd + j0 + j] = out[u];
+      }
+    }
+  }
+}
+
 // One encoder layer's self-attention: attended[n][d] from qkv[n][3d] over the n
 // distinct tokens, each key and value weighed by counts, L queries at a time, one per
 // vector lane: every step (scores, max, exp, sum, weighted values) is a whole vector,
@@ -248,13 +337,9 @@ GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, const floa
   using V = typename Lanes<L>::F;
   static_assert(HD >= 0 && HD <= 8);
   const int np = Padded<L>(n), hd = HD > 0 ? HD : d / layer.heads;
+  const AttentionSizes z{n, d, np, hd};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  w.queries_t.assign(static_cast<size_t>(d) * np, 0.0f);
-  for (int t = 0; t < n; ++t) {
-    const float* q = w.qkv.data() + static_cast<size_t>(t) * 3 * d;
-    for (int c = 0; c < d; ++c)
-      w.queries_t[static_cast<size_t>(c) * np + t] = q[c] * scale;
-  }
+  TransposeQueries<L>(z, scale, w);
   w.scores.resize(static_cast<size_t>(n) * L);
   float* scores = w.scores.data();
   for (int h = 0; h < layer.heads; ++h) {
@@ -263,56 +348,9 @@ GPUEST_INLINE void Attention(const EncoderLayer& layer, int n, int d, const floa
     for (int t0 = 0; t0 < n; t0 += L) {
       // Channel j of this head for the L queries: queries_t[j * np, + L).
       const float* queries_t = w.queries_t.data() + static_cast<size_t>(h * hd) * np + t0;
-      V queries[HD > 0 ? HD : 1];
-      if constexpr (HD > 0) {
-        for (int j = 0; j < HD; ++j)
-          GPUEST_LOAD(queries[j], queries_t + static_cast<size_t>(j) * np);
-      }
-      V top = V{} - 3e38f;
-      for (int s = 0; s < n; ++s) {
-        const float* k = keys + static_cast<size_t>(s) * 3 * d;
-        V acc = {};
-        for (int j = 0; j < hd; ++j) {
-          if constexpr (HD > 0) {
-            acc += queries[j] * k[j];
-          } else {
-            V q;
-            GPUEST_LOAD(q, queries_t + static_cast<size_t>(j) * np);
-            acc += q * k[j];
-          }
-        }
-        top = acc > top ? acc : top;
-        GPUEST_STORE(scores + static_cast<size_t>(s) * L, acc);
-      }
-      // The softmax's numerators exp(score - top) are made as the first L value
-      // channels use them, and kept for the next ones where the head has more.
-      V total = {};
-      const int lanes = std::min(L, n - t0);
-      for (int j0 = 0; j0 < hd; j0 += L) {  // Up to L value channels at once.
-        const int channels = HD > 0 ? HD : std::min(L, hd - j0);
-        V acc[HD > 0 ? HD : L] = {};
-        for (int s = 0; s < n; ++s) {
-          float* numerator = scores + static_cast<size_t>(s) * L;
-          V p;
-          GPUEST_LOAD(p, numerator);
-          if (j0 == 0) {
-            p -= top;
-            Exp<L>(p);
-            p *= counts[s];
-            total += p;
-            if (hd > L) GPUEST_STORE(numerator, p);
-          }
-          const float* v = values + static_cast<size_t>(s) * 3 * d + j0;
-          for (int j = 0; j < channels; ++j) acc[j] += p * v[j];
-        }
-        const V inv_total = 1.0f / total;
-        for (int j = 0; j < channels; ++j) {
-          const V out = acc[j] * inv_total;
-          for (int u = 0; u < lanes; ++u) {
-            w.attended[static_cast<size_t>(t0 + u) * d + h * hd + j0 + j] = out[u];
-          }
-        }
-      }
+      V top;
+      HeadScores<L, HD>(z, queries_t, keys, scores, top);
+      WeighValues<L, HD>(z, values, counts, top, h, t0, scores, w);
     }
   }
 }
