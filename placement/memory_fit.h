@@ -1,8 +1,8 @@
 // File: memory_fit.h
 //
 // Whether jobs fit one GPU's memory together. Each process pays its own CUDA context,
-// so the joint need is the sum of the jobs' peaks, each with its own context, not one
-// context plus the sum of the tensors. Byte sums saturate instead of wrapping
+// so the joint need is the sum of the jobs' requirements, each with its own context,
+// not one context plus the sum of the tensors. Byte sums saturate instead of wrapping
 // (common/units.h): a request with absurd figures reads as "does not fit", never as a
 // small number.
 #pragma once

@@ -165,11 +165,12 @@ MemoryFit AddMemoryFit(const Target& target, const std::vector<ResolvedJob>& job
   std::vector<uint64_t> existing_bytes;
   uint64_t existing_sum = 0;
   for (size_t i = 0; i + 1 < jobs.size(); ++i) {
-    existing_bytes.push_back(jobs[i].memory_bytes);
-    existing_sum = common::SaturatingAdd(existing_sum, jobs[i].memory_bytes);
+    existing_bytes.push_back(jobs[i].requirement_bytes);
+    existing_sum = common::SaturatingAdd(existing_sum, jobs[i].requirement_bytes);
   }
-  const MemoryFit fit = FitMemory(target.capacity_bytes, existing_bytes,
-                                  jobs.back().memory_bytes, target.reported_used_bytes);
+  const MemoryFit fit =
+      FitMemory(target.capacity_bytes, existing_bytes, jobs.back().requirement_bytes,
+                target.reported_used_bytes);
   response.set_gpu(target.id);
   response.set_capacity_bytes(fit.capacity_bytes);
   response.set_used_bytes(fit.used_bytes);
@@ -197,8 +198,9 @@ void SetOutcome(const ResolvedJob& job, bool candidate, const SpeedPrediction& p
                 v1::JobOutcome& o) {
   o.set_name(job.name);
   o.set_candidate(candidate);
-  o.set_memory_bytes(job.memory_bytes);
-  o.set_memory_basis(job.memory_basis);
+  // The requirement, by JobOutcome's names.
+  o.set_memory_bytes(job.requirement_bytes);
+  o.set_memory_basis(job.requirement_basis);
   o.set_gpu_util(job.util.value);
   o.set_gpu_util_low(job.util.low);
   o.set_gpu_util_high(job.util.high);
@@ -320,10 +322,10 @@ absl::StatusOr<v1::RankGpusResponse> PlacementEngine::RankGpus(
     for (const std::string& alias : gpu.aliases) r.add_aliases(alias);
     r.set_mig(core::IsMigProfile(gpu));
     r.set_capacity_bytes(gpu.memory_bytes);
-    r.set_peak_bytes(job.memory_bytes);
+    r.set_peak_bytes(job.requirement_bytes);  // GpuRanking's name for it.
     r.set_estimator_id(job.estimator_id);
-    r.set_fits(job.memory_bytes <= gpu.memory_bytes);
-    r.set_headroom_bytes(common::SignedHeadroom(gpu.memory_bytes, job.memory_bytes));
+    r.set_fits(job.requirement_bytes <= gpu.memory_bytes);
+    r.set_headroom_bytes(common::SignedHeadroom(gpu.memory_bytes, job.requirement_bytes));
     r.set_needs_cap(job.cap.needed());
   }
   std::stable_sort(response.mutable_gpus()->begin(), response.mutable_gpus()->end(),

@@ -149,8 +149,8 @@ absl::Status ResolveMeasured(const v1::MeasuredJob& m, const std::string& field,
                              const ContentionModel& contention, ResolvedJob& out) {
   GPUEST_RETURN_IF_ERROR(core::CheckField(core::kMeasuredMemory, m.memory_in_use_bytes(),
                                           field + ".measured.memory_in_use_bytes"));
-  out.memory_bytes = m.memory_in_use_bytes();
-  out.memory_basis = "measured in use (its CUDA context included)";
+  out.requirement_bytes = m.memory_in_use_bytes();
+  out.requirement_basis = "measured in use (its CUDA context included)";
   GPUEST_ASSIGN_OR_RETURN(out.util, FromMeasured(m, field + ".measured", contention));
   out.source = m.source();
   return absl::OkStatus();
@@ -160,14 +160,15 @@ absl::Status ResolveEstimated(const v1::EstimatedJob& e, const std::string& fiel
                               const core::GpuProfile& gpu, ResolvedJob& out) {
   GPUEST_RETURN_IF_ERROR(core::CheckField(core::kEstimatedPeak, e.peak_bytes(),
                                           field + ".estimate.peak_bytes"));
-  out.memory_bytes = e.peak_bytes();
-  out.memory_basis = "an earlier estimate's peak";
+  out.requirement_bytes = e.peak_bytes();
+  out.requirement_basis = "an earlier estimate's peak";
   if (e.peak_excludes_context()) {
-    out.memory_bytes = common::SaturatingAdd(out.memory_bytes, gpu.context_bytes);
-    absl::StrAppendFormat(&out.memory_basis, " plus %s's CUDA context (%.0f MiB)", gpu.id,
-                          common::InMiB(static_cast<double>(gpu.context_bytes)));
+    out.requirement_bytes =
+        common::SaturatingAdd(out.requirement_bytes, gpu.context_bytes);
+    absl::StrAppendFormat(&out.requirement_basis, " plus %s's CUDA context (%.0f MiB)",
+                          gpu.id, common::InMiB(static_cast<double>(gpu.context_bytes)));
   } else {
-    out.memory_basis += " (its CUDA context included)";
+    out.requirement_basis += " (its CUDA context included)";
   }
   if (e.has_utilization()) {
     GPUEST_ASSIGN_OR_RETURN(
@@ -202,11 +203,11 @@ absl::Status ResolveDescribed(const v1::EstimateRequest& description,
     return absl::FailedPreconditionError(
         absl::StrCat(field, ".description: no estimator gave a memory figure"));
   }
-  out.memory_bytes = response->recommendation().memory_bytes();
+  out.requirement_bytes = response->recommendation().memory_bytes();
   out.gpus = core::GpusPerJob(request.model().parallelism());
   out.estimator_id = response->recommendation().estimator_id();
   out.cap = response->recommendation().cap();
-  out.memory_basis =
+  out.requirement_basis =
       absl::StrCat("estimated for ", gpu.id, ": ", response->recommendation().basis());
   out.warnings.assign(response->warnings().begin(), response->warnings().end());
   if (const v1::UtilizationEstimate* u = GractOf(*response)) {

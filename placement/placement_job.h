@@ -1,9 +1,10 @@
 // File: placement_job.h
 //
-// One job of a placement request as the placement needs it: the memory it holds or
-// will hold (its own CUDA context included) and its utilization with a range, each
-// with where it came from. A job is given by description (estimated here, for the
-// target GPU), by an earlier estimate's figures, or by what the node measures.
+// One job of a placement request as the placement needs it: its requirement, the
+// memory it holds or will hold (its own CUDA context included), and its utilization
+// with a range, each with where it came from. A job is given by description (estimated
+// here, for the target GPU), by an earlier estimate's figures, or by what the node
+// measures.
 #pragma once
 
 #include <cstdint>
@@ -22,17 +23,19 @@ namespace gpuest::placement {
 
 struct ResolvedJob {
   std::string name;
-  uint64_t memory_bytes = 0;
-  std::string memory_basis;
-  std::string estimator_id;  // For a description: the recommended estimator.
+  // The requirement on the target GPU: a description's recommendation (its proto
+  // memory_bytes), an earlier estimate's peak_bytes, or the memory measured in use.
+  uint64_t requirement_bytes = 0;
+  std::string requirement_basis;  // Where it came from, in words.
+  std::string estimator_id;       // For a description: the recommended estimator.
   UtilizationRange util;
   v1::UtilizationSource source = v1::UTILIZATION_SOURCE_UNKNOWN;
   std::vector<v1::Warning> warnings;  // The description's estimate's.
-  // For a description: how to hold it to memory_bytes (cap.needed: it has a transient
-  // that uncapped can take the GPU's free memory).
+  // For a description: how to hold it to requirement_bytes (cap.needed: it has a
+  // transient that uncapped can take the GPU's free memory).
   v1::MemoryCap cap;
-  // GPUs the job occupies (GpusPerJob of its description's layout); memory_bytes is
-  // then one rank's share, on each of them.
+  // GPUs the job occupies (GpusPerJob of its description's layout); requirement_bytes
+  // is then one rank's share, on each of them.
   uint64_t gpus = 1;
 };
 

@@ -110,8 +110,8 @@ std::string SeveralGpusReason(const ResolvedJob& candidate) {
 std::string MemoryFitReason(const MemoryFit& fit, const ResolvedJob& candidate,
                             const std::string& gpu_words) {
   return absl::StrCat(fit.fits ? "fits: " : "does not fit: ", "candidate '",
-                      candidate.name, "' (", candidate.memory_basis, ") on ", gpu_words,
-                      ": ", MemoryFitWords(fit),
+                      candidate.name, "' (", candidate.requirement_basis, ") on ",
+                      gpu_words, ": ", MemoryFitWords(fit),
                       "; each process pays its own CUDA context");
 }
 
@@ -122,7 +122,7 @@ std::string NeedsCapReason(const ResolvedJob& job) {
       "Cap it at its %s: HAMi nvidia.com/gpumem: %d, or "
       "torch.cuda.set_per_process_memory_fraction(%.3f), or "
       "torch.backends.cudnn.benchmark = False",
-      job.name, GibWords(static_cast<double>(job.memory_bytes)),
+      job.name, GibWords(static_cast<double>(job.requirement_bytes)),
       job.cap.hami_gpumem_mib(), job.cap.per_process_memory_fraction());
 }
 

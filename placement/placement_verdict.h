@@ -31,11 +31,12 @@ struct GpuJudgement {
   ContentionTally contention;
 };
 
-// The candidate (its memory and utilization) on a GPU whose node reports its total and
-// free memory and how busy what runs there keeps it (running: UnknownUtilization()
+// The candidate (its requirement and utilization) on a GPU whose node reports its total
+// and free memory and how busy what runs there keeps it (running: UnknownUtilization()
 // where the node does not say): what CheckPlacement answers for that node_reported GPU
 // with what runs there listed as one job holding total - free, and the candidate.
-GpuJudgement JudgeReportedGpu(const ContentionModel& contention, uint64_t candidate_bytes,
+GpuJudgement JudgeReportedGpu(const ContentionModel& contention,
+                              uint64_t candidate_requirement_bytes,
                               const UtilizationRange& candidate_util,
                               uint64_t total_bytes, uint64_t free_bytes,
                               const UtilizationRange& running);

@@ -10,9 +10,9 @@
 // A resource.k8s.io/v1 ResourceClaim or ResourceClaimTemplate created with
 // gpuest.io/description (a template's in spec.metadata, which its claims carry) has each
 // request of a configured device class (an `exactly` of dra_classes) replaced by one
-// alternative per GPU model the job fits, in RankGpus's order, with that model's figure
-// (dra_claim.h, the same patch `gpuest claim` applies); other requests, and requests
-// already a firstAvailable list, are left as they are.
+// alternative per GPU model the job fits, in RankGpus's order, with that model's
+// requirement (dra_claim.h, the same patch `gpuest claim` applies); other requests, and
+// requests already a firstAvailable list, are left as they are.
 //
 // The failure policy, as Kubernetes defines it:
 // - a pod without gpuest.io/description, an operation other than CREATE, or an object

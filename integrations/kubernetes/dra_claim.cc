@@ -270,8 +270,8 @@ bool NamedBy(const v1::GpuRanking& gpu, const std::string& name) {
 }
 
 // gpu, a model of cls's kind the claim may ask for, added to out: as an alternative
-// with its figure (and for a shared device the request its policy rounds that to), or
-// to left_out with why not.
+// with its requirement (and for a shared device the request its policy rounds that to),
+// or to left_out with why not.
 void AddAlternative(const v1::GpuRanking& gpu, const DraDeviceClass& cls,
                     ClaimSizing& out) {
   if (gpu.fits() && out.alternatives.size() == kMaxAlternatives) {
@@ -288,7 +288,7 @@ void AddAlternative(const v1::GpuRanking& gpu, const DraDeviceClass& cls,
   a.gpu = gpu.gpu();
   a.subrequest = DnsLabel(gpu.gpu());
   a.selector = SelectorFor(gpu, cls);
-  a.requirement_bytes = gpu.peak_bytes();
+  a.requirement_bytes = gpu.peak_bytes();  // GpuRanking's name for it.
   a.capacity_bytes = gpu.capacity_bytes();
   a.needs_cap = gpu.needs_cap();
   if (cls.shared) {

@@ -5,7 +5,7 @@
 // becomes a prioritized list (firstAvailable), one subrequest per GPU model the job
 // fits, in RankGpus's order (tightest fit first), each with a CEL selector for that
 // model and, for a shared device (KEP-5075 consumable capacity), capacity.requests of
-// that model's own figure, rounded up as the device's requestPolicy rounds. The
+// that model's own requirement, rounded up as the device's requestPolicy rounds. The
 // driver's names (attributes, capacity, the opaque config that caps a share) are the
 // table of dra_device_classes.json, not code.
 //
@@ -96,7 +96,7 @@ struct ClaimAlternative {
   std::string gpu;                 // Catalog id.
   std::string subrequest;          // Its DNS-label form, the subrequest's name.
   std::string selector;            // The CEL expression that picks this model's devices.
-  uint64_t requirement_bytes = 0;  // gpuest's figure for this model.
+  uint64_t requirement_bytes = 0;  // gpuest's requirement on this model.
   uint64_t request_bytes = 0;      // What the claim asks (shared: rounded), else 0.
   uint64_t capacity_bytes = 0;
   bool needs_cap = false;

@@ -195,6 +195,7 @@ absl::StatusOr<v1::EstimatedJob> KubeExtender::CandidateFigures(
       models->engine().Estimate(request, deadline);
   if (!estimate.ok()) return estimate.status();
   v1::EstimatedJob figures;
+  // The requirement: the recommendation's memory_bytes, an EstimatedJob's peak_bytes.
   figures.set_peak_bytes(estimate->recommendation().memory_bytes());
   if (auto util = GractEstimate(*estimate)) *figures.mutable_utilization() = *util;
   absl::MutexLock lock(&cache_mu_);
@@ -267,7 +268,7 @@ KubeExtender::NodeVerdict KubeExtender::JudgeNode(Request& request, size_t i,
   verdict.fatal = TallyGpus(request, *gpus, deadline, tally);
   verdict.score = tally.score;
   if (!verdict.fatal.ok()) return verdict;
-  // Each of the pod's GPUs takes one rank of its job, with the figure estimated for it.
+  // Each of the pod's GPUs takes one rank of its job, with its requirement there.
   const uint32_t needed = std::max<uint32_t>(1, request.args.gpus_requested);
   if (tally.fitting >= needed) return verdict;
   verdict.passes = false;
@@ -324,8 +325,8 @@ absl::Status KubeExtender::TallyGpu(Request& request, const NodeGpu& gpu,
     return absl::OkStatus();
   }
   const placement::GpuJudgement judged = placement::JudgeReportedGpu(
-      request.models->contention(), on.candidate->memory_bytes, on.candidate->util, total,
-      free,
+      request.models->contention(), on.candidate->requirement_bytes, on.candidate->util,
+      total, free,
       gpu.util_percent ? placement::MeasuredByNvidiaSmi(*gpu.util_percent)
                        : placement::UnknownUtilization());
   if (judged.fit.candidate_bytes <= total) ++tally.fitting_empty;

@@ -14,7 +14,7 @@
 // malformed description is an Error (with ignorable: true, kube-scheduler then
 // schedules as if there were no extender), never a crash.
 //
-// Filter: a node passes when one of its GPUs fits the job's recommended memory beside
+// Filter: a node passes when one of its GPUs fits the job's requirement beside
 // what is already there: the job is estimated once per GPU model, and each GPU judged
 // with the placement's arithmetic (placement_verdict.h, what CheckPlacement answers for
 // that GPU); a node whose GPUs are too
@@ -90,7 +90,7 @@ class KubeExtender {
   // request), so that each GPU is then judged by arithmetic alone.
   const OnGpuModel& PodOnGpuModel(Request& request, const core::GpuProfile& profile,
                                   const common::WorkDeadline& deadline);
-  // The job's memory figure and utilization class on a catalog GPU, estimated with
+  // The job's requirement and utilization class on a catalog GPU, estimated with
   // models. kube-scheduler asks filter and then prioritize for the same pod: the
   // estimate is made once and kept, keyed by GPU and the description text's SHA-256,
   // and reused only while the same set serves (not after a reload).

@@ -30,8 +30,8 @@ absl::StatusOr<SharingScheduler> ParseSharingScheduler(const std::string& name) 
 }
 
 absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
-                                               uint64_t bytes) {
-  if (bytes == 0) {
+                                               uint64_t requirement_bytes) {
+  if (requirement_bytes == 0) {
     return absl::InvalidArgumentError(
         "the recommended memory is 0 bytes: nothing to request");
   }
@@ -50,11 +50,11 @@ absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
       break;
     case SharingScheduler::kAlibaba:
       r.key = "aliyun.com/gpu-mem";
-      r.amount = CeilDiv(bytes, common::kGiB);
+      r.amount = CeilDiv(requirement_bytes, common::kGiB);
       r.unit = "GiB";
       return r;
   }
-  r.amount = CeilDiv(bytes, common::kMiB);
+  r.amount = CeilDiv(requirement_bytes, common::kMiB);
   r.unit = "MiB";
   return r;
 }

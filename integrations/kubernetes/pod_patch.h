@@ -1,9 +1,9 @@
 // File: pod_patch.h
 //
-// The recommended memory figure as the GPU-sharing schedulers read it from a pod, and
+// gpuest's requirement as the GPU-sharing schedulers read it from a pod, and
 // the JSON Patch (RFC 6902, what a mutating webhook returns and `kubectl patch --type
 // json` takes) that sets it. Always rounded up: a request a byte short of the
-// recommendation is how a job gets killed.
+// requirement is how a job gets killed.
 //
 //   hami     resources.limits nvidia.com/gpumem   MiB (HAMi)
 //   volcano  resources.limits volcano.sh/gpu-memory  MiB (Volcano GPU share)
@@ -41,9 +41,10 @@ struct MemoryRequest {
 std::string EnforcementNote(SharingScheduler scheduler, const MemoryRequest& request,
                             bool cap_needed, double per_process_memory_fraction);
 
-// InvalidArgument for 0 bytes (no figure to request).
+// The request for requirement_bytes (the recommendation's memory_bytes), rounded up to
+// the scheduler's unit; InvalidArgument for 0 bytes (no figure to request).
 absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
-                                               uint64_t bytes);
+                                               uint64_t requirement_bytes);
 
 // The annotations the patch writes: gpuest's figures, so that the extender and
 // operators read them without estimating again, and what it did to the request.
@@ -54,7 +55,7 @@ inline constexpr char kMemoryRequestAnnotation[] = "gpuest.io/memory-request";
 
 // gpuest's figures for the pod's job (its EstimateResponse's recommendation).
 struct PodFigures {
-  uint64_t requirement_bytes = 0;    // memory_bytes: what the request covers.
+  uint64_t requirement_bytes = 0;    // What the request covers.
   uint64_t uncapped_peak_bytes = 0;  // What the job reaches uncapped (its transient).
   std::string models_version;
 };
