@@ -79,6 +79,12 @@ absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_
   return absl::OkStatus();
 }
 
+// Estimator workers: --workers, or one per CPU core.
+int WorkerThreads(const WorkOptions& work) {
+  return work.worker_threads > 0 ? work.worker_threads
+                                 : std::max(1u, std::thread::hardware_concurrency());
+}
+
 // The admin address without a loopback host: said in the log, since Admin has no
 // authentication of its own.
 bool IsLoopback(const std::string& address) {
@@ -109,115 +115,137 @@ absl::StatusOr<std::unique_ptr<GpuestServer>> GpuestServer::Create(
       std::shared_ptr<grpc::ServerCredentials> credentials,
       ServerCredentialsFor(options.grpc.listen_address, options.grpc.tls));
   spdlog::info("gRPC transport: {}", TransportSecurityName(options.grpc.tls));
-
-  s->metrics_ = Metrics::Create();
-  s->metrics_->SetBuildInfo(GPUEST_VERSION, grpc::Version());
-  if (!options.metrics_listen_address.empty()) {
-    GPUEST_ASSIGN_OR_RETURN(
-        s->metrics_http_, StartMetricsHttp(*s->metrics_, options.metrics_listen_address));
-  }
+  GPUEST_RETURN_IF_ERROR(s->StartMetrics());
   GPUEST_ASSIGN_OR_RETURN(
       s->models_,
       ModelLifecycle::Create(options.models, options.work.limits, *s->metrics_));
-
-  const int threads = options.work.worker_threads > 0
-                          ? options.work.worker_threads
-                          : std::max(1u, std::thread::hardware_concurrency());
-  s->pool_ = std::make_unique<WorkerPool>(threads, options.work.max_queued);
-  s->intake_ = std::make_unique<Intake>(options.work.max_bytes_in_flight, threads);
-  // The extender's calls may hold half the workers (at least one): a flood of them
-  // leaves the others to the gRPC API.
-  if (options.grpc.transport.max_resets_per_second > 0) {
-    Metrics* metrics = s->metrics_.get();
-    s->stream_guard_ = std::make_unique<StreamGuard>(
-        options.grpc.transport.max_resets_per_second,
-        [metrics](const std::string&) { metrics->ConnectionCut(); });
-  }
-  s->dispatcher_ = std::make_unique<CallDispatcher>(
-      *s->metrics_, *s->pool_, *s->intake_, options.grpc.max_message_bytes,
-      options.work.inline_max_request_bytes, std::max(1, static_cast<int>(threads) / 2),
-      s->stream_guard_.get());
-  s->service_ = std::make_unique<EstimatorService>(*s->models_, *s->dispatcher_);
-  s->placement_service_ =
-      std::make_unique<PlacementService>(*s->models_, *s->dispatcher_);
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  // gRPC sets SO_REUSEPORT by default: a second server on the same port would start and
-  // silently take half the connections. Without it, the second one fails to bind.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.grpc.listen_address, credentials, &s->grpc_port_);
-  builder.SetMaxReceiveMessageSize(options.grpc.max_message_bytes);
-  builder.SetMaxSendMessageSize(options.grpc.max_message_bytes);
-  ApplyTransportBounds(options.grpc.transport, "grpc", builder);
-  spdlog::info("gRPC transport bounds: {}",
-               DescribeTransportBounds(options.grpc.transport));
-  AcceptUncompressedOnly(builder);
-  builder.RegisterService(s->service_.get());
-  builder.RegisterService(s->placement_service_.get());
-  s->server_ = builder.BuildAndStart();
-  if (!s->server_ || s->grpc_port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.grpc.listen_address));
-  }
-  if (s->stream_guard_) s->stream_guard_->SetLocalPort(s->grpc_port_);
-  if (!options.admin_listen_address.empty()) {
-    s->admin_pool_ = std::make_unique<WorkerPool>(1, 4);
-    s->admin_service_ = std::make_unique<AdminService>(*s->models_, *s->admin_pool_);
-    grpc::ServerBuilder admin;
-    admin.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    ApplyTransportBounds(options.grpc.transport, "admin", admin);
-    AcceptUncompressedOnly(admin);
-    admin.AddListeningPort(options.admin_listen_address,
-                           grpc::InsecureServerCredentials(), &s->admin_port_);
-    admin.RegisterService(s->admin_service_.get());
-    s->admin_server_ = admin.BuildAndStart();
-    if (!s->admin_server_ || s->admin_port_ == 0) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot listen on ", options.admin_listen_address, " (admin)"));
-    }
-    if (!IsLoopback(options.admin_listen_address)) {
-      spdlog::warn(
-          "gpuest.v1.Admin is served on {}, not on loopback: anyone who reaches "
-          "it can reload the models",
-          options.admin_listen_address);
-    }
-  }
-  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
-  health->SetServingStatus(kServiceName, true);
-  health->SetServingStatus(kPlacementServiceName, true);
-  health->SetServingStatus(true);
-
-  spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}, Admin on {}",
-               s->grpc_port_, threads,
-               s->metrics_port() ? absl::StrCat("port ", s->metrics_port()) : "nothing",
-               s->admin_port_ ? absl::StrCat("port ", s->admin_port_) : "nothing");
-  if (!options.extender.listen_address.empty()) {
-    // The extender answers from the same engines as the gRPC services, through the
-    // same dispatcher (admission, queue, deadlines, metrics).
-    s->extender_ =
-        std::make_unique<kubernetes::KubeExtender>(*s->models_, options.extender);
-    GPUEST_ASSIGN_OR_RETURN(
-        s->extender_http_,
-        StartExtenderHttp(*s->extender_, options.extender.listen_address,
-                          options.extender_tls,
-                          static_cast<size_t>(options.extender.max_body_bytes),
-                          options.extender.timeout, *s->dispatcher_));
-  }
-  if (!options.admission.listen_address.empty()) {
-    s->webhook_ = std::make_unique<kubernetes::AdmissionWebhook>(
-        *s->models_, options.admission.sizing);
-    GPUEST_ASSIGN_OR_RETURN(
-        s->webhook_https_,
-        StartAdmissionHttps(*s->webhook_, options.admission, *s->dispatcher_));
-  }
+  const int threads = WorkerThreads(options.work);
+  s->SetUpWork(threads);
+  GPUEST_RETURN_IF_ERROR(s->StartGrpc(std::move(credentials)));
+  GPUEST_RETURN_IF_ERROR(s->StartAdmin());
+  s->AnnounceServing(threads);
+  GPUEST_RETURN_IF_ERROR(s->StartExtender());
+  GPUEST_RETURN_IF_ERROR(s->StartAdmission());
   if (!options.ready_file.empty()) {
     GPUEST_RETURN_IF_ERROR(WriteReadyFile(options.ready_file, s->grpc_port_,
                                           s->metrics_port(), s->admin_port_,
                                           s->extender_port(), s->admission_port()));
   }
   return s;
+}
+
+absl::Status GpuestServer::StartMetrics() {
+  metrics_ = Metrics::Create();
+  metrics_->SetBuildInfo(GPUEST_VERSION, grpc::Version());
+  if (!options_.metrics_listen_address.empty()) {
+    GPUEST_ASSIGN_OR_RETURN(metrics_http_,
+                            StartMetricsHttp(*metrics_, options_.metrics_listen_address));
+  }
+  return absl::OkStatus();
+}
+
+void GpuestServer::SetUpWork(int threads) {
+  pool_ = std::make_unique<WorkerPool>(threads, options_.work.max_queued);
+  intake_ = std::make_unique<Intake>(options_.work.max_bytes_in_flight, threads);
+  const GrpcTransportOptions& transport = options_.grpc.transport;
+  if (transport.max_resets_per_second > 0) {
+    Metrics* metrics = metrics_.get();
+    stream_guard_ = std::make_unique<StreamGuard>(
+        transport.max_resets_per_second,
+        [metrics](const std::string&) { metrics->ConnectionCut(); });
+  }
+  // The extender's calls may hold half the workers (at least one): a flood of them
+  // leaves the others to the gRPC API.
+  dispatcher_ = std::make_unique<CallDispatcher>(
+      *metrics_, *pool_, *intake_, options_.grpc.max_message_bytes,
+      options_.work.inline_max_request_bytes, std::max(1, threads / 2),
+      stream_guard_.get());
+  service_ = std::make_unique<EstimatorService>(*models_, *dispatcher_);
+  placement_service_ = std::make_unique<PlacementService>(*models_, *dispatcher_);
+}
+
+absl::Status GpuestServer::StartGrpc(
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port would start and
+  // silently take half the connections. Without it, the second one fails to bind.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(options_.grpc.listen_address, credentials, &grpc_port_);
+  builder.SetMaxReceiveMessageSize(options_.grpc.max_message_bytes);
+  builder.SetMaxSendMessageSize(options_.grpc.max_message_bytes);
+  ApplyTransportBounds(options_.grpc.transport, "grpc", builder);
+  spdlog::info("gRPC transport bounds: {}",
+               DescribeTransportBounds(options_.grpc.transport));
+  AcceptUncompressedOnly(builder);
+  builder.RegisterService(service_.get());
+  builder.RegisterService(placement_service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_ || grpc_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.grpc.listen_address));
+  }
+  if (stream_guard_) stream_guard_->SetLocalPort(grpc_port_);
+  return absl::OkStatus();
+}
+
+absl::Status GpuestServer::StartAdmin() {
+  const std::string& address = options_.admin_listen_address;
+  if (address.empty()) return absl::OkStatus();
+  admin_pool_ = std::make_unique<WorkerPool>(1, 4);
+  admin_service_ = std::make_unique<AdminService>(*models_, *admin_pool_);
+  grpc::ServerBuilder admin;
+  admin.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ApplyTransportBounds(options_.grpc.transport, "admin", admin);
+  AcceptUncompressedOnly(admin);
+  admin.AddListeningPort(address, grpc::InsecureServerCredentials(), &admin_port_);
+  admin.RegisterService(admin_service_.get());
+  admin_server_ = admin.BuildAndStart();
+  if (!admin_server_ || admin_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, " (admin)"));
+  }
+  if (!IsLoopback(address)) {
+    spdlog::warn(
+        "gpuest.v1.Admin is served on {}, not on loopback: anyone who reaches "
+        "it can reload the models",
+        address);
+  }
+  return absl::OkStatus();
+}
+
+void GpuestServer::AnnounceServing(int threads) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(kPlacementServiceName, true);
+  health->SetServingStatus(true);
+  spdlog::info("serving gRPC on port {} ({} workers), /metrics on {}, Admin on {}",
+               grpc_port_, threads,
+               metrics_port() ? absl::StrCat("port ", metrics_port()) : "nothing",
+               admin_port_ ? absl::StrCat("port ", admin_port_) : "nothing");
+}
+
+absl::Status GpuestServer::StartExtender() {
+  const kubernetes::ExtenderOptions& extender = options_.extender;
+  if (extender.listen_address.empty()) return absl::OkStatus();
+  // The extender answers from the same engines as the gRPC services, through the
+  // same dispatcher (admission, queue, deadlines, metrics).
+  extender_ = std::make_unique<kubernetes::KubeExtender>(*models_, extender);
+  GPUEST_ASSIGN_OR_RETURN(
+      extender_http_,
+      StartExtenderHttp(*extender_, extender.listen_address, options_.extender_tls,
+                        static_cast<size_t>(extender.max_body_bytes), extender.timeout,
+                        *dispatcher_));
+  return absl::OkStatus();
+}
+
+absl::Status GpuestServer::StartAdmission() {
+  if (options_.admission.listen_address.empty()) return absl::OkStatus();
+  webhook_ =
+      std::make_unique<kubernetes::AdmissionWebhook>(*models_, options_.admission.sizing);
+  GPUEST_ASSIGN_OR_RETURN(
+      webhook_https_, StartAdmissionHttps(*webhook_, options_.admission, *dispatcher_));
+  return absl::OkStatus();
 }
 
 ReloadOutcome GpuestServer::ReloadModels() { return models_->Reload(); }

@@ -15,7 +15,8 @@
 
 namespace grpc {
 class Server;
-}
+class ServerCredentials;
+}  // namespace grpc
 
 namespace gpuest::kubernetes {
 class AdmissionWebhook;
@@ -55,6 +56,15 @@ class GpuestServer {
 
  private:
   explicit GpuestServer(const ServerOptions& options);
+
+  // Create's steps, in their order; each builds its part from options_.
+  absl::Status StartMetrics();  // metrics_, and GET /metrics when asked for.
+  void SetUpWork(int threads);  // The workers, intake, dispatcher and services.
+  absl::Status StartGrpc(std::shared_ptr<grpc::ServerCredentials> credentials);
+  absl::Status StartAdmin();          // Only with an admin address.
+  void AnnounceServing(int threads);  // Health SERVING, and the log line that says so.
+  absl::Status StartExtender();       // Only with an extender address.
+  absl::Status StartAdmission();      // Only with an admission address.
 
   ServerOptions options_;
   std::unique_ptr<Metrics> metrics_;
