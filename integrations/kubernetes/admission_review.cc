@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_guard.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuest::kubernetes {
@@ -47,23 +48,18 @@ absl::Status StringMap(dom::object map, std::map<std::string, std::string>& out)
   return {};
 }
 
-#define GPUEST_RETURN(expr)                         \
-  do {                                              \
-    if (absl::Status s = (expr); !s.ok()) return s; \
-  } while (0)
-
 absl::Status ReadContainer(dom::object container, size_t i, AdmissionContainer& out) {
   const std::string where = absl::StrCat("request.object.spec.containers[", i, "]");
   std::optional<std::string_view> name;
-  GPUEST_RETURN(Optional(container, "name", where + ".name", "a string", name));
+  GPUEST_RETURN_IF_ERROR(Optional(container, "name", where + ".name", "a string", name));
   if (name) out.name = std::string(*name);
   std::optional<dom::object> resources;
-  GPUEST_RETURN(
+  GPUEST_RETURN_IF_ERROR(
       Optional(container, "resources", where + ".resources", "an object", resources));
   if (!resources) return {};
   out.has_resources = true;
   std::optional<dom::object> limits;
-  GPUEST_RETURN(
+  GPUEST_RETURN_IF_ERROR(
       Optional(*resources, "limits", where + ".resources.limits", "an object", limits));
   if (!limits) return {};
   out.has_limits = true;
@@ -72,34 +68,35 @@ absl::Status ReadContainer(dom::object container, size_t i, AdmissionContainer& 
 
 absl::Status ReadPod(dom::object pod, AdmissionPod& out) {
   std::optional<dom::object> metadata;
-  GPUEST_RETURN(
+  GPUEST_RETURN_IF_ERROR(
       Optional(pod, "metadata", "request.object.metadata", "an object", metadata));
   if (metadata) {
     std::optional<std::string_view> ns, name, generate;
-    GPUEST_RETURN(Optional(*metadata, "namespace", "request.object.metadata.namespace",
-                           "a string", ns));
-    GPUEST_RETURN(
+    GPUEST_RETURN_IF_ERROR(Optional(*metadata, "namespace",
+                                    "request.object.metadata.namespace", "a string", ns));
+    GPUEST_RETURN_IF_ERROR(
         Optional(*metadata, "name", "request.object.metadata.name", "a string", name));
-    GPUEST_RETURN(Optional(*metadata, "generateName",
-                           "request.object.metadata.generateName", "a string", generate));
+    GPUEST_RETURN_IF_ERROR(Optional(*metadata, "generateName",
+                                    "request.object.metadata.generateName", "a string",
+                                    generate));
     // simdjson's views are std::string_view; this abseil's string_view is its own.
     if (ns) out.pod = std::string(*ns) + "/";
     out.pod += name ? std::string(*name) : std::string(generate.value_or("?")) + "*";
     std::optional<dom::object> annotations;
-    GPUEST_RETURN(Optional(*metadata, "annotations",
-                           "request.object.metadata.annotations", "an object",
-                           annotations));
+    GPUEST_RETURN_IF_ERROR(Optional(*metadata, "annotations",
+                                    "request.object.metadata.annotations", "an object",
+                                    annotations));
     if (annotations) {
       out.has_annotations = true;
-      GPUEST_RETURN(StringMap(*annotations, out.annotations));
+      GPUEST_RETURN_IF_ERROR(StringMap(*annotations, out.annotations));
     }
   }
   std::optional<dom::object> spec;
-  GPUEST_RETURN(Optional(pod, "spec", "request.object.spec", "an object", spec));
+  GPUEST_RETURN_IF_ERROR(Optional(pod, "spec", "request.object.spec", "an object", spec));
   if (!spec) return {};
   std::optional<dom::array> containers;
-  GPUEST_RETURN(Optional(*spec, "containers", "request.object.spec.containers",
-                         "an array", containers));
+  GPUEST_RETURN_IF_ERROR(Optional(*spec, "containers", "request.object.spec.containers",
+                                  "an array", containers));
   if (!containers) return {};
   if (containers->size() > kMaxPodContainers) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -114,7 +111,7 @@ absl::Status ReadPod(dom::object pod, AdmissionPod& out) {
                        "an object");
     }
     AdmissionContainer& c = out.containers.emplace_back();
-    GPUEST_RETURN(ReadContainer(container, i++, c));
+    GPUEST_RETURN_IF_ERROR(ReadContainer(container, i++, c));
   }
   return {};
 }
@@ -126,9 +123,10 @@ absl::Status ReadMetadata(dom::object metadata, const std::string& where,
                           std::map<std::string, std::string>* annotations,
                           bool* has_annotations) {
   std::optional<std::string_view> ns, name, generate;
-  GPUEST_RETURN(Optional(metadata, "namespace", where + ".namespace", "a string", ns));
-  GPUEST_RETURN(Optional(metadata, "name", where + ".name", "a string", name));
-  GPUEST_RETURN(
+  GPUEST_RETURN_IF_ERROR(
+      Optional(metadata, "namespace", where + ".namespace", "a string", ns));
+  GPUEST_RETURN_IF_ERROR(Optional(metadata, "name", where + ".name", "a string", name));
+  GPUEST_RETURN_IF_ERROR(
       Optional(metadata, "generateName", where + ".generateName", "a string", generate));
   if (ns || name || generate) {
     out.pod = ns ? std::string(*ns) + "/" : std::string();
@@ -136,11 +134,11 @@ absl::Status ReadMetadata(dom::object metadata, const std::string& where,
   }
   if (annotations == nullptr) return {};
   std::optional<dom::object> map;
-  GPUEST_RETURN(
+  GPUEST_RETURN_IF_ERROR(
       Optional(metadata, "annotations", where + ".annotations", "an object", map));
   if (map) {
     if (has_annotations != nullptr) *has_annotations = true;
-    GPUEST_RETURN(StringMap(*map, *annotations));
+    GPUEST_RETURN_IF_ERROR(StringMap(*map, *annotations));
   }
   return {};
 }
@@ -149,14 +147,15 @@ absl::Status ReadMetadata(dom::object metadata, const std::string& where,
 absl::Status ReadClaimSpec(dom::object spec, const std::string& where,
                            AdmissionPod& out) {
   std::optional<dom::object> devices;
-  GPUEST_RETURN(Optional(spec, "devices", where + ".devices", "an object", devices));
+  GPUEST_RETURN_IF_ERROR(
+      Optional(spec, "devices", where + ".devices", "an object", devices));
   if (!devices) return {};
   std::optional<dom::array> config;
-  GPUEST_RETURN(
+  GPUEST_RETURN_IF_ERROR(
       Optional(*devices, "config", where + ".devices.config", "an array", config));
   out.has_config = config.has_value();
   std::optional<dom::array> requests;
-  GPUEST_RETURN(
+  GPUEST_RETURN_IF_ERROR(
       Optional(*devices, "requests", where + ".devices.requests", "an array", requests));
   if (!requests) return {};
   if (requests->size() > kMaxClaimRequests) {
@@ -174,15 +173,17 @@ absl::Status ReadClaimSpec(dom::object spec, const std::string& where,
     AdmissionClaimRequest& r = out.claim_requests.emplace_back();
     r.index = i++;
     std::optional<std::string_view> name;
-    GPUEST_RETURN(Optional(request, "name", at + ".name", "a string", name));
+    GPUEST_RETURN_IF_ERROR(Optional(request, "name", at + ".name", "a string", name));
     if (name) r.name = std::string(*name);
     std::optional<dom::object> exactly;
-    GPUEST_RETURN(Optional(request, "exactly", at + ".exactly", "an object", exactly));
+    GPUEST_RETURN_IF_ERROR(
+        Optional(request, "exactly", at + ".exactly", "an object", exactly));
     if (!exactly) continue;
     r.exactly = true;
     std::optional<std::string_view> device_class;
-    GPUEST_RETURN(Optional(*exactly, "deviceClassName", at + ".exactly.deviceClassName",
-                           "a string", device_class));
+    GPUEST_RETURN_IF_ERROR(Optional(*exactly, "deviceClassName",
+                                    at + ".exactly.deviceClassName", "a string",
+                                    device_class));
     if (device_class) r.device_class = std::string(*device_class);
     r.exactly_json = simdjson::minify(*exactly);
   }
@@ -191,16 +192,17 @@ absl::Status ReadClaimSpec(dom::object spec, const std::string& where,
 
 absl::Status ReadClaim(dom::object object, bool is_template, AdmissionPod& out) {
   std::optional<dom::object> metadata;
-  GPUEST_RETURN(
+  GPUEST_RETURN_IF_ERROR(
       Optional(object, "metadata", "request.object.metadata", "an object", metadata));
   bool own_annotations = false;
   out.has_metadata = metadata.has_value();
   if (metadata) {
-    GPUEST_RETURN(ReadMetadata(*metadata, "request.object.metadata", out,
-                               &out.annotations, &own_annotations));
+    GPUEST_RETURN_IF_ERROR(ReadMetadata(*metadata, "request.object.metadata", out,
+                                        &out.annotations, &own_annotations));
   }
   std::optional<dom::object> spec;
-  GPUEST_RETURN(Optional(object, "spec", "request.object.spec", "an object", spec));
+  GPUEST_RETURN_IF_ERROR(
+      Optional(object, "spec", "request.object.spec", "an object", spec));
   if (!is_template) {
     out.has_annotations = own_annotations;
     return spec ? ReadClaimSpec(*spec, "request.object.spec", out) : absl::OkStatus();
@@ -208,18 +210,18 @@ absl::Status ReadClaim(dom::object object, bool is_template, AdmissionPod& out) 
   if (!spec) return {};
   // What the claims carry wins over the template's own annotations.
   std::optional<dom::object> claim_metadata;
-  GPUEST_RETURN(Optional(*spec, "metadata", "request.object.spec.metadata", "an object",
-                         claim_metadata));
+  GPUEST_RETURN_IF_ERROR(Optional(*spec, "metadata", "request.object.spec.metadata",
+                                  "an object", claim_metadata));
   if (claim_metadata) {
     out.has_spec_metadata = true;
     std::map<std::string, std::string> carried;
     AdmissionPod ignored;
-    GPUEST_RETURN(ReadMetadata(*claim_metadata, "request.object.spec.metadata", ignored,
-                               &carried, &out.has_annotations));
+    GPUEST_RETURN_IF_ERROR(ReadMetadata(*claim_metadata, "request.object.spec.metadata",
+                                        ignored, &carried, &out.has_annotations));
     for (auto& [key, value] : carried) out.annotations[key] = std::move(value);
   }
   std::optional<dom::object> claim_spec;
-  GPUEST_RETURN(
+  GPUEST_RETURN_IF_ERROR(
       Optional(*spec, "spec", "request.object.spec.spec", "an object", claim_spec));
   return claim_spec ? ReadClaimSpec(*claim_spec, "request.object.spec.spec", out)
                     : absl::OkStatus();
@@ -230,7 +232,7 @@ absl::Status ReadClaim(dom::object object, bool is_template, AdmissionPod& out) 
 absl::StatusOr<dom::object> ReviewRequest(dom::parser& parser, const std::string& body) {
   // Before parsing: the DOM's lookups take a key's first copy, where the API server's
   // Go decoder took the last, so a key named twice is refused, not read.
-  GPUEST_RETURN(common::CheckJsonText(body, "AdmissionReview"));
+  GPUEST_RETURN_IF_ERROR(common::CheckJsonText(body, "AdmissionReview"));
   dom::element root;
   if (const simdjson::error_code e = parser.parse(body).get(root);
       e != simdjson::SUCCESS) {
@@ -272,17 +274,19 @@ absl::Status ReadRequestFields(dom::object request, AdmissionPod& out) {
   }
   out.uid = std::string(uid.substr(0, 128));
   std::optional<std::string_view> operation;
-  GPUEST_RETURN(
+  GPUEST_RETURN_IF_ERROR(
       Optional(request, "operation", "request.operation", "a string", operation));
   if (operation) out.operation = std::string(*operation);
   std::optional<bool> dry_run;
-  GPUEST_RETURN(Optional(request, "dryRun", "request.dryRun", "a boolean", dry_run));
+  GPUEST_RETURN_IF_ERROR(
+      Optional(request, "dryRun", "request.dryRun", "a boolean", dry_run));
   out.dry_run = dry_run.value_or(false);
   std::optional<dom::object> kind_of;
-  GPUEST_RETURN(Optional(request, "kind", "request.kind", "an object", kind_of));
+  GPUEST_RETURN_IF_ERROR(Optional(request, "kind", "request.kind", "an object", kind_of));
   if (kind_of) {
     std::optional<std::string_view> k;
-    GPUEST_RETURN(Optional(*kind_of, "kind", "request.kind.kind", "a string", k));
+    GPUEST_RETURN_IF_ERROR(
+        Optional(*kind_of, "kind", "request.kind.kind", "a string", k));
     if (k) out.kind = std::string(*k);
   }
   return {};
@@ -300,12 +304,13 @@ absl::StatusOr<AdmissionPod> ParseAdmissionReview(const std::string& body) {
   absl::StatusOr<dom::object> request = ReviewRequest(parser, body);
   if (!request.ok()) return request.status();
   AdmissionPod out;
-  GPUEST_RETURN(ReadRequestFields(*request, out));
+  GPUEST_RETURN_IF_ERROR(ReadRequestFields(*request, out));
   std::optional<dom::object> pod;
-  GPUEST_RETURN(Optional(*request, "object", "request.object", "an object", pod));
-  if (pod && out.kind == "Pod") GPUEST_RETURN(ReadPod(*pod, out));
+  GPUEST_RETURN_IF_ERROR(
+      Optional(*request, "object", "request.object", "an object", pod));
+  if (pod && out.kind == "Pod") GPUEST_RETURN_IF_ERROR(ReadPod(*pod, out));
   if (pod && (out.kind == "ResourceClaim" || out.kind == "ResourceClaimTemplate")) {
-    GPUEST_RETURN(ReadClaim(*pod, out.kind == "ResourceClaimTemplate", out));
+    GPUEST_RETURN_IF_ERROR(ReadClaim(*pod, out.kind == "ResourceClaimTemplate", out));
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include "common/text_file.h"
 #include "common/units.h"
 #include "integrations/kubernetes/dra_device_classes_json.h"
+#include "integrations/kubernetes/pod_patch.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuest::kubernetes {
@@ -200,10 +201,6 @@ std::string SelectorFor(const v1::GpuRanking& gpu, const DraDeviceClass& cls) {
 
 std::string GiB(uint64_t bytes) {
   return absl::StrFormat("%.1f GiB", common::InGiB(static_cast<double>(bytes)));
-}
-
-std::string PointerToken(const std::string& key) {
-  return absl::StrReplaceAll(key, {{"~", "~0"}, {"/", "~1"}});
 }
 
 // The "$LIMIT" strings of the cap's parameters replaced by the share.
@@ -558,7 +555,7 @@ absl::StatusOr<std::string> ClaimPatchJson(const ClaimShape& shape,
     add(meta + "/annotations", Json::object());
   }
   auto annotate = [&](const char* key, std::string value) {
-    add(absl::StrCat(meta, "/annotations/", PointerToken(key)), std::move(value));
+    add(absl::StrCat(meta, "/annotations/", JsonPointerToken(key)), std::move(value));
   };
   annotate(kClaimRequirementsAnnotation, requirements.dump());
   annotate(kClaimSizedAnnotation, common::Utf8Prefix(absl::StrJoin(sized, "; "), 4096));

@@ -14,11 +14,11 @@ uint64_t CeilDiv(uint64_t bytes, uint64_t unit) {
 }
 
 // A JSON Pointer reference token (RFC 6901): '~' and '/' escaped.
-std::string PointerToken(const std::string& key) {
+}  // namespace
+
+std::string JsonPointerToken(const std::string& key) {
   return absl::StrReplaceAll(key, {{"~", "~0"}, {"/", "~1"}});
 }
-
-}  // namespace
 
 absl::StatusOr<SharingScheduler> ParseSharingScheduler(const std::string& name) {
   if (name == "hami") return SharingScheduler::kHami;
@@ -109,8 +109,8 @@ std::string PodPatchJson(const MemoryRequest& request, const PodFigures& figures
   }
   const std::string path =
       request.annotation
-          ? absl::StrCat("/metadata/annotations/", PointerToken(request.key))
-          : absl::StrCat(container, "/limits/", PointerToken(request.key));
+          ? absl::StrCat("/metadata/annotations/", JsonPointerToken(request.key))
+          : absl::StrCat(container, "/limits/", JsonPointerToken(request.key));
   const std::string ours = absl::StrCat(request.amount, " ", request.unit);
   std::string done;
   if (!shape.existing_amount) {
@@ -125,7 +125,7 @@ std::string PodPatchJson(const MemoryRequest& request, const PodFigures& figures
                         " of ", request.key, " to gpuest's ", ours);
   }
   auto annotate = [&add](const char* key, std::string value) {
-    add(absl::StrCat("/metadata/annotations/", PointerToken(key)), std::move(value));
+    add(absl::StrCat("/metadata/annotations/", JsonPointerToken(key)), std::move(value));
   };
   annotate(kRequirementAnnotation, std::to_string(figures.requirement_bytes));
   annotate(kUncappedPeakAnnotation, std::to_string(figures.uncapped_peak_bytes));

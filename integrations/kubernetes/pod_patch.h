@@ -46,6 +46,10 @@ std::string EnforcementNote(SharingScheduler scheduler, const MemoryRequest& req
 absl::StatusOr<MemoryRequest> MemoryRequestFor(SharingScheduler scheduler,
                                                uint64_t requirement_bytes);
 
+// key as one reference token of a JSON Pointer (RFC 6901: "~" as "~0", "/" as "~1"),
+// the path of an annotation or a resource in a JSON Patch (the DRA claim's too).
+std::string JsonPointerToken(const std::string& key);
+
 // The annotations the patch writes: gpuest's figures, so that the extender and
 // operators read them without estimating again, and what it did to the request.
 inline constexpr char kRequirementAnnotation[] = "gpuest.io/requirement-bytes";
