@@ -40,86 +40,84 @@ std::vector<int32_t> EventOrder(const v1::AllocationTrace& trace) {
   return sorted;
 }
 
-// Replays `steps` steps, or, with settle, at least that many and on until a step maps no
-// new segment (at most kMaxSettleSteps).
-absl::StatusOr<ReplayResult> Replay(const v1::AllocationTrace& trace,
-                                    const AllocatorConfig& config,
-                                    const std::vector<PersistentAllocation>& persistent,
-                                    int steps, bool settle,
-                                    const common::WorkDeadline& deadline) {
-  GPUEST_RETURN_IF_ERROR(deadline.Check());
-  CachingAllocator allocator(config);
-  ReplayResult result;
-  CategoryBytes live{};
-  uint64_t allocated_at_peak = 0;
-  auto note_peak = [&] {
-    if (allocator.allocated() > allocated_at_peak) {
-      allocated_at_peak = allocator.allocated();
-      result.live_at_peak = live;
-    }
-  };
-  auto peaks = [&] {
-    result.peak_allocated_bytes = allocator.peak_allocated();
-    result.peak_reserved_bytes = allocator.peak_reserved();
-    result.alloc_retries = allocator.alloc_retries();
-  };
-  auto fail = [&](const absl::Status& status) -> absl::StatusOr<ReplayResult> {
-    if (status.code() != absl::StatusCode::kResourceExhausted) return status;
-    result.out_of_memory = true;
-    peaks();
-    return result;
-  };
+// One replay of a trace: the simulated allocator, what is live by category, each
+// allocation's block, and the result so far. Run once.
+class Replayer {
+ public:
+  Replayer(const v1::AllocationTrace& trace, const AllocatorConfig& config)
+      : trace_(trace), allocator_(config), block_of_(trace.size_bytes_size(), -1) {}
 
-  for (const PersistentAllocation& p : persistent) {
-    auto id = allocator.Malloc(p.bytes);
-    if (!id.ok()) return fail(id.status());
-    live[0] += CachingAllocator::RoundSize(p.bytes);
-    note_peak();
+  // Replays `steps` steps, or, with settle, at least that many and on until a step maps
+  // no new segment (at most kMaxSettleSteps).
+  absl::StatusOr<ReplayResult> Run(const std::vector<PersistentAllocation>& persistent,
+                                   int steps, bool settle,
+                                   const common::WorkDeadline& deadline) {
+    absl::Status status = AllocatePersistent(persistent);
+    if (status.ok()) status = ReplaySteps(steps, settle, deadline);
+    // A failed allocation (ResourceExhausted) ends the replay out of memory; any other
+    // failure (the deadline's) is the answer.
+    if (!status.ok() && status.code() != absl::StatusCode::kResourceExhausted) {
+      return status;
+    }
+    if (!status.ok()) result_.out_of_memory = true;
+    result_.peak_allocated_bytes = allocator_.peak_allocated();
+    result_.peak_reserved_bytes = allocator_.peak_reserved();
+    result_.alloc_retries = allocator_.alloc_retries();
+    return result_;
   }
-  const int n = trace.size_bytes_size();
-  const std::vector<int32_t> order = EventOrder(trace);
-  uint64_t reserved_before_step = 0;
-  std::vector<CachingAllocator::BlockId> block_of(n, -1);
-  auto allocate = [&](int i) -> absl::Status {
-    auto id = allocator.Malloc(trace.size_bytes(i));
-    if (!id.ok()) return id.status();
-    block_of[i] = *id;
-    live[trace.category(i)] += CachingAllocator::RoundSize(trace.size_bytes(i));
-    note_peak();
+
+ private:
+  absl::Status AllocatePersistent(const std::vector<PersistentAllocation>& persistent) {
+    for (const PersistentAllocation& p : persistent) {
+      auto id = allocator_.Malloc(p.bytes);
+      if (!id.ok()) return id.status();
+      live_[0] += CachingAllocator::RoundSize(p.bytes);
+      NotePeak();
+    }
     return absl::OkStatus();
-  };
-  auto release = [&](int i) {
-    allocator.Free(block_of[i]);
-    block_of[i] = -1;
-    live[trace.category(i)] -= CachingAllocator::RoundSize(trace.size_bytes(i));
-  };
-  auto persists = [&](int i) {
-    const int c = trace.category(i);
-    return c == v1::ALLOCATION_CATEGORY_PARAMETER ||
-           c == v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE;
-  };
-  const int last_step = settle ? std::max(steps, kMaxSettleSteps) : steps;
-  for (int step = 0; step < last_step; ++step) {
-    if (settle && step >= steps && allocator.peak_reserved() == reserved_before_step)
-      break;
-    reserved_before_step = allocator.peak_reserved();
-    result.steps_replayed = step + 1;
-    if (step > 0) {
-      for (int i = 0; i < n; ++i) {  // zero_grad(set_to_none=True).
-        if (trace.category(i) == v1::ALLOCATION_CATEGORY_GRADIENT && block_of[i] >= 0) {
-          release(i);
-        }
-      }
-      for (int i = 0; i < n; ++i) {  // The next batch, then the old one goes.
-        if (trace.category(i) != v1::ALLOCATION_CATEGORY_INPUT || block_of[i] < 0)
-          continue;
-        const CachingAllocator::BlockId old = block_of[i];
-        if (absl::Status s = allocate(i); !s.ok()) return fail(s);
-        allocator.Free(old);
-        live[v1::ALLOCATION_CATEGORY_INPUT] -=
-            CachingAllocator::RoundSize(trace.size_bytes(i));
+  }
+
+  absl::Status ReplaySteps(int steps, bool settle, const common::WorkDeadline& deadline) {
+    const std::vector<int32_t> order = EventOrder(trace_);
+    uint64_t reserved_before_step = 0;
+    const int last_step = settle ? std::max(steps, kMaxSettleSteps) : steps;
+    for (int step = 0; step < last_step; ++step) {
+      if (settle && step >= steps && allocator_.peak_reserved() == reserved_before_step)
+        break;
+      reserved_before_step = allocator_.peak_reserved();
+      result_.steps_replayed = step + 1;
+      if (step > 0) GPUEST_RETURN_IF_ERROR(StartNextStep());
+      GPUEST_RETURN_IF_ERROR(ReplayEvents(step, order, deadline));
+    }
+    return absl::OkStatus();
+  }
+
+  // Between two steps: the gradients go, then the next batch arrives before the old
+  // one goes.
+  absl::Status StartNextStep() {
+    const int n = trace_.size_bytes_size();
+    for (int i = 0; i < n; ++i) {  // zero_grad(set_to_none=True).
+      if (trace_.category(i) == v1::ALLOCATION_CATEGORY_GRADIENT && block_of_[i] >= 0) {
+        Release(i);
       }
     }
+    for (int i = 0; i < n; ++i) {  // The next batch, then the old one goes.
+      if (trace_.category(i) != v1::ALLOCATION_CATEGORY_INPUT || block_of_[i] < 0)
+        continue;
+      const CachingAllocator::BlockId old = block_of_[i];
+      GPUEST_RETURN_IF_ERROR(Allocate(i));
+      allocator_.Free(old);
+      live_[v1::ALLOCATION_CATEGORY_INPUT] -=
+          CachingAllocator::RoundSize(trace_.size_bytes(i));
+    }
+    return absl::OkStatus();
+  }
+
+  // The step's events in order; after the first step, the parameters and optimizer
+  // state the first made stay, and the inputs were replaced before it.
+  absl::Status ReplayEvents(int step, const std::vector<int32_t>& order,
+                            const common::WorkDeadline& deadline) {
+    const int n = trace_.size_bytes_size();
     uint32_t since_check = 0;
     for (int32_t e : order) {
       if (++since_check == kEventsPerDeadlineCheck) {
@@ -128,18 +126,61 @@ absl::StatusOr<ReplayResult> Replay(const v1::AllocationTrace& trace,
       }
       const int i = e < n ? e : e - n;
       if (step > 0 &&
-          (persists(i) || trace.category(i) == v1::ALLOCATION_CATEGORY_INPUT)) {
+          (Persists(i) || trace_.category(i) == v1::ALLOCATION_CATEGORY_INPUT)) {
         continue;
       }
       if (e < n) {
-        if (absl::Status s = allocate(i); !s.ok()) return fail(s);
+        GPUEST_RETURN_IF_ERROR(Allocate(i));
       } else {
-        release(i);
+        Release(i);
       }
     }
+    return absl::OkStatus();
   }
-  peaks();
-  return result;
+
+  absl::Status Allocate(int i) {
+    auto id = allocator_.Malloc(trace_.size_bytes(i));
+    if (!id.ok()) return id.status();
+    block_of_[i] = *id;
+    live_[trace_.category(i)] += CachingAllocator::RoundSize(trace_.size_bytes(i));
+    NotePeak();
+    return absl::OkStatus();
+  }
+
+  void Release(int i) {
+    allocator_.Free(block_of_[i]);
+    block_of_[i] = -1;
+    live_[trace_.category(i)] -= CachingAllocator::RoundSize(trace_.size_bytes(i));
+  }
+
+  bool Persists(int i) const {
+    const int c = trace_.category(i);
+    return c == v1::ALLOCATION_CATEGORY_PARAMETER ||
+           c == v1::ALLOCATION_CATEGORY_OPTIMIZER_STATE;
+  }
+
+  void NotePeak() {
+    if (allocator_.allocated() > allocated_at_peak_) {
+      allocated_at_peak_ = allocator_.allocated();
+      result_.live_at_peak = live_;
+    }
+  }
+
+  const v1::AllocationTrace& trace_;
+  CachingAllocator allocator_;
+  std::vector<CachingAllocator::BlockId> block_of_;
+  CategoryBytes live_{};
+  uint64_t allocated_at_peak_ = 0;
+  ReplayResult result_;
+};
+
+absl::StatusOr<ReplayResult> Replay(const v1::AllocationTrace& trace,
+                                    const AllocatorConfig& config,
+                                    const std::vector<PersistentAllocation>& persistent,
+                                    int steps, bool settle,
+                                    const common::WorkDeadline& deadline) {
+  GPUEST_RETURN_IF_ERROR(deadline.Check());
+  return Replayer(trace, config).Run(persistent, steps, settle, deadline);
 }
 
 }  // namespace
