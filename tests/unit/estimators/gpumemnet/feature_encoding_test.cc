@@ -4,12 +4,14 @@
 
 #include "absl/strings/match.h"
 #include "estimators/core/features.h"
-#include "estimators/gpumemnet/network_config.h"
-#include "estimators/gpumemnet/targets.h"
 #include "gtest/gtest.h"
+#include "tests/unit/estimators/gpumemnet/manifest_part.h"
 
 namespace gpuest::gpumemnet {
 namespace {
+
+using manifest_part::Read;
+using manifest_part::Refusal;
 
 v1::ModelDescription Mlp(int64_t batch, int64_t width, const char* activation = "ReLU") {
   v1::ModelDescription m;
@@ -100,22 +102,6 @@ TEST(FeatureEncoding, SequenceTokensAndUnknownTypes) {
               1e-5);
 }
 
-// A part read by the strict reader as a manifest reads it, from "m.json".
-template <typename Part>
-absl::StatusOr<Part> Read(const nlohmann::json& json) {
-  absl::StatusOr<common::strict_json::Fields<nlohmann::json>> fields =
-      common::strict_json::Fields<nlohmann::json>::Of(json, "m.json");
-  if (!fields.ok()) return fields.status();
-  return Part::FromJson(*fields);
-}
-
-// The error's message, for checking that it names the file and the key.
-template <typename Part>
-std::string Refusal(const nlohmann::json& json) {
-  absl::StatusOr<Part> part = Read<Part>(json);
-  return part.ok() ? "accepted" : std::string(part.status().message());
-}
-
 TEST(FeatureEncoding, RoundTripsThroughJson) {
   const EncodingSpec spec = FittedMlpSpec();
   auto back = Read<EncodingSpec>(nlohmann::json::parse(spec.ToJson().dump()));
@@ -178,70 +164,6 @@ TEST(FeatureEncoding, OutOfDistribution) {
   bool named = false;
   for (const auto& s : sigmoid) named = named || absl::StrContains(s, "Sigmoid");
   EXPECT_TRUE(named);
-}
-
-TEST(Targets, MemoryBinsAndTheTopClass) {
-  const HeadSpec h = MemoryHead(8);
-  EXPECT_EQ(h.classes(), 6);  // [0,8) ... [32,40), and > 40 GiB.
-  EXPECT_EQ(h.MemoryClass(7.9 * common::kGiB, false), 0);
-  EXPECT_EQ(h.MemoryClass(8.0 * common::kGiB, false), 1);
-  EXPECT_EQ(h.MemoryClass(39.9 * common::kGiB, false), 4);
-  EXPECT_EQ(h.MemoryClass(3.0 * common::kGiB, true),
-            5);  // OOM: whatever the column says.
-  EXPECT_EQ(MemoryHead(1).classes(), 41);
-  auto back = Read<HeadSpec>(h.ToJson());
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->edges, h.edges);
-  nlohmann::json bad = h.ToJson();
-  bad["classes"] = 5;
-  EXPECT_EQ(Refusal<HeadSpec>(bad), "m.json: 'classes' is 5, but the edges make 6");
-  bad = h.ToJson();
-  bad["width_gib"] = 4;
-  EXPECT_EQ(Refusal<HeadSpec>(bad), "m.json: 'width_gib' does not match width_bytes");
-  bad = h.ToJson();
-  bad["target"] = "Memory";
-  EXPECT_EQ(Refusal<HeadSpec>(bad),
-            "m.json: 'target' must be \"memory\" or \"utilization\"");
-
-  const HeadSpec u = UtilizationHead("SMACT", {0, 0.3, 0.9, 1}, "paper");
-  EXPECT_EQ(u.classes(), 3);
-  auto u_back = Read<HeadSpec>(u.ToJson());
-  ASSERT_TRUE(u_back.ok()) << u_back.status();
-  EXPECT_EQ(u_back->target, HeadTarget::kUtilization);
-  EXPECT_EQ(u_back->metric, "SMACT");
-  EXPECT_EQ(u.UtilizationClass(0.29), 0);
-  EXPECT_EQ(u.UtilizationClass(0.3), 1);
-  EXPECT_EQ(u.UtilizationClass(1.0), 2);
-  EXPECT_EQ(u.UtilizationClass(-1), -1);  // Not measured.
-}
-
-TEST(NetworkConfig, RoundTripsAndRejectsNonsense) {
-  NetworkConfig c;
-  c.kind = NetworkKind::kTransformer;
-  c.global_features = 12;
-  c.head_classes = {21, 11, 6};
-  c.hidden = {128};
-  c.vocabulary = 7;
-  auto back = Read<NetworkConfig>(c.ToJson());
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->ToJson(), c.ToJson());
-  EXPECT_EQ(back->kind, NetworkKind::kTransformer);
-  EXPECT_EQ(back->total_classes(), 38);
-  nlohmann::json bad = c.ToJson();
-  bad["attention_heads"] = 5;  // 32 is not divisible by 5.
-  EXPECT_EQ(Refusal<NetworkConfig>(bad), "m.json: holds inconsistent hyperparameters");
-  bad = c.ToJson();
-  bad["kind"] = "lstm";
-  EXPECT_EQ(Refusal<NetworkConfig>(bad),
-            "m.json: 'kind' must be \"mlp\" or \"transformer\"");
-  bad = c.ToJson();
-  bad["hidden"] = {128, -1.5};
-  EXPECT_EQ(Refusal<NetworkConfig>(bad),
-            "m.json: 'hidden' must be an array of the right type");
-  // An MLP's config holds no encoder keys; one left in is a writer's mistake.
-  bad = c.ToJson();
-  bad["kind"] = "mlp";
-  EXPECT_EQ(Refusal<NetworkConfig>(bad), "m.json: 'attention_heads' is not a known key");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The shipped GPUMemNet models (models/gpumemnet-*), loaded through the registry with
-// the default factories, answering real rows of the measured datasets.
+// The served GPUMemNet estimator (estimators/gpumemnet/gpumemnet_estimator.h): the
+// shipped models (models/gpumemnet-*), loaded through the registry with the default
+// factories, answering real rows of the measured datasets.
 #include <cmath>
 #include <fstream>
 #include <map>
