@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
-#include "placement/placement_job.h"
 #include "tests/support/examples.h"
 
 namespace gpuest::placement {
@@ -107,29 +106,6 @@ TEST_F(ShippedContentionTest, RefusesUnknownAndMistypedKeysByName) {
   bad["manifest"] = "fitted by hand";
   EXPECT_EQ(message(bad), "x.json: 'manifest' must be a JSON object");
   EXPECT_EQ(message(model_.ToJson()), "accepted");
-}
-
-TEST(UtilizationFromEstimateTest, GractClassesGiveARangeAndOtherMetricsAreRefused) {
-  v1::UtilizationEstimate u;
-  u.set_metric(v1::UTILIZATION_METRIC_GRACT);
-  for (double e : {0.0, 0.3, 0.9, 1.0}) u.add_bin_edges(e);
-  for (double p : {0.0, 1.0, 0.0}) u.add_probabilities(p);
-  auto r = UtilizationFromEstimate(u, "job");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_DOUBLE_EQ(r->value, 0.6);
-  EXPECT_DOUBLE_EQ(r->low, 0.3);
-  EXPECT_DOUBLE_EQ(r->high, 0.9);
-  // 1e308 summed to infinity and the mean to NaN, which read as "acceptable".
-  u.set_probabilities(1, 1e308);
-  auto overflowing = UtilizationFromEstimate(u, "job");
-  EXPECT_EQ(overflowing.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StartsWith(overflowing.status().message(), "job.probabilities[1]"))
-      << overflowing.status();
-  u.set_probabilities(1, 1.0);
-  u.set_metric(v1::UTILIZATION_METRIC_SMACT);
-  auto refused = UtilizationFromEstimate(u, "job");
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StartsWith(refused.status().message(), "job.metric"));
 }
 
 }  // namespace
