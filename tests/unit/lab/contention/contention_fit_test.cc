@@ -21,19 +21,6 @@ namespace {
 
 const std::string kContentionFile = core::ContentionModelPath(GPUEST_MODELS_DIR);
 
-TEST(ContentionFitTest, LeastSquaresRecoversAnExactLine) {
-  // y = 1 + 2a - 3b, checked by hand at four points.
-  const std::vector<std::vector<double>> x = {{1, 0, 0}, {1, 1, 0}, {1, 0, 1}, {1, 2, 3}};
-  const std::vector<double> y = {1, 3, -2, -4};
-  auto w = contention::LeastSquares(x, y, 0);
-  ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_NEAR((*w)[0], 1, 1e-9);
-  EXPECT_NEAR((*w)[1], 2, 1e-9);
-  EXPECT_NEAR((*w)[2], -3, 1e-9);
-  EXPECT_EQ(contention::LeastSquares({{1, 1}, {1, 1}}, {1, 2}, 0).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-}
-
 TEST(ContentionFitTest, EveryLucidPairJoinsItsSingleProfiles) {
   GPUEST_DATASET_OR_SKIP(lucid_dir, "lucid");
   auto data = contention::ReadLucid(lucid_dir);
