@@ -1,20 +1,19 @@
-// gpuest-train's parts (digest, splits, metrics) and a smoke training run end to end:
-// a few hundred rows for two epochs into a temporary directory, then loaded through the
-// registry and asked for estimates.
+// lab/trainer/pipeline: the held-out split TrainFamily makes, and gpuest-train's whole
+// pipeline in a smoke training run end to end: a few hundred rows for two epochs into
+// a temporary directory, then loaded through the registry and asked for estimates.
+#include "lab/trainer/pipeline.h"
+
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "estimators/core/engine.h"
 #include "estimators/default_factories.h"
 #include "gtest/gtest.h"
-#include "lab/trainer/classification_scores.h"
-#include "lab/trainer/split.h"
+#include "lab/data/dataset.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/datasets.h"
 #include "tests/support/examples.h"
@@ -23,46 +22,24 @@
 namespace gpuest::trainer {
 namespace {
 
-TEST(Split, StratifiedAndDeterministic) {
-  std::vector<int> rows, labels;
-  for (int i = 0; i < 1000; ++i) {
-    rows.push_back(i);
-    labels.push_back(i % 10 == 0 ? 1 : 0);  // 100 of class 1.
+// The held-out split is stratified on the coarsest memory class, the OOM runs' top
+// class included, and the same for the same seed.
+TEST(Pipeline, TheHeldOutSplitKeepsEachMemoryClassInProportion) {
+  data::Dataset d;
+  d.family = v1::MODEL_FAMILY_MLP;
+  for (int i = 0; i < 60; ++i) {
+    data::Example& e = d.examples.emplace_back();
+    e.measured.oom = i % 3 == 0;
+    e.measured.peak_mib = e.measured.oom ? 40000 : 1000;
   }
-  const Split a = StratifiedSplit(rows, labels, 0.3, 7);
-  const Split b = StratifiedSplit(rows, labels, 0.3, 7);
-  EXPECT_EQ(a.test, b.test);
-  EXPECT_NE(a.test, StratifiedSplit(rows, labels, 0.3, 8).test);
-  EXPECT_EQ(a.test.size(), 300u);
-  int ones = 0;
-  for (int r : a.test) ones += labels[r];
-  EXPECT_EQ(ones, 30);
-  std::set<int> all(a.train.begin(), a.train.end());
-  for (int r : a.test) EXPECT_TRUE(all.insert(r).second) << "row in both parts";
-  EXPECT_EQ(all.size(), 1000u);
-
-  const auto folds = StratifiedFolds(a.train, labels, 3, 9);
-  ASSERT_EQ(folds.size(), 3u);
-  size_t total = 0;
-  for (const auto& f : folds) {
-    total += f.size();
-    int f_ones = 0;
-    for (int r : f) f_ones += labels[r];
-    EXPECT_NEAR(f_ones, 70 / 3.0, 1.0);
-  }
-  EXPECT_EQ(total, a.train.size());
-}
-
-TEST(Metrics, AccuracyMacroF1AndIntervals) {
-  const Scores s = Score({0, 0, 1, 1, -1}, {0, 1, 1, 1, 0});
-  EXPECT_EQ(s.n, 4);
-  EXPECT_DOUBLE_EQ(s.accuracy, 0.75);
-  // Class 0: P 1, R 0.5, F1 2/3; class 1: P 2/3, R 1, F1 0.8.
-  EXPECT_NEAR(s.macro_f1, (2.0 / 3 + 0.8) / 2, 1e-12);
-  EXPECT_NEAR(StdDev({1, 2, 3}), 1.0, 1e-12);
-  const auto ci = Wilson95(0.9, 100);
-  EXPECT_NEAR(ci.first, 0.8256, 1e-3);
-  EXPECT_NEAR(ci.second, 0.9448, 1e-3);
+  const Split a = HeldOutSplit(d, 0.5, 11);
+  EXPECT_EQ(a.test.size(), 30u);
+  EXPECT_EQ(a.train.size(), 30u);
+  int oom = 0;
+  for (int r : a.test) oom += d.examples[r].measured.oom ? 1 : 0;
+  EXPECT_EQ(oom, 10);
+  EXPECT_EQ(HeldOutSplit(d, 0.5, 11).test, a.test);
+  EXPECT_NE(HeldOutSplit(d, 0.5, 12).test, a.test);
 }
 
 TEST(SmokeTraining, TrainsLoadsAndEstimates) {
