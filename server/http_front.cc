@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "common/text_file.h"
 #include "server/reloading_certificate.h"
 #include "server/service.h"
@@ -73,6 +74,37 @@ struct Call {
   std::string reply;  // What MHD sends: it points into this string until the call ends.
 };
 
+using ResolvedAddress = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
+
+// host:port or [v6]:port, resolved for a listening socket (an empty host: every
+// address); InvalidArgument naming flag.
+absl::StatusOr<ResolvedAddress> ResolveListenAddress(const std::string& flag,
+                                                     const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": not host:port: ", address));
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int e = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(),
+                                &hints, &found);
+      e != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": cannot resolve '", host, "': ", gai_strerror(e)));
+  }
+  return ResolvedAddress(found, freeaddrinfo);
+}
+
 std::string ServedPaths(const std::vector<HttpRoute>& routes,
                         const std::vector<HttpPage>& pages) {
   std::vector<std::string> served;
@@ -111,6 +143,11 @@ class HttpFront::Impl {
   static void Notify(void* cls, MHD_Connection* connection, void** socket_context,
                      MHD_ConnectionNotificationCode what);
   static void Log(void* cls, const char* format, va_list args);
+
+  // Start's steps: the certificate and the client CA, when given (HTTPS); the
+  // daemon's options (bounds, callbacks, TLS) for address.
+  absl::Status LoadTls(bool tls);
+  std::vector<MHD_OptionItem> DaemonOptions(sockaddr* address, bool tls);
 
   // The request's headers: a refusal, /healthz, or a route's call readied for its body.
   void Begin(MHD_Connection* connection, const std::string& path,
@@ -162,64 +199,58 @@ absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(HttpFrontOptions opt
 }
 
 absl::StatusOr<int> HttpFront::Impl::Start() {
-  const std::string& address = options_.listen_address;
-  const size_t colon = address.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(options_.flag, ": not host:port: ", address));
-  }
-  std::string host = address.substr(0, colon);
-  if (host.size() > 1 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (const int e = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(),
-                                &hints, &found);
-      e != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(options_.flag, ": cannot resolve '", host, "': ", gai_strerror(e)));
-  }
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> resolved(found, freeaddrinfo);
-
+  GPUEST_ASSIGN_OR_RETURN(const ResolvedAddress resolved,
+                          ResolveListenAddress(options_.flag, options_.listen_address));
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-  if (found->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+  if (resolved->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
   const bool tls = !options_.tls_cert_file.empty() || !options_.tls_key_file.empty();
+  GPUEST_RETURN_IF_ERROR(LoadTls(tls));
+  if (tls) flags |= MHD_USE_TLS;
+  std::vector<MHD_OptionItem> items = DaemonOptions(resolved->ai_addr, tls);
+  daemon_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &Impl::Access, this,
+                             MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
+  if (daemon_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot serve the ", options_.name, " on ",
+                                               options_.listen_address,
+                                               tls ? " (HTTPS)" : ""));
+  }
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  reaper_ = std::thread([this] { Reap(); });
+  spdlog::info("{} on port {} ({}: {})", options_.name, info->port,
+               tls ? "HTTPS" : "HTTP", served_);
+  return static_cast<int>(info->port);
+}
+
+absl::Status HttpFront::Impl::LoadTls(bool tls) {
   if (tls) {
     if (options_.tls_cert_file.empty() || options_.tls_key_file.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           options_.flag, ": HTTPS needs both a certificate and its key (PEM files)"));
     }
-    absl::StatusOr<std::unique_ptr<ReloadingCertificate>> certificate =
-        ReloadingCertificate::Load(options_.tls_cert_file, options_.tls_key_file,
-                                   options_.flag);
-    if (!certificate.ok()) return certificate.status();
-    certificate_ = *std::move(certificate);
-    if (absl::Status s = certificate_->Install(); !s.ok()) return s;
-    flags |= MHD_USE_TLS;
+    GPUEST_ASSIGN_OR_RETURN(
+        certificate_, ReloadingCertificate::Load(options_.tls_cert_file,
+                                                 options_.tls_key_file, options_.flag));
+    GPUEST_RETURN_IF_ERROR(certificate_->Install());
   }
   if (!options_.tls_client_ca_file.empty()) {
     if (!tls) {
       return absl::InvalidArgumentError(absl::StrCat(
           options_.flag, ": a client CA needs HTTPS (a certificate and its key)"));
     }
-    absl::StatusOr<std::string> ca =
-        common::ReadPemFile(options_.tls_client_ca_file, options_.flag + " client CA");
-    if (!ca.ok()) return ca.status();
-    client_ca_pem_ = *std::move(ca);
+    GPUEST_ASSIGN_OR_RETURN(
+        client_ca_pem_,
+        common::ReadPemFile(options_.tls_client_ca_file, options_.flag + " client CA"));
   }
+  return absl::OkStatus();
+}
+
+std::vector<MHD_OptionItem> HttpFront::Impl::DaemonOptions(sockaddr* address, bool tls) {
   // Integers in value, one pointer in ptr_value, a callback and its closure in both.
   auto callback = [](auto* function) { return reinterpret_cast<intptr_t>(function); };
   std::vector<MHD_OptionItem> items = {
       {MHD_OPTION_EXTERNAL_LOGGER, callback(&Impl::Log), this},
-      {MHD_OPTION_SOCK_ADDR, 0, found->ai_addr},
+      {MHD_OPTION_SOCK_ADDR, 0, address},
       {MHD_OPTION_THREAD_POOL_SIZE, 2, nullptr},
       {MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, nullptr},
       // One address's connections beyond this are closed on accept: a crowd from one
@@ -243,17 +274,7 @@ absl::StatusOr<int> HttpFront::Impl::Start() {
     }
   }
   items.push_back({MHD_OPTION_END, 0, nullptr});
-  daemon_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &Impl::Access, this,
-                             MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
-  if (daemon_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot serve the ", options_.name, " on ",
-                                               address, tls ? " (HTTPS)" : ""));
-  }
-  const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
-  reaper_ = std::thread([this] { Reap(); });
-  spdlog::info("{} on port {} ({}: {})", options_.name, info->port,
-               tls ? "HTTPS" : "HTTP", served_);
-  return static_cast<int>(info->port);
+  return items;
 }
 
 void HttpFront::Impl::Stop() {
