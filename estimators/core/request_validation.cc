@@ -40,8 +40,9 @@ absl::Status CheckItem(const FieldBound& bound, T value, absl::string_view list,
   return CheckField(bound, value, absl::StrCat(list, "[", i, "]", name), limits);
 }
 
-absl::Status CheckTrace(const v1::AllocationTrace& trace,
-                        const ValidationLimits& limits) {
+// The trace's batch, its length and that its columns are one length.
+absl::Status CheckTraceColumns(const v1::AllocationTrace& trace,
+                               const ValidationLimits& limits) {
   GPUEST_RETURN_IF_ERROR(
       CheckField(kTraceBatchSize, trace.batch_size(), "model.trace.batch_size", limits));
   const int n = trace.size_bytes_size();
@@ -58,10 +59,17 @@ absl::Status CheckTrace(const v1::AllocationTrace& trace,
                      trace.alloc_at_size(), ", free_at ", trace.free_at_size(),
                      ", category ", trace.category_size(), ")"));
   }
-  // The describer's clock ticks once per allocation and once per free
-  // (python/gpuest/describe/tracer.py): every time is distinct and at most 2n. A trace
-  // that breaks this replays as another step (events merged or reordered), so it is
-  // refused rather than answered.
+  return absl::OkStatus();
+}
+
+// Each event, in order: its times, its category and its size. Returns the sizes'
+// total. The describer's clock ticks once per allocation and once per free
+// (python/gpuest/describe/tracer.py): every time is distinct and at most 2n. A trace
+// that breaks this replays as another step (events merged or reordered), so it is
+// refused rather than answered.
+absl::StatusOr<double> CheckTraceEvents(const v1::AllocationTrace& trace,
+                                        const ValidationLimits& limits) {
+  const int n = trace.size_bytes_size();
   std::vector<int32_t> owner(2 * static_cast<size_t>(n) + 1, -1);
   auto claim = [&](absl::string_view column, int i, uint32_t at) -> absl::Status {
     GPUEST_RETURN_IF_ERROR(CheckItem(column == "alloc_at" ? kTraceAllocAt : kTraceFreeAt,
@@ -98,6 +106,13 @@ absl::Status CheckTrace(const v1::AllocationTrace& trace,
                                      "model.trace.size_bytes", i, "", limits));
     total += static_cast<double>(trace.size_bytes(i));
   }
+  return total;
+}
+
+absl::Status CheckTrace(const v1::AllocationTrace& trace,
+                        const ValidationLimits& limits) {
+  GPUEST_RETURN_IF_ERROR(CheckTraceColumns(trace, limits));
+  GPUEST_ASSIGN_OR_RETURN(const double total, CheckTraceEvents(trace, limits));
   // The replay adds sizes in 64 bits.
   if (total > kMaxStepBytes) {
     return Invalid(
