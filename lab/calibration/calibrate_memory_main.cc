@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 #include "lab/calibration/memory_calibration.h"
 #include "lab/trainer/report_sections.h"
 
@@ -69,9 +70,56 @@ ABSL_FLAG(
 
 namespace {
 
+using gpuest::calibration::MemoryCalibrationOptions;
+using gpuest::calibration::RealModelFit;
+
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "gpuest-calibrate-memory: %s\n", s.ToString().c_str());
   return 1;
+}
+
+absl::StatusOr<RealModelFit> RealModelFitOf(const std::string& fit) {
+  if (fit == "where-unsafe-or-tighter") return RealModelFit::kWhereUnsafeOrTighter;
+  if (fit == "where-unsafe") return RealModelFit::kWhereUnsafe;
+  if (fit == "always") return RealModelFit::kAlways;
+  if (fit == "never") return RealModelFit::kNever;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--fit-real-models must be where-unsafe-or-tighter, where-unsafe, always or "
+      "never, not '",
+      fit, "'"));
+}
+
+// The calibration's options from the flags; InvalidArgument names a bad one.
+absl::StatusOr<MemoryCalibrationOptions> OptionsFromFlags() {
+  MemoryCalibrationOptions options;
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.datasets_dir = absl::GetFlag(FLAGS_datasets_dir);
+  options.models_dir = absl::GetFlag(FLAGS_models);
+  options.write_models = absl::GetFlag(FLAGS_write_models);
+  options.score_models = absl::GetFlag(FLAGS_score_models);
+  if (options.write_models && options.score_models) {
+    return absl::InvalidArgumentError(
+        "--score-models scores the manifests in --models as they are: it cannot be "
+        "given with --write-models, which replaces them");
+  }
+  options.steps = absl::GetFlag(FLAGS_steps);
+  options.safe_quantile = absl::GetFlag(FLAGS_safe_quantile);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.test_fraction = absl::GetFlag(FLAGS_test_fraction);
+  options.training_rows_csv = absl::GetFlag(FLAGS_training_rows_csv);
+  options.real_rows_csv = absl::GetFlag(FLAGS_real_rows_csv);
+  options.gpu_runs = absl::GetFlag(FLAGS_gpu_runs);
+  options.clean_terms_for_every_gpu = absl::GetFlag(FLAGS_clean_terms_for_every_gpu);
+  options.holdout_runs = absl::GetFlag(FLAGS_holdout_runs);
+  options.timm_rows = absl::GetFlag(FLAGS_timm_rows);
+  options.max_conv_output_factor = absl::GetFlag(FLAGS_max_conv_output_factor);
+  if (!(options.max_conv_output_factor >= 0)) {
+    return absl::InvalidArgumentError(
+        "--max-conv-output-factor must be at least 0 (0 leaves the conv term out)");
+  }
+  GPUEST_ASSIGN_OR_RETURN(options.fit_real_models,
+                          RealModelFitOf(absl::GetFlag(FLAGS_fit_real_models)));
+  return options;
 }
 
 }  // namespace
@@ -91,49 +139,10 @@ int main(int argc, char** argv) {
        "them, join the fit (--fit-real-models).\n"
        "deploy/calibrate-memory.sh runs the whole thing, exports included.",
        "", __FILE__});
-  gpuest::calibration::MemoryCalibrationOptions options;
-  options.data_dir = absl::GetFlag(FLAGS_data_dir);
-  options.datasets_dir = absl::GetFlag(FLAGS_datasets_dir);
-  options.models_dir = absl::GetFlag(FLAGS_models);
-  options.write_models = absl::GetFlag(FLAGS_write_models);
-  options.score_models = absl::GetFlag(FLAGS_score_models);
-  if (options.write_models && options.score_models) {
-    return Fail(absl::InvalidArgumentError(
-        "--score-models scores the manifests in --models as they are: it cannot be "
-        "given with --write-models, which replaces them"));
-  }
-  options.steps = absl::GetFlag(FLAGS_steps);
-  options.safe_quantile = absl::GetFlag(FLAGS_safe_quantile);
-  options.seed = absl::GetFlag(FLAGS_seed);
-  options.test_fraction = absl::GetFlag(FLAGS_test_fraction);
-  options.training_rows_csv = absl::GetFlag(FLAGS_training_rows_csv);
-  options.real_rows_csv = absl::GetFlag(FLAGS_real_rows_csv);
-  options.gpu_runs = absl::GetFlag(FLAGS_gpu_runs);
-  options.clean_terms_for_every_gpu = absl::GetFlag(FLAGS_clean_terms_for_every_gpu);
-  options.holdout_runs = absl::GetFlag(FLAGS_holdout_runs);
-  options.timm_rows = absl::GetFlag(FLAGS_timm_rows);
-  options.max_conv_output_factor = absl::GetFlag(FLAGS_max_conv_output_factor);
-  if (!(options.max_conv_output_factor >= 0)) {
-    return Fail(absl::InvalidArgumentError(
-        "--max-conv-output-factor must be at least 0 (0 leaves the conv term out)"));
-  }
-  const std::string fit = absl::GetFlag(FLAGS_fit_real_models);
-  if (fit == "where-unsafe-or-tighter") {
-    options.fit_real_models = gpuest::calibration::RealModelFit::kWhereUnsafeOrTighter;
-  } else if (fit == "where-unsafe") {
-    options.fit_real_models = gpuest::calibration::RealModelFit::kWhereUnsafe;
-  } else if (fit == "always") {
-    options.fit_real_models = gpuest::calibration::RealModelFit::kAlways;
-  } else if (fit == "never") {
-    options.fit_real_models = gpuest::calibration::RealModelFit::kNever;
-  } else {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--fit-real-models must be where-unsafe-or-tighter, where-unsafe, always or "
-        "never, not '",
-        fit, "'")));
-  }
+  const absl::StatusOr<MemoryCalibrationOptions> options = OptionsFromFlags();
+  if (!options.ok()) return Fail(options.status());
   const absl::StatusOr<std::string> section =
-      gpuest::calibration::CalibrateMemory(options);
+      gpuest::calibration::CalibrateMemory(*options);
   if (!section.ok()) return Fail(section.status());
 
   const std::string report = absl::GetFlag(FLAGS_report);

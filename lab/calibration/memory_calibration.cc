@@ -47,6 +47,8 @@ using allocsim::FamilyCalibration;
 using allocsim::SimulationManifest;
 using allocsim::TraceSource;
 using data::MeasuredRow;
+// Simulation id -> the estimator as served, from the manifests.
+using ServedEstimators = std::map<std::string, std::unique_ptr<core::Estimator>>;
 
 constexpr double kMiB = gpuest::common::kMiB;  // Fractional MiB in the reports.
 constexpr char kCalibratedGpu[] = "a100-40gb";
@@ -310,74 +312,100 @@ absl::StatusOr<FamilyCalibration> FitWithRealRows(
   return fit.calibration;
 }
 
+// What every population's calibration is fitted with.
+struct FitContext {
+  const core::GpuProfile& gpu;
+  const MemoryCalibrationOptions& options;
+  FitOptions fit;  // For the fit on GPUMemNet's training rows.
+  RealRows* real;  // The real models, or null.
+};
+
+// The real rows of population name, as indices into real's rows (none without them).
+std::vector<size_t> RealMembersOf(const RealRows* real, const std::string& name) {
+  std::vector<size_t> members;
+  for (size_t i = 0; real != nullptr && i < real->rows.size(); ++i) {
+    if (real->rows[i].family == name) members.push_back(i);
+  }
+  return members;
+}
+
+// The calibration served for population f where it has real rows (members): the fit
+// on GPUMemNet's training rows (gpumemnet_fit) or the out-of-group fit with the real
+// rows, as options.fit_real_models chooses; both recorded in the real rows.
+absl::StatusOr<FamilyCalibration> ChooseWithRealRows(
+    const FitContext& c, const SimulationModel& s, const Population& f,
+    const std::vector<CalibrationRow>& fit, const FamilyCalibration& gpumemnet_fit,
+    const std::vector<size_t>& members) {
+  const MemoryCalibrationOptions& o = c.options;
+  RealRows& real = *c.real;
+  // The conv term stands for cuDNN's convolution workspaces: fitted for the
+  // convolution family. On the transformer family (hybrids included) it left
+  // fewer real rows safe and tight out of group, so it is fitted there as 0. The
+  // margin's quantile is chosen for coverage of architecture groups left out
+  // (calibration.h group_coverage).
+  FitOptions real_options = c.fit;
+  real_options.group_coverage = o.safe_quantile;
+  if (f.family == v1::MODEL_FAMILY_CNN) {
+    real_options.max_conv_factor = o.max_conv_output_factor;
+  }
+  // The family's real rows as this simulation's fits see them: fitted on, and
+  // both fits judged on.
+  const std::vector<RealRun> runs = RealRunsOf(real, members, s.id);
+  GPUEST_ASSIGN_OR_RETURN(
+      const FamilyCalibration with_real,
+      FitWithRealRows(s.id, f, fit, runs, real, members, c.gpu, real_options));
+  real.gpumemnet_fit[s.id][f.name] = gpumemnet_fit;
+  // Both fits judged on the same runs, as the fits are made (without the runs
+  // holding a transient); neither saw them (the out-of-group fit scored by fits
+  // that never saw each run's architecture group).
+  std::vector<double> alone_upper, out_of_group_upper;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    alone_upper.push_back(allocsim::CalibratedEstimate(runs[k].row.replay, c.gpu,
+                                                       gpumemnet_fit,
+                                                       runs[k].row.conv_output_mib)
+                              .upper_bytes() /
+                          kMiB);
+    out_of_group_upper.push_back(real.out_of_group[s.id].at(members[k]).upper_mib);
+  }
+  const double card_mib = c.gpu.memory_bytes / kMiB;
+  const Shares alone = SharesOf(runs, alone_upper, card_mib);
+  const Shares out_of_group = SharesOf(runs, out_of_group_upper, card_mib);
+  const bool serve =
+      o.fit_real_models == RealModelFit::kAlways ||
+      (o.fit_real_models == RealModelFit::kWhereUnsafe && alone.safe < o.safe_quantile) ||
+      (o.fit_real_models == RealModelFit::kWhereUnsafeOrTighter &&
+       CandidateServes(alone, out_of_group, o.safe_quantile));
+  std::fprintf(stderr,
+               "%s %s: on the real rows GPUMemNet's fit keeps %.3f safe, %.3f "
+               "safe and tight; the out-of-group fit %.3f, %.3f; serving the %s "
+               "fit\n",
+               s.id.c_str(), f.name.c_str(), alone.safe, alone.safe_and_tight,
+               out_of_group.safe, out_of_group.safe_and_tight,
+               serve ? "out-of-group" : "GPUMemNet");
+  if (!serve) return gpumemnet_fit;
+  real.serves_fit[s.id].insert(f.name);
+  return with_real;
+}
+
 absl::StatusOr<Calibrations> CalibratePopulations(
     const std::vector<Population>& populations,
     std::map<std::string, TracedPopulation>& traced, RealRows* real,
     const core::GpuProfile& gpu, const MemoryCalibrationOptions& o) {
-  FitOptions fit_options;
-  fit_options.safe_quantile = o.safe_quantile;
+  FitContext c{gpu, o, FitOptions{}, real};
+  c.fit.safe_quantile = o.safe_quantile;
   Calibrations calibration;
   for (const SimulationModel& s : Simulations()) {
     for (const Population& f : populations) {
       const std::vector<CalibrationRow> fit = TrainingRows(traced[f.name].rows, s.id);
-      std::vector<size_t> members;
-      for (size_t i = 0; real != nullptr && i < real->rows.size(); ++i) {
-        if (real->rows[i].family == f.name) members.push_back(i);
-      }
+      const std::vector<size_t> members = RealMembersOf(real, f.name);
       // The out-of-group fit is always made for the report; it is served where the
       // fit on GPUMemNet alone is not safe enough on the real rows (or as asked).
       const absl::StatusOr<FamilyCalibration> alone_fit =
-          FitFamilyCalibration(fit, gpu, fit_options);
+          FitFamilyCalibration(fit, gpu, c.fit);
       absl::StatusOr<FamilyCalibration> fitted = alone_fit;
       if (fitted.ok() && !members.empty()) {
-        // The conv term stands for cuDNN's convolution workspaces: fitted for the
-        // convolution family. On the transformer family (hybrids included) it left
-        // fewer real rows safe and tight out of group, so it is fitted there as 0. The
-        // margin's quantile is chosen for coverage of architecture groups left out
-        // (calibration.h group_coverage).
-        FitOptions real_options = fit_options;
-        real_options.group_coverage = o.safe_quantile;
-        if (f.family == v1::MODEL_FAMILY_CNN) {
-          real_options.max_conv_factor = o.max_conv_output_factor;
-        }
-        // The family's real rows as this simulation's fits see them: fitted on, and
-        // both fits judged on.
-        const std::vector<RealRun> runs = RealRunsOf(*real, members, s.id);
-        GPUEST_ASSIGN_OR_RETURN(
-            const FamilyCalibration with_real,
-            FitWithRealRows(s.id, f, fit, runs, *real, members, gpu, real_options));
-        real->gpumemnet_fit[s.id][f.name] = *fitted;
-        // Both fits judged on the same runs, as the fits are made (without the runs
-        // holding a transient); neither saw them (the out-of-group fit scored by fits
-        // that never saw each run's architecture group).
-        std::vector<double> alone_upper, out_of_group_upper;
-        for (size_t k = 0; k < runs.size(); ++k) {
-          alone_upper.push_back(allocsim::CalibratedEstimate(runs[k].row.replay, gpu,
-                                                             *fitted,
-                                                             runs[k].row.conv_output_mib)
-                                    .upper_bytes() /
-                                kMiB);
-          out_of_group_upper.push_back(real->out_of_group[s.id].at(members[k]).upper_mib);
-        }
-        const double card_mib = gpu.memory_bytes / kMiB;
-        const Shares alone = SharesOf(runs, alone_upper, card_mib);
-        const Shares out_of_group = SharesOf(runs, out_of_group_upper, card_mib);
-        const bool serve = o.fit_real_models == RealModelFit::kAlways ||
-                           (o.fit_real_models == RealModelFit::kWhereUnsafe &&
-                            alone.safe < o.safe_quantile) ||
-                           (o.fit_real_models == RealModelFit::kWhereUnsafeOrTighter &&
-                            CandidateServes(alone, out_of_group, o.safe_quantile));
-        std::fprintf(stderr,
-                     "%s %s: on the real rows GPUMemNet's fit keeps %.3f safe, %.3f "
-                     "safe and tight; the out-of-group fit %.3f, %.3f; serving the %s "
-                     "fit\n",
-                     s.id.c_str(), f.name.c_str(), alone.safe, alone.safe_and_tight,
-                     out_of_group.safe, out_of_group.safe_and_tight,
-                     serve ? "out-of-group" : "GPUMemNet");
-        if (serve) {
-          fitted = with_real;
-          real->serves_fit[s.id].insert(f.name);
-        }
+        GPUEST_ASSIGN_OR_RETURN(fitted,
+                                ChooseWithRealRows(c, s, f, fit, *alone_fit, members));
       }
       if (!fitted.ok()) {
         return absl::Status(
@@ -389,12 +417,12 @@ absl::StatusOr<Calibrations> CalibratePopulations(
         // serves those with.
         calibration[s.id][allocsim::TermsKey(f.name, true)] = *alone_fit;
       }
-      const FamilyCalibration& c = calibration[s.id][f.name] = *fitted;
+      const FamilyCalibration& cal = calibration[s.id][f.name] = *fitted;
       std::fprintf(stderr,
                    "%s %s: %zu training rows; upper +%.0f MiB x%.3f, point +%.0f MiB "
                    "x%.3f\n",
-                   s.id.c_str(), f.name.c_str(), fit.size(), c.intercept_mib,
-                   c.safe_factor, c.point_intercept_mib, c.point_factor);
+                   s.id.c_str(), f.name.c_str(), fit.size(), cal.intercept_mib,
+                   cal.safe_factor, cal.point_intercept_mib, cal.point_factor);
     }
   }
   return calibration;
@@ -411,13 +439,9 @@ struct ManifestContext {
   const CleanRunsCalibration* clean = nullptr;  // A GPU's own clean runs, if given.
 };
 
-// As served: factors to 4 decimals, held-out scores to the report's precision.
-// held_out: GPUMemNet's held-out split by family; unseen_architectures: the real
-// models by family, each scored by fits that never saw its architecture group.
-SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& context,
-                              const std::map<std::string, FamilyCalibration>& calibration,
-                              const std::map<std::string, Scores>& held_out,
-                              const std::map<std::string, Scores>& unseen_architectures) {
+// The manifest's fields beside its terms: what it is, who made it on what, its GPU.
+SimulationManifest ManifestHead(const SimulationModel& s,
+                                const ManifestContext& context) {
   SimulationManifest m;
   m.id = s.id;
   m.version = "1";
@@ -431,72 +455,103 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
   m.context_mib = context.context_mib;
   m.steps = context.options->steps;
   m.safe_quantile = context.options->safe_quantile;
-  auto scores_of = [](const std::map<std::string, Scores>& scores,
-                      const std::string& key) -> std::optional<allocsim::HeldOutScores> {
-    const auto it = scores.find(key);
-    if (it == scores.end() || it->second.n == 0) return std::nullopt;
-    return AsRecorded(it->second);
-  };
+  return m;
+}
+
+// What a simulation's manifest records: its calibration by family (and TermsKey), and,
+// by the same keys, the held-out scores of its upper bound: held_out on GPUMemNet's
+// held-out split, unseen_architectures on the real models, each scored by fits that
+// never saw its architecture group.
+struct ManifestTerms {
+  const std::map<std::string, FamilyCalibration>& calibration;
+  const std::map<std::string, Scores>& held_out;
+  const std::map<std::string, Scores>& unseen_architectures;
+};
+
+// As recorded: none for no rows.
+std::optional<allocsim::HeldOutScores> RecordedScores(
+    const std::map<std::string, Scores>& scores, const std::string& key) {
+  const auto it = scores.find(key);
+  if (it == scores.end() || it->second.n == 0) return std::nullopt;
+  return AsRecorded(it->second);
+}
+
+void AddDatasets(const std::vector<data::DatasetFile>& files, allocsim::FamilyTerms& t) {
+  for (const data::DatasetFile& file : files)
+    t.datasets.push_back({file.name, file.sha256, ""});
+}
+
+// One set of terms for every GPU: the clean runs' (clean) where they calibrate f.
+void AddCleanTerms(const Population& f, const CleanRunsFamily& clean,
+                   const ManifestContext& context, const ManifestTerms& terms,
+                   SimulationManifest& m) {
+  allocsim::FamilyTerms& t = m.families.emplace_back();
+  t.family = f.name;
+  t.calibration = AsRecorded(clean.calibration);
+  t.unseen_architectures = AsRecorded(clean.upper);
+  t.datasets.push_back({context.clean->file, context.clean->sha256,
+                        "clean runs, left out by architecture group"});
+  if (f.synthetic_without_convolutions) {
+    // GPUMemNet's text classifiers are scored with the clean terms they are served.
+    t.held_out = RecordedScores(terms.held_out, f.name);
+    return;
+  }
+  // GPUMemNet's generated CNNs keep the terms fitted with them, served to that
+  // population only (FamilyTerms::synthetic): the clean runs of real models do not
+  // show what their runs reserve beyond the simulated step.
+  allocsim::FamilyTerms& generated = m.families.emplace_back();
+  generated.family = f.name;
+  generated.synthetic = true;
+  generated.calibration = AsRecorded(terms.calibration.at(f.name));
+  generated.held_out = RecordedScores(terms.held_out, f.name);
+  AddDatasets((*context.traced)[f.name].files, generated);
+}
+
+// This run's terms for f, and those of its models without a convolution where they
+// are calibrated apart.
+void AddFittedTerms(const SimulationModel& s, const Population& f,
+                    const ManifestContext& context, const ManifestTerms& terms,
+                    SimulationManifest& m) {
+  const std::vector<data::DatasetFile>& synthetic = (*context.traced)[f.name].files;
+  allocsim::FamilyTerms& t = m.families.emplace_back();
+  t.family = f.name;
+  t.calibration = AsRecorded(terms.calibration.at(f.name));
+  // GPUMemNet's held-out rows are scored by the terms the server gives them.
+  if (!f.synthetic_without_convolutions)
+    t.held_out = RecordedScores(terms.held_out, f.name);
+  t.unseen_architectures = RecordedScores(terms.unseen_architectures, f.name);
+  const bool serves_real_fit = context.real != nullptr &&
+                               context.real->serves_fit.count(s.id) &&
+                               context.real->serves_fit.at(s.id).count(f.name);
+  // GPUMemNet's rows, unless the served fit is the real models' alone.
+  if (!serves_real_fit || !f.synthetic_without_convolutions) AddDatasets(synthetic, t);
+  if (serves_real_fit) {
+    t.datasets.push_back({context.real->file.name, context.real->file.sha256,
+                          "real models, left out by architecture group"});
+  }
+  if (!f.synthetic_without_convolutions) return;
+  const std::string key = allocsim::TermsKey(f.name, true);
+  allocsim::FamilyTerms& apart = m.families.emplace_back();
+  apart.family = f.name;
+  apart.without_convolutions = true;
+  apart.calibration = AsRecorded(terms.calibration.at(key));
+  apart.held_out = RecordedScores(terms.held_out, f.name);
+  apart.unseen_architectures = RecordedScores(terms.unseen_architectures, key);
+  AddDatasets(synthetic, apart);
+}
+
+// As served: factors to 4 decimals, held-out scores to the report's precision.
+SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& context,
+                              const ManifestTerms& terms) {
+  SimulationManifest m = ManifestHead(s, context);
   const bool clean_everywhere =
       context.clean != nullptr && context.options->clean_terms_for_every_gpu;
   for (const Population& f : *context.populations) {
-    const std::vector<data::DatasetFile>& synthetic = (*context.traced)[f.name].files;
-    // One set of terms for every GPU: the clean runs' where they calibrate the family.
     if (const CleanRunsFamily* clean =
             clean_everywhere ? CleanFamilyOf(*context.clean, s.id, f.name) : nullptr) {
-      allocsim::FamilyTerms& t = m.families.emplace_back();
-      t.family = f.name;
-      t.calibration = AsRecorded(clean->calibration);
-      t.unseen_architectures = AsRecorded(clean->upper);
-      t.datasets.push_back({context.clean->file, context.clean->sha256,
-                            "clean runs, left out by architecture group"});
-      if (f.synthetic_without_convolutions) {
-        // GPUMemNet's text classifiers are scored with the clean terms they are served.
-        t.held_out = scores_of(held_out, f.name);
-        continue;
-      }
-      // GPUMemNet's generated CNNs keep the terms fitted with them, served to that
-      // population only (FamilyTerms::synthetic): the clean runs of real models do not
-      // show what their runs reserve beyond the simulated step.
-      allocsim::FamilyTerms& generated = m.families.emplace_back();
-      generated.family = f.name;
-      generated.synthetic = true;
-      generated.calibration = AsRecorded(calibration.at(f.name));
-      generated.held_out = scores_of(held_out, f.name);
-      for (const data::DatasetFile& file : synthetic) {
-        generated.datasets.push_back({file.name, file.sha256, ""});
-      }
-      continue;
-    }
-    allocsim::FamilyTerms& t = m.families.emplace_back();
-    t.family = f.name;
-    t.calibration = AsRecorded(calibration.at(f.name));
-    // GPUMemNet's held-out rows are scored by the terms the server gives them.
-    if (!f.synthetic_without_convolutions) t.held_out = scores_of(held_out, f.name);
-    t.unseen_architectures = scores_of(unseen_architectures, f.name);
-    const bool serves_real_fit = context.real != nullptr &&
-                                 context.real->serves_fit.count(s.id) &&
-                                 context.real->serves_fit.at(s.id).count(f.name);
-    // GPUMemNet's rows, unless the served fit is the real models' alone.
-    if (!serves_real_fit || !f.synthetic_without_convolutions) {
-      for (const data::DatasetFile& file : synthetic) {
-        t.datasets.push_back({file.name, file.sha256, ""});
-      }
-    }
-    if (serves_real_fit) {
-      t.datasets.push_back({context.real->file.name, context.real->file.sha256,
-                            "real models, left out by architecture group"});
-    }
-    if (!f.synthetic_without_convolutions) continue;
-    const std::string key = allocsim::TermsKey(f.name, true);
-    allocsim::FamilyTerms& apart = m.families.emplace_back();
-    apart.family = f.name;
-    apart.without_convolutions = true;
-    apart.calibration = AsRecorded(calibration.at(key));
-    apart.held_out = scores_of(held_out, f.name);
-    apart.unseen_architectures = scores_of(unseen_architectures, key);
-    for (const data::DatasetFile& file : synthetic) {
-      apart.datasets.push_back({file.name, file.sha256, ""});
+      AddCleanTerms(f, *clean, context, terms, m);
+    } else {
+      AddFittedTerms(s, f, context, terms, m);
     }
   }
   if (context.clean != nullptr && !clean_everywhere) {
@@ -524,10 +579,11 @@ SimulationManifest ManifestOf(const SimulationModel& s, const ManifestContext& c
 
 // The held-out rows of a family: the served simulators' upper bounds and points, the
 // served MLP-based GPUMemNet's upper bin edge and Horus, against what was measured.
-absl::StatusOr<FamilyReport> ScoreHeldOut(
-    const Population& f, const TracedPopulation& traced, const core::GpuProfile& gpu,
-    const core::Engine& engine,
-    const std::map<std::string, std::unique_ptr<core::Estimator>>& served) {
+absl::StatusOr<FamilyReport> ScoreHeldOut(const Population& f,
+                                          const TracedPopulation& traced,
+                                          const core::GpuProfile& gpu,
+                                          const core::Engine& engine,
+                                          const ServedEstimators& served) {
   const std::string gpumemnet = absl::StrCat("gpumemnet-", f.name, "-mlp");
   std::map<std::string, std::vector<Scored>> scored, point;
   std::map<std::string, int> oom_above;
@@ -582,23 +638,13 @@ absl::StatusOr<FamilyReport> ScoreHeldOut(
   return family;
 }
 
-// The real rows by family: each simulation as served (the out-of-group fit, each row
-// scored by the fits that never saw its architecture group, or GPUMemNet's fit, which
-// never saw them), the candidate not served, the dataset's FakeTensor column and Horus.
-absl::StatusOr<RealModelsReport> ScoreRealRows(
-    const RealRows& real, const core::GpuProfile& gpu,
-    const std::map<std::string, std::unique_ptr<core::Estimator>>& served,
-    const MemoryCalibrationOptions& o) {
-  RealModelsReport report;
-  report.source = absl::StrCat("`", real.file.name,
-                               "` (timm models on the A100 40GB, "
-                               "lab/data/describe_timm.py)");
-  report.safe_quantile = o.safe_quantile;
-  report.card_mib = gpu.memory_bytes / kMiB;
-  report.scored_shipped = o.score_models;
-  report.rows_csv =
-      "family,architecture_group,run,status,measured_mib,allocsim_reserved_mib,"
-      "analytic_reserved_mib,allocsim_upper_mib,analytic_upper_mib,transient\n";
+// The real rows' estimates as ScoreRealRows gathers them, by family and estimator id.
+struct RealScoring {
+  RealScoring(const ServedEstimators& served, double card_mib)
+      : served(served), card_mib(card_mib) {}
+
+  const ServedEstimators& served;
+  double card_mib = 0;
   std::set<std::string> models, groups;
   std::map<std::string, std::map<std::string, std::vector<Scored>>> upper, point;
   std::map<std::string, std::map<std::string, int>> oom_above;
@@ -606,114 +652,111 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
   // Family -> served simulation id -> the OK rows without a transient's evidence.
   std::map<std::string, std::map<std::string, std::vector<Scored>>> other_ok,
       other_ok_point;
-  std::vector<std::string> ids;
+  std::vector<std::string> ids;  // In the order first scored: the table's.
   // The served simulations' upper bounds of the row being scored, by id.
   std::map<std::string, double> served_upper, served_point;
-  auto add = [&](const std::string& family, const std::string& id, double upper_mib,
-                 std::optional<double> point_mib, const MeasuredRow& m) {
+
+  void Add(const std::string& family, const std::string& id, double upper_mib,
+           std::optional<double> point_mib, const MeasuredRow& m) {
     if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
     if (served.count(id)) {
       served_upper[id] = upper_mib;
       if (point_mib) served_point[id] = *point_mib;
     }
     if (m.oom) {
-      oom_above[family][id] += upper_mib > report.card_mib;
+      oom_above[family][id] += upper_mib > card_mib;
       return;
     }
     upper[family][id].push_back({upper_mib, m.peak_mib});
     if (point_mib) point[family][id].push_back({*point_mib, m.peak_mib});
-  };
-  for (size_t i = 0; i < real.rows.size(); ++i) {
-    const RealRow& r = real.rows[i];
-    const MeasuredRow& m = *r.measured;
-    models.insert(m.model.name());
-    groups.insert(r.group);
-    oom_rows[r.family] += m.oom;
-    v1::EstimateRequest request;
-    *request.mutable_model() = m.model;
-    const v1::FeatureVector features = core::FeaturesOf(request);
-    const core::EstimationInput input{request, features, gpu};
-    for (const SimulationModel& s : Simulations()) {
-      const auto fitted = real.out_of_group.at(s.id).find(i);
-      const bool has_fit = fitted != real.out_of_group.at(s.id).end();
-      if (has_fit && real.serves_fit.count(s.id) &&
-          real.serves_fit.at(s.id).count(r.family)) {
-        // Served: scored by the fits that never saw the row's architecture group.
-        add(r.family, s.id, fitted->second.upper_mib, fitted->second.point_mib, m);
-        const v1::MemoryEstimate alone = allocsim::CalibratedEstimate(
-            r.replay.at(s.id), gpu, real.gpumemnet_fit.at(s.id).at(r.family),
-            allocsim::LargestConvOutputMib(m.model));
-        add(r.family, s.id + " (GPUMemNet fit, not served)", alone.upper_bytes() / kMiB,
-            alone.point_bytes() / kMiB, m);
-      } else {
-        // Served: fitted on GPUMemNet alone, so every real row is unseen.
-        v1::EstimatorResult result;
-        std::vector<v1::Warning> warnings;
-        GPUEST_RETURN_IF_ERROR(served.at(s.id)->Estimate(input, result, warnings));
-        add(r.family, s.id, result.memory().upper_bytes() / kMiB,
-            result.memory().point_bytes() / kMiB, m);
-        if (has_fit) {
-          add(r.family, s.id + " (out-of-group fit, not served)",
-              fitted->second.upper_mib, fitted->second.point_mib, m);
-        }
-      }
-    }
-    if (!m.oom) {
-      // The rows holding a transient by the trace's evidence, apart; and the other OK
-      // rows' scores, to show what they change.
-      TransientRows& t = report.transients[r.family];
-      t.rows += r.transient.has_value();
-      for (const auto& [id, upper_mib] : served_upper) {
-        if (!r.transient) {
-          other_ok[r.family][id].push_back({upper_mib, m.peak_mib});
-          other_ok_point[r.family][id].push_back({served_point.at(id), m.peak_mib});
-          continue;
-        }
-        t.safe[id] += Safe(upper_mib, m.peak_mib);
-        if (id == "allocsim" && !Safe(upper_mib, m.peak_mib)) {
-          t.allocsim_unsafe.push_back(
-              {absl::StrCat(m.model.name(), "@", m.model.batch_size()), m.peak_mib,
-               upper_mib, *r.transient});
-        }
-      }
-    }
-    absl::StrAppendFormat(
-        &report.rows_csv, "%s,%s,%s@%d,%s,%.0f,%.1f,%.1f,%.1f,%.1f,%s\n", r.family,
-        r.group, m.model.name(), m.model.batch_size(), m.status, m.peak_mib,
-        r.replay.at("allocsim").peak_reserved_bytes / kMiB,
-        r.replay.at("analytic").peak_reserved_bytes / kMiB, served_upper["allocsim"],
-        served_upper["analytic"], r.transient ? "yes" : "no");
-    served_upper.clear();
-    served_point.clear();
-    if (auto it = m.columns.find("fakeTensorMib"); it != m.columns.end()) {
-      add(r.family, "FakeTensor", it->second, std::nullopt, m);
-    }
-    add(r.family, "horus",
-        horus::HorusBytes(features.total_activations(), features.total_parameters(),
-                          features.batch_size()) /
-            kMiB,
-        std::nullopt, m);
   }
-  for (const auto& [family, rows] : oom_rows) {
+};
+
+// Real row i by each simulation as served (the out-of-group fit scored by the fits
+// that never saw the row's architecture group, or GPUMemNet's fit, which never saw any
+// real row) and by the candidate not served.
+absl::Status ScoreSimulations(const RealRows& real, size_t i,
+                              const core::EstimationInput& input, RealScoring& scoring) {
+  const RealRow& r = real.rows[i];
+  const MeasuredRow& m = *r.measured;
+  for (const SimulationModel& s : Simulations()) {
+    const auto fitted = real.out_of_group.at(s.id).find(i);
+    const bool has_fit = fitted != real.out_of_group.at(s.id).end();
+    if (has_fit && real.serves_fit.count(s.id) &&
+        real.serves_fit.at(s.id).count(r.family)) {
+      // Served: scored by the fits that never saw the row's architecture group.
+      scoring.Add(r.family, s.id, fitted->second.upper_mib, fitted->second.point_mib, m);
+      const v1::MemoryEstimate alone = allocsim::CalibratedEstimate(
+          r.replay.at(s.id), input.gpu, real.gpumemnet_fit.at(s.id).at(r.family),
+          allocsim::LargestConvOutputMib(m.model));
+      scoring.Add(r.family, s.id + " (GPUMemNet fit, not served)",
+                  alone.upper_bytes() / kMiB, alone.point_bytes() / kMiB, m);
+    } else {
+      // Served: fitted on GPUMemNet alone, so every real row is unseen.
+      v1::EstimatorResult result;
+      std::vector<v1::Warning> warnings;
+      GPUEST_RETURN_IF_ERROR(scoring.served.at(s.id)->Estimate(input, result, warnings));
+      scoring.Add(r.family, s.id, result.memory().upper_bytes() / kMiB,
+                  result.memory().point_bytes() / kMiB, m);
+      if (has_fit) {
+        scoring.Add(r.family, s.id + " (out-of-group fit, not served)",
+                    fitted->second.upper_mib, fitted->second.point_mib, m);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// An OK row holding a transient by the trace's evidence goes apart; the other OK rows'
+// scores are kept, to show what they change.
+void ScoreTransient(const RealRow& r, RealScoring& scoring, RealModelsReport& report) {
+  const MeasuredRow& m = *r.measured;
+  TransientRows& t = report.transients[r.family];
+  t.rows += r.transient.has_value();
+  for (const auto& [id, upper_mib] : scoring.served_upper) {
+    if (!r.transient) {
+      scoring.other_ok[r.family][id].push_back({upper_mib, m.peak_mib});
+      scoring.other_ok_point[r.family][id].push_back(
+          {scoring.served_point.at(id), m.peak_mib});
+      continue;
+    }
+    t.safe[id] += Safe(upper_mib, m.peak_mib);
+    if (id == "allocsim" && !Safe(upper_mib, m.peak_mib)) {
+      t.allocsim_unsafe.push_back(
+          {absl::StrCat(m.model.name(), "@", m.model.batch_size()), m.peak_mib, upper_mib,
+           *r.transient});
+    }
+  }
+}
+
+// Each family's table rows, and the transients' comparison rows, from what was scored.
+void AddScores(RealScoring& scoring, RealModelsReport& report) {
+  for (const auto& [family, rows] : scoring.oom_rows) {
     RealModelsFamily& f = report.families.emplace_back();
     f.family = family;
     f.oom_rows = rows;
-    for (const std::string& id : ids) {
-      if (upper[family][id].empty() && oom_above[family].count(id) == 0) continue;
+    for (const std::string& id : scoring.ids) {
+      if (scoring.upper[family][id].empty() && scoring.oom_above[family].count(id) == 0)
+        continue;
       EstimatorScores& e = f.estimators.emplace_back();
       e.id = id;
-      e.upper = Score(upper[family][id]);
-      if (!point[family][id].empty()) e.point = Score(point[family][id]);
-      e.oom_above_card = oom_above[family][id];
+      e.upper = Score(scoring.upper[family][id]);
+      if (!scoring.point[family][id].empty()) e.point = Score(scoring.point[family][id]);
+      e.oom_above_card = scoring.oom_above[family][id];
     }
   }
   for (auto& [family, t] : report.transients) {
-    for (const auto& [id, rows] : other_ok[family]) t.other_rows[id] = Score(rows);
-    for (const auto& [id, rows] : other_ok_point[family]) {
+    for (const auto& [id, rows] : scoring.other_ok[family])
+      t.other_rows[id] = Score(rows);
+    for (const auto& [id, rows] : scoring.other_ok_point[family]) {
       t.other_rows_point[id] = Score(rows);
     }
   }
-  // The SPIKE rows against the requirement the served estimators give them.
+}
+
+// The SPIKE rows against the requirement the served estimators give them.
+absl::Status ScoreSpikes(const RealRows& real, const core::GpuProfile& gpu,
+                         const ServedEstimators& served, RealModelsReport& report) {
   for (const RealRow& r : real.spikes) {
     const MeasuredRow& m = *r.measured;
     v1::EstimateRequest request;
@@ -729,9 +772,61 @@ absl::StatusOr<RealModelsReport> ScoreRealRows(
     spikes.above_requirement += ratio > 1;
     spikes.ratios.push_back(ratio);
   }
+  return absl::OkStatus();
+}
+
+// The real rows by family: each simulation as served (the out-of-group fit, each row
+// scored by the fits that never saw its architecture group, or GPUMemNet's fit, which
+// never saw them), the candidate not served, the dataset's FakeTensor column and Horus.
+absl::StatusOr<RealModelsReport> ScoreRealRows(const RealRows& real,
+                                               const core::GpuProfile& gpu,
+                                               const ServedEstimators& served,
+                                               const MemoryCalibrationOptions& o) {
+  RealModelsReport report;
+  report.source = absl::StrCat("`", real.file.name,
+                               "` (timm models on the A100 40GB, "
+                               "lab/data/describe_timm.py)");
+  report.safe_quantile = o.safe_quantile;
+  report.card_mib = gpu.memory_bytes / kMiB;
+  report.scored_shipped = o.score_models;
+  report.rows_csv =
+      "family,architecture_group,run,status,measured_mib,allocsim_reserved_mib,"
+      "analytic_reserved_mib,allocsim_upper_mib,analytic_upper_mib,transient\n";
+  RealScoring scoring{served, report.card_mib};
+  for (size_t i = 0; i < real.rows.size(); ++i) {
+    const RealRow& r = real.rows[i];
+    const MeasuredRow& m = *r.measured;
+    scoring.models.insert(m.model.name());
+    scoring.groups.insert(r.group);
+    scoring.oom_rows[r.family] += m.oom;
+    v1::EstimateRequest request;
+    *request.mutable_model() = m.model;
+    const v1::FeatureVector features = core::FeaturesOf(request);
+    GPUEST_RETURN_IF_ERROR(ScoreSimulations(real, i, {request, features, gpu}, scoring));
+    if (!m.oom) ScoreTransient(r, scoring, report);
+    absl::StrAppendFormat(&report.rows_csv,
+                          "%s,%s,%s@%d,%s,%.0f,%.1f,%.1f,%.1f,%.1f,%s\n", r.family,
+                          r.group, m.model.name(), m.model.batch_size(), m.status,
+                          m.peak_mib, r.replay.at("allocsim").peak_reserved_bytes / kMiB,
+                          r.replay.at("analytic").peak_reserved_bytes / kMiB,
+                          scoring.served_upper["allocsim"],
+                          scoring.served_upper["analytic"], r.transient ? "yes" : "no");
+    scoring.served_upper.clear();
+    scoring.served_point.clear();
+    if (auto it = m.columns.find("fakeTensorMib"); it != m.columns.end()) {
+      scoring.Add(r.family, "FakeTensor", it->second, std::nullopt, m);
+    }
+    scoring.Add(r.family, "horus",
+                horus::HorusBytes(features.total_activations(),
+                                  features.total_parameters(), features.batch_size()) /
+                    kMiB,
+                std::nullopt, m);
+  }
+  AddScores(scoring, report);
+  GPUEST_RETURN_IF_ERROR(ScoreSpikes(real, gpu, served, report));
   report.crashed_rows = real.crashed;
-  report.models = static_cast<int>(models.size());
-  report.architecture_groups = static_cast<int>(groups.size());
+  report.models = static_cast<int>(scoring.models.size());
+  report.architecture_groups = static_cast<int>(scoring.groups.size());
   return report;
 }
 
@@ -873,9 +968,6 @@ std::string LayerAgreementSection(const RealRows& real) {
       RenderLayerAgreement(runs, 0.05, 8), "\n");
 }
 
-// Rewrites the calibrated GPU's context in gpu_profiles.json; the GPUs whose constants
-// are assumed take the same figure (same driver and CUDA stack, unmeasured). Another
-// GPU calibrated on its own measurements (gpuest-collect calibrate) keeps its figure.
 // "GPU=FILE" (--gpu-runs, --holdout-runs) as its two parts; InvalidArgument naming flag.
 absl::StatusOr<HoldoutFile> GpuAndFile(const std::string& spec, const char* flag) {
   const size_t eq = spec.find('=');
@@ -886,6 +978,9 @@ absl::StatusOr<HoldoutFile> GpuAndFile(const std::string& spec, const char* flag
   return HoldoutFile{spec.substr(0, eq), spec.substr(eq + 1)};
 }
 
+// Rewrites the calibrated GPU's context in gpu_profiles.json; the GPUs whose constants
+// are assumed take the same figure (same driver and CUDA stack, unmeasured). Another
+// GPU calibrated on its own measurements (gpuest-collect calibrate) keeps its figure.
 absl::Status WriteContext(const std::string& path, double context_mib,
                           const std::string& context_basis) {
   GPUEST_ASSIGN_OR_RETURN(core::GpuProfilesManifest profiles,
@@ -903,33 +998,47 @@ absl::Status WriteContext(const std::string& path, double context_mib,
   return common::WriteTextFile(path, profiles.Text());
 }
 
-}  // namespace
+// How GPUMemNet's held-out rows were chosen, in words.
+std::string SplitInWords(const MemoryCalibrationOptions& o) {
+  return absl::StrFormat(
+      "GPUMemNet's train/test split: test fraction %.2f, seed %d (gpuest-train's "
+      "HeldOutSplit)",
+      o.test_fraction, static_cast<int>(o.seed));
+}
 
-absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
-  const std::vector<Population> populations = Populations(o);
-
-  // GPUMemNet to compare with; the simulation manifests are what this run rewrites.
+// The model repository's estimators: GPUMemNet's, to compare with. The simulation
+// manifests are what this run rewrites: none is built from them.
+absl::StatusOr<std::unique_ptr<core::EstimatorRegistry>> LoadComparedEstimators(
+    const MemoryCalibrationOptions& o) {
   core::RegistryOptions registry_options =
       estimators::WithDefaultFactories({o.models_dir, "cpu"});
   registry_options.factories[SimulationManifest::kEstimatorType] =
       [](const core::ModelArtifact&, const core::RegistryOptions&) {
         return absl::StatusOr<std::unique_ptr<core::Estimator>>(nullptr);
       };
-  GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<core::EstimatorRegistry> registry,
-                          core::EstimatorRegistry::Load(registry_options));
-  const core::Engine engine(std::move(registry), core::ValidationLimits{});
-  const core::GpuProfile* calibrated_gpu = engine.registry()->gpus().Find(kCalibratedGpu);
+  return core::EstimatorRegistry::Load(registry_options);
+}
+
+absl::StatusOr<core::GpuProfile> CalibratedGpu(const core::GpuProfiles& gpus,
+                                               const MemoryCalibrationOptions& o) {
+  const core::GpuProfile* calibrated_gpu = gpus.Find(kCalibratedGpu);
   if (calibrated_gpu == nullptr) {
     return absl::NotFoundError(
         absl::StrCat(kCalibratedGpu, " is not in ", o.models_dir, "/gpu_profiles.json"));
   }
-  core::GpuProfile gpu = *calibrated_gpu;
+  return *calibrated_gpu;
+}
 
-  std::map<std::string, TracedPopulation> traced;
+// Every population's traced rows and, with timm_rows, the real rows (null without);
+// the training rows' CSV where asked.
+absl::Status LoadRows(const MemoryCalibrationOptions& o,
+                      const std::vector<Population>& populations,
+                      const core::GpuProfile& gpu,
+                      std::map<std::string, TracedPopulation>& traced,
+                      std::unique_ptr<RealRows>& real) {
   for (const Population& f : populations) {
     GPUEST_RETURN_IF_ERROR(LoadTracedPopulation(f, o, gpu, traced[f.name]));
   }
-  std::unique_ptr<RealRows> real;
   if (!o.timm_rows.empty()) {
     real = std::make_unique<RealRows>();
     GPUEST_RETURN_IF_ERROR(LoadRealRows(o, populations, gpu, *real));
@@ -938,103 +1047,110 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
     GPUEST_RETURN_IF_ERROR(
         WriteTrainingRowsCsv(o.training_rows_csv, populations, traced));
   }
+  return absl::OkStatus();
+}
 
-  // Calibration, on training rows only: the context first (the MLP rows' allocations
-  // are the best understood), then per family.
-  GPUEST_ASSIGN_OR_RETURN(const double context_mib,
-                          FitContextMib(TrainingRows(traced["mlp"].rows, "allocsim")));
-  gpu.context_bytes = static_cast<uint64_t>(context_mib) << 20;
-  GPUEST_ASSIGN_OR_RETURN(const Calibrations calibration,
-                          CalibratePopulations(populations, traced, real.get(), gpu, o));
-
-  std::optional<CleanRunsCalibration> clean;
-  if (!o.gpu_runs.empty()) {
-    GPUEST_ASSIGN_OR_RETURN(const HoldoutFile runs, GpuAndFile(o.gpu_runs, "--gpu-runs"));
-    const std::string& id = runs.gpu;
-    const core::GpuProfile* runs_gpu = engine.registry()->gpus().Find(id);
-    if (runs_gpu == nullptr) {
-      return absl::NotFoundError(absl::StrCat("--gpu-runs: ", id, " is not in ",
-                                              o.models_dir, "/gpu_profiles.json"));
-    }
-    if (!runs_gpu->constants_calibrated) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--gpu-runs: ", id,
-                       "'s context is assumed, not measured: measure it first "
-                       "(gpuest-collect calibrate), since the runs' peaks include it"));
-    }
-    FitOptions options;
-    options.safe_quantile = o.safe_quantile;
-    GPUEST_ASSIGN_OR_RETURN(clean,
-                            CalibrateOnCleanRuns(runs.path, *runs_gpu, o.steps, options,
-                                                 o.max_conv_output_factor, calibration));
+// --gpu-runs: that GPU's own terms from its clean runs; none without the flag.
+absl::StatusOr<std::optional<CleanRunsCalibration>> CalibrateGpuRuns(
+    const MemoryCalibrationOptions& o, const core::GpuProfiles& gpus,
+    const Calibrations& calibration) {
+  if (o.gpu_runs.empty()) return std::nullopt;
+  GPUEST_ASSIGN_OR_RETURN(const HoldoutFile runs, GpuAndFile(o.gpu_runs, "--gpu-runs"));
+  const std::string& id = runs.gpu;
+  const core::GpuProfile* runs_gpu = gpus.Find(id);
+  if (runs_gpu == nullptr) {
+    return absl::NotFoundError(absl::StrCat("--gpu-runs: ", id, " is not in ",
+                                            o.models_dir, "/gpu_profiles.json"));
   }
+  if (!runs_gpu->constants_calibrated) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--gpu-runs: ", id,
+                     "'s context is assumed, not measured: measure it first "
+                     "(gpuest-collect calibrate), since the runs' peaks include it"));
+  }
+  FitOptions options;
+  options.safe_quantile = o.safe_quantile;
+  return CalibrateOnCleanRuns(runs.path, *runs_gpu, o.steps, options,
+                              o.max_conv_output_factor, calibration);
+}
 
-  // The estimators as they will be served, built from the manifests written below.
-  const ManifestContext context{
-      absl::StrFormat("GPUMemNet's train/test split: test fraction %.2f, seed %d "
-                      "(gpuest-train's HeldOutSplit)",
-                      o.test_fraction, static_cast<int>(o.seed)),
-      context_mib,
-      &o,
-      &populations,
-      &traced,
-      real.get(),
-      clean ? &*clean : nullptr};
-  std::map<std::string, std::unique_ptr<core::Estimator>> served;
+// The simulation estimators as they will be served, built from the manifests this
+// run's fits make (written below with --write-models).
+absl::StatusOr<ServedEstimators> ServedFromFits(const ManifestContext& context,
+                                                const Calibrations& calibration) {
+  const std::map<std::string, Scores> none;
+  ServedEstimators served;
   for (const SimulationModel& s : Simulations()) {
     GPUEST_ASSIGN_OR_RETURN(
-        served[s.id], allocsim::CreateSimulationEstimator(
-                          {s.id,
-                           o.models_dir + "/" + s.id,
-                           ManifestOf(s, context, calibration.at(s.id), {}, {}).Text(),
-                           {}},
-                          {}));
+        served[s.id],
+        allocsim::CreateSimulationEstimator(
+            {s.id,
+             context.options->models_dir + "/" + s.id,
+             ManifestOf(s, context, {calibration.at(s.id), none, none}).Text(),
+             {}},
+            {}));
   }
+  return served;
+}
 
-  // --score-models: the manifests in models/ as they are, in place of this run's fits;
-  // each real row is then scored by the shipped terms, the out-of-group fit as the
-  // candidate not served.
+// --score-models: the manifests in models/ as they are, served in place of this run's
+// fits; returned as read.
+absl::StatusOr<std::vector<SimulationManifest>> ServeShipped(
+    const std::string& models_dir, ServedEstimators& served) {
   std::vector<SimulationManifest> shipped;
-  if (o.score_models) {
-    for (const SimulationModel& s : Simulations()) {
-      const std::string dir = o.models_dir + "/" + s.id;
-      const std::string path = dir + "/manifest.json";
-      GPUEST_ASSIGN_OR_RETURN(const std::string text,
-                              common::ReadTextFile(path, common::kMaxDatasetFileBytes));
-      GPUEST_ASSIGN_OR_RETURN(SimulationManifest m,
-                              SimulationManifest::Parse(text, path));
-      GPUEST_ASSIGN_OR_RETURN(
-          served[s.id], allocsim::CreateSimulationEstimator({s.id, dir, text, {}}, {}));
-      shipped.push_back(std::move(m));
-    }
-    if (real != nullptr) real->serves_fit.clear();
+  for (const SimulationModel& s : Simulations()) {
+    const std::string dir = models_dir + "/" + s.id;
+    const std::string path = dir + "/manifest.json";
+    GPUEST_ASSIGN_OR_RETURN(const std::string text,
+                            common::ReadTextFile(path, common::kMaxDatasetFileBytes));
+    GPUEST_ASSIGN_OR_RETURN(SimulationManifest m, SimulationManifest::Parse(text, path));
+    GPUEST_ASSIGN_OR_RETURN(
+        served[s.id], allocsim::CreateSimulationEstimator({s.id, dir, text, {}}, {}));
+    shipped.push_back(std::move(m));
   }
+  return shipped;
+}
 
-  std::string real_section;
-  // Id -> family -> the served upper bound's scores on the real models.
-  std::map<std::string, std::map<std::string, Scores>> unseen_architectures;
-  if (real != nullptr) {
-    GPUEST_ASSIGN_OR_RETURN(const RealModelsReport report,
-                            ScoreRealRows(*real, gpu, served, o));
-    real_section = RenderRealModelsSection(report);
-    absl::StrAppend(&real_section, LayerAgreementSection(*real));
-    if (!o.real_rows_csv.empty()) {
-      GPUEST_RETURN_IF_ERROR(common::WriteTextFile(o.real_rows_csv, report.rows_csv));
-    }
-    for (const RealModelsFamily& f : report.families) {
-      for (const EstimatorScores& e : f.estimators) {
-        if (calibration.count(e.id)) unseen_architectures[e.id][f.family] = e.upper;
-      }
+// The real models' section (and --real-rows-csv), none without them;
+// unseen_architectures: the served upper bound's scores on them, by simulation id and
+// family.
+absl::StatusOr<std::string> RealModelsSectionOf(
+    const ManifestContext& context, const core::GpuProfile& gpu,
+    const ServedEstimators& served, const Calibrations& calibration,
+    std::map<std::string, std::map<std::string, Scores>>& unseen_architectures) {
+  if (context.real == nullptr) return "";
+  const RealRows& real = *context.real;
+  const MemoryCalibrationOptions& o = *context.options;
+  GPUEST_ASSIGN_OR_RETURN(const RealModelsReport report,
+                          ScoreRealRows(real, gpu, served, o));
+  std::string section = RenderRealModelsSection(report);
+  absl::StrAppend(&section, LayerAgreementSection(real));
+  if (!o.real_rows_csv.empty()) {
+    GPUEST_RETURN_IF_ERROR(common::WriteTextFile(o.real_rows_csv, report.rows_csv));
+  }
+  for (const RealModelsFamily& f : report.families) {
+    for (const EstimatorScores& e : f.estimators) {
+      if (calibration.count(e.id)) unseen_architectures[e.id][f.family] = e.upper;
     }
   }
+  return section;
+}
 
-  SimulationReport section{
-      context.split,           context_mib, o.steps,       o.safe_quantile,
-      gpu.memory_bytes / kMiB, {},          o.score_models};
-  std::map<std::string, std::map<std::string, Scores>> held_out;  // Id -> family.
-  for (const Population& f : populations) {
-    GPUEST_ASSIGN_OR_RETURN(FamilyReport family,
-                            ScoreHeldOut(f, traced[f.name], gpu, engine, served));
+// GPUMemNet's held-out split, every estimator as served, with this run's calibration;
+// held_out: the simulations' upper-bound scores, by id and family.
+absl::StatusOr<SimulationReport> ScoreHeldOutSplit(
+    const ManifestContext& context, const core::GpuProfile& gpu,
+    const core::Engine& engine, const ServedEstimators& served,
+    const Calibrations& calibration,
+    std::map<std::string, std::map<std::string, Scores>>& held_out) {
+  const MemoryCalibrationOptions& o = *context.options;
+  SimulationReport section{context.split,   context.context_mib,     o.steps,
+                           o.safe_quantile, gpu.memory_bytes / kMiB, {},
+                           o.score_models};
+  for (const Population& f : *context.populations) {
+    GPUEST_ASSIGN_OR_RETURN(
+        FamilyReport family,
+        ScoreHeldOut(f, (*context.traced)[f.name], gpu, engine, served));
     for (const EstimatorScores& e : family.estimators) {
       if (calibration.count(e.id)) held_out[e.id][f.name] = e.upper;
     }
@@ -1048,68 +1164,150 @@ absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
     }
     section.families.push_back(std::move(family));
   }
+  return section;
+}
 
-  if (o.write_models) {
-    const std::string basis = absl::StrFormat(
-        "median of measured - simulated peak over the MLP training rows of GPUMemNet's "
-        "A100 40GB measurements (%s; gpuest-calibrate-memory)",
-        context.split);
-    GPUEST_RETURN_IF_ERROR(
-        WriteContext(o.models_dir + "/gpu_profiles.json", context_mib, basis));
-    for (const SimulationModel& s : Simulations()) {
-      const std::string dir = o.models_dir + "/" + s.id;
-      std::filesystem::create_directories(dir);
-      GPUEST_RETURN_IF_ERROR(common::WriteTextFile(
-          dir + "/manifest.json", ManifestOf(s, context, calibration.at(s.id),
-                                             held_out[s.id], unseen_architectures[s.id])
-                                      .Text()));
-      std::fprintf(stderr, "wrote %s/manifest.json\n", dir.c_str());
+// --write-models: the calibrated GPU's context and the simulation manifests.
+absl::Status WriteModels(
+    const ManifestContext& context, const Calibrations& calibration,
+    std::map<std::string, std::map<std::string, Scores>>& held_out,
+    std::map<std::string, std::map<std::string, Scores>>& unseen_architectures) {
+  const std::string& models_dir = context.options->models_dir;
+  const std::string basis = absl::StrFormat(
+      "median of measured - simulated peak over the MLP training rows of GPUMemNet's "
+      "A100 40GB measurements (%s; gpuest-calibrate-memory)",
+      context.split);
+  GPUEST_RETURN_IF_ERROR(
+      WriteContext(models_dir + "/gpu_profiles.json", context.context_mib, basis));
+  for (const SimulationModel& s : Simulations()) {
+    const std::string dir = models_dir + "/" + s.id;
+    std::filesystem::create_directories(dir);
+    const ManifestTerms terms{calibration.at(s.id), held_out[s.id],
+                              unseen_architectures[s.id]};
+    GPUEST_RETURN_IF_ERROR(common::WriteTextFile(dir + "/manifest.json",
+                                                 ManifestOf(s, context, terms).Text()));
+    std::fprintf(stderr, "wrote %s/manifest.json\n", dir.c_str());
+  }
+  return absl::OkStatus();
+}
+
+// The goal table's rows for the clean runs' own fits, each run by the fit without its
+// architecture group.
+std::vector<GoalRow> CleanSplitGoals(const CleanRunsCalibration& clean) {
+  std::vector<GoalRow> rows;
+  for (const auto& [id, clean_families] : clean.by_simulation) {
+    for (const CleanRunsFamily& f : clean_families) {
+      GoalRow row;
+      row.population = absl::StrFormat(
+          "%s's terms on %s's clean runs (`%s`), %s, each run by the fit without its "
+          "architecture group",
+          id, clean.gpu, clean.file, f.family);
+      row.runs = f.runs;
+      row.safe = f.upper.safe;
+      row.within = f.upper.safe_and_tight;
+      row.point_mape = f.point.mape;
+      row.safe_goal = 0.95;
+      row.within_goal = 0.90;
+      row.mape_goal = 5;
+      rows.push_back(row);
     }
   }
+  return rows;
+}
+
+// The bound's goal table (bound_goals.h), on the served estimators.
+absl::StatusOr<std::string> GoalSection(const ManifestContext& context,
+                                        const ServedEstimators& served,
+                                        const core::GpuProfiles& gpus,
+                                        const core::GpuProfile& gpu) {
   GoalInputs goals;
   goals.served = &served;
-  goals.gpus = &engine.registry()->gpus();
+  goals.gpus = &gpus;
   goals.calibrated_gpu = &gpu;
-  goals.timm = real != nullptr ? &real->file : nullptr;
-  for (const std::string& spec : o.holdout_runs) {
+  goals.timm = context.real != nullptr ? &context.real->file : nullptr;
+  for (const std::string& spec : context.options->holdout_runs) {
     GPUEST_ASSIGN_OR_RETURN(HoldoutFile holdout, GpuAndFile(spec, "--holdout-runs"));
     goals.holdout.push_back(std::move(holdout));
   }
-  if (clean) {
-    for (const auto& [id, clean_families] : clean->by_simulation) {
-      for (const CleanRunsFamily& f : clean_families) {
-        GoalRow row;
-        row.population = absl::StrFormat(
-            "%s's terms on %s's clean runs (`%s`), %s, each run by the fit without its "
-            "architecture group",
-            id, clean->gpu, clean->file, f.family);
-        row.runs = f.runs;
-        row.safe = f.upper.safe;
-        row.within = f.upper.safe_and_tight;
-        row.point_mape = f.point.mape;
-        row.safe_goal = 0.95;
-        row.within_goal = 0.90;
-        row.mape_goal = 5;
-        goals.clean_splits.push_back(row);
-      }
-    }
-  }
-  GPUEST_ASSIGN_OR_RETURN(const std::string goal_section, RenderBoundGoals(goals));
-  std::map<std::string, std::string> inputs;  // This run's datasets: file -> sha256.
-  for (auto& [name, population] : traced) {
+  if (context.clean != nullptr) goals.clean_splits = CleanSplitGoals(*context.clean);
+  return RenderBoundGoals(goals);
+}
+
+// The clean runs' section, none without them.
+std::string CleanRunsSectionOf(const ManifestContext& context) {
+  if (context.clean == nullptr) return "";
+  const MemoryCalibrationOptions& o = *context.options;
+  return RenderCleanRunsSection(*context.clean, kCalibratedGpu, o.safe_quantile,
+                                o.score_models);
+}
+
+// This run's datasets: file -> sha256.
+std::map<std::string, std::string> InputDigests(const ManifestContext& context) {
+  std::map<std::string, std::string> inputs;
+  for (auto& [name, population] : *context.traced) {
     for (const data::DatasetFile& file : population.files)
       inputs[file.name] = file.sha256;
   }
-  if (real != nullptr) inputs[real->file.name] = real->file.sha256;
-  if (clean) inputs[clean->file] = clean->sha256;
+  if (context.real != nullptr)
+    inputs[context.real->file.name] = context.real->file.sha256;
+  if (context.clean != nullptr) inputs[context.clean->file] = context.clean->sha256;
+  return inputs;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CalibrateMemory(const MemoryCalibrationOptions& o) {
+  const std::vector<Population> populations = Populations(o);
+  GPUEST_ASSIGN_OR_RETURN(std::unique_ptr<core::EstimatorRegistry> registry,
+                          LoadComparedEstimators(o));
+  const core::Engine engine(std::move(registry), core::ValidationLimits{});
+  const core::GpuProfiles& gpus = engine.registry()->gpus();
+  GPUEST_ASSIGN_OR_RETURN(core::GpuProfile gpu, CalibratedGpu(gpus, o));
+  std::map<std::string, TracedPopulation> traced;
+  std::unique_ptr<RealRows> real;
+  GPUEST_RETURN_IF_ERROR(LoadRows(o, populations, gpu, traced, real));
+
+  // Calibration, on training rows only: the context first (the MLP rows' allocations
+  // are the best understood), then per family.
+  GPUEST_ASSIGN_OR_RETURN(const double context_mib,
+                          FitContextMib(TrainingRows(traced["mlp"].rows, "allocsim")));
+  gpu.context_bytes = static_cast<uint64_t>(context_mib) << 20;
+  GPUEST_ASSIGN_OR_RETURN(const Calibrations calibration,
+                          CalibratePopulations(populations, traced, real.get(), gpu, o));
+  GPUEST_ASSIGN_OR_RETURN(const std::optional<CleanRunsCalibration> clean,
+                          CalibrateGpuRuns(o, gpus, calibration));
+
+  const ManifestContext context{
+      SplitInWords(o),          context_mib, &o, &populations, &traced, real.get(),
+      clean ? &*clean : nullptr};
+  GPUEST_ASSIGN_OR_RETURN(ServedEstimators served, ServedFromFits(context, calibration));
+  // --score-models: each real row is then scored by the shipped terms, the
+  // out-of-group fit as the candidate not served.
+  std::vector<SimulationManifest> shipped;
+  if (o.score_models) {
+    GPUEST_ASSIGN_OR_RETURN(shipped, ServeShipped(o.models_dir, served));
+    if (real != nullptr) real->serves_fit.clear();
+  }
+
+  // Id -> family -> the served upper bound's scores on the real models.
+  std::map<std::string, std::map<std::string, Scores>> unseen_architectures;
+  GPUEST_ASSIGN_OR_RETURN(
+      const std::string real_section,
+      RealModelsSectionOf(context, gpu, served, calibration, unseen_architectures));
+  std::map<std::string, std::map<std::string, Scores>> held_out;  // Id -> family.
+  GPUEST_ASSIGN_OR_RETURN(
+      const SimulationReport section,
+      ScoreHeldOutSplit(context, gpu, engine, served, calibration, held_out));
+  if (o.write_models) {
+    GPUEST_RETURN_IF_ERROR(
+        WriteModels(context, calibration, held_out, unseen_architectures));
+  }
+  GPUEST_ASSIGN_OR_RETURN(const std::string goal_section,
+                          GoalSection(context, served, gpus, gpu));
   return absl::StrCat(RenderSimulationSection(section),
-                      ShippedTermsSection(shipped, o.models_dir, inputs),
+                      ShippedTermsSection(shipped, o.models_dir, InputDigests(context)),
                       SyntheticMechanismSection(traced["cnn"].rows, context_mib),
-                      real_section,
-                      clean ? RenderCleanRunsSection(*clean, kCalibratedGpu,
-                                                     o.safe_quantile, o.score_models)
-                            : "",
-                      goal_section);
+                      real_section, CleanRunsSectionOf(context), goal_section);
 }
 
 }  // namespace gpuest::calibration
