@@ -265,6 +265,82 @@ double CoverageQuantile(const std::vector<GroupedRow>& rows,
   return 1;
 }
 
+// An out-of-group fit's rows and what its steps share.
+struct GroupedFit {
+  const std::vector<GroupedRow>& rows;
+  const std::map<std::string, std::vector<size_t>>& groups;  // Group -> its rows.
+  double context_mib = 0;
+  const FitOptions& options;
+  // Per row, the job part its upper bound scales (UpperSimulatedMib's), fitted without
+  // its group.
+  std::vector<double> upper_job;
+};
+
+// Each row's point from the rows of the other groups, into fit.point_mib, and the job
+// part its upper bound scales, into g.upper_job.
+absl::Status FitOutOfGroupPoints(GroupedFit& g, OutOfGroupFit& fit) {
+  fit.point_mib.assign(g.rows.size(), 0);
+  g.upper_job.assign(g.rows.size(), 0);
+  for (const auto& [group, members] : g.groups) {
+    std::vector<CalibrationRow> others;
+    for (const GroupedRow& r : g.rows) {
+      if (r.group != group && r.measured) others.push_back(r.row);
+    }
+    GPUEST_ASSIGN_OR_RETURN(const PointTerms terms,
+                            FitPointTerms(others, g.context_mib, g.options));
+    for (size_t i : members) {
+      const double job = terms.intercept_mib + terms.factor * SimulatedMib(g.rows[i].row);
+      g.upper_job[i] =
+          terms.intercept_mib + terms.factor * UpperSimulatedMib(g.rows[i].row);
+      fit.point_mib[i] = g.context_mib + job;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Each row's upper bound from the other groups' errors only, into fit.upper_mib.
+void FitOutOfGroupUppers(const GroupedFit& g, OutOfGroupFit& fit) {
+  const std::vector<GroupedRow>& rows = g.rows;
+  fit.upper_mib.assign(rows.size(), 0);
+  for (const auto& [group, members] : g.groups) {
+    std::vector<size_t> others;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].group != group) others.push_back(i);
+    }
+    UpperTerms terms = FitUpperTerms(rows, g.upper_job, others, g.context_mib, g.options);
+    if (g.options.group_coverage > 0) {
+      std::map<std::string, std::vector<size_t>> other_groups = g.groups;
+      other_groups.erase(group);
+      const double quantile =
+          CoverageQuantile(rows, g.upper_job, other_groups, g.context_mib, terms,
+                           g.options.group_coverage);
+      terms.margin = MarginAt(rows, g.upper_job, MeasuredByDataset(rows, others),
+                              g.context_mib, terms, quantile);
+    }
+    for (size_t i : members) {
+      fit.upper_mib[i] =
+          terms.Upper(g.context_mib, g.upper_job[i], rows[i].row.conv_output_mib);
+    }
+  }
+}
+
+// The served upper bound's terms, from every row's out-of-group error; its margin's
+// quantile into fit.margin_quantile.
+UpperTerms FitServedUpperTerms(const GroupedFit& g, OutOfGroupFit& fit) {
+  const std::vector<GroupedRow>& rows = g.rows;
+  std::vector<size_t> every(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) every[i] = i;
+  UpperTerms upper = FitUpperTerms(rows, g.upper_job, every, g.context_mib, g.options);
+  fit.margin_quantile = g.options.safe_quantile;
+  if (g.options.group_coverage > 0) {
+    fit.margin_quantile = CoverageQuantile(rows, g.upper_job, g.groups, g.context_mib,
+                                           upper, g.options.group_coverage);
+    upper.margin = MarginAt(rows, g.upper_job, MeasuredByDataset(rows, every),
+                            g.context_mib, upper, fit.margin_quantile);
+  }
+  return upper;
+}
+
 }  // namespace
 
 absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
@@ -276,55 +352,11 @@ absl::StatusOr<OutOfGroupFit> FitOutOfGroup(const std::vector<GroupedRow>& rows,
   if (groups.size() < 2) {
     return absl::InvalidArgumentError("out-of-group fitting needs two groups or more");
   }
-  // Each row's point from the rows of the other groups: its job part (point - context).
+  GroupedFit g{rows, groups, context_mib, options, {}};
   OutOfGroupFit fit;
-  fit.point_mib.assign(rows.size(), 0);
-  fit.upper_mib.assign(rows.size(), 0);
-  // The upper bound's job part scales what UpperSimulatedMib does.
-  std::vector<double> job(rows.size()), upper_job(rows.size());
-  for (const auto& [group, members] : groups) {
-    std::vector<CalibrationRow> others;
-    for (const GroupedRow& r : rows) {
-      if (r.group != group && r.measured) others.push_back(r.row);
-    }
-    GPUEST_ASSIGN_OR_RETURN(const PointTerms terms,
-                            FitPointTerms(others, context_mib, options));
-    for (size_t i : members) {
-      job[i] = terms.intercept_mib + terms.factor * SimulatedMib(rows[i].row);
-      upper_job[i] = terms.intercept_mib + terms.factor * UpperSimulatedMib(rows[i].row);
-      fit.point_mib[i] = context_mib + job[i];
-    }
-  }
-  // Each row's upper bound from the other groups' errors only.
-  for (const auto& [group, members] : groups) {
-    std::vector<size_t> others;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      if (rows[i].group != group) others.push_back(i);
-    }
-    UpperTerms terms = FitUpperTerms(rows, upper_job, others, context_mib, options);
-    if (options.group_coverage > 0) {
-      std::map<std::string, std::vector<size_t>> other_groups = groups;
-      other_groups.erase(group);
-      const double quantile = CoverageQuantile(rows, upper_job, other_groups, context_mib,
-                                               terms, options.group_coverage);
-      terms.margin = MarginAt(rows, upper_job, MeasuredByDataset(rows, others),
-                              context_mib, terms, quantile);
-    }
-    for (size_t i : members) {
-      fit.upper_mib[i] =
-          terms.Upper(context_mib, upper_job[i], rows[i].row.conv_output_mib);
-    }
-  }
-  std::vector<size_t> every(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) every[i] = i;
-  UpperTerms upper = FitUpperTerms(rows, upper_job, every, context_mib, options);
-  fit.margin_quantile = options.safe_quantile;
-  if (options.group_coverage > 0) {
-    fit.margin_quantile = CoverageQuantile(rows, upper_job, groups, context_mib, upper,
-                                           options.group_coverage);
-    upper.margin = MarginAt(rows, upper_job, MeasuredByDataset(rows, every), context_mib,
-                            upper, fit.margin_quantile);
-  }
+  GPUEST_RETURN_IF_ERROR(FitOutOfGroupPoints(g, fit));
+  FitOutOfGroupUppers(g, fit);
+  const UpperTerms upper = FitServedUpperTerms(g, fit);
   fit.margin = upper.margin;
   fit.slack_mib = upper.slack_mib;
   fit.conv_output_factor = upper.conv_output_factor;

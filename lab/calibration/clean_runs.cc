@@ -1,7 +1,9 @@
 #include "lab/calibration/clean_runs.h"
 
 #include <cstdio>
+#include <map>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,6 +21,107 @@ namespace {
 
 constexpr double kMiB = gpuest::common::kMiB;
 
+// The completed, traced runs of one model family, each with what every simulation
+// makes of it, and their architecture groups.
+struct FamilyRuns {
+  std::vector<const data::MeasuredRow*> members;
+  std::map<const data::MeasuredRow*, std::map<std::string, allocsim::ReplayResult>>
+      replays;
+  std::set<std::string> groups;
+};
+
+// Family -> its completed, traced runs.
+absl::StatusOr<std::map<std::string, FamilyRuns>> RunsByFamily(
+    const data::MeasuredFile& file, const core::GpuProfile& gpu, int steps) {
+  std::map<std::string, FamilyRuns> runs;
+  for (const data::MeasuredRow& m : file.rows) {
+    if (m.oom || m.status != "OK" || m.peak_mib <= 0 || !m.model.has_trace()) continue;
+    v1::EstimateRequest request;
+    *request.mutable_model() = m.model;
+    FamilyRuns& family = runs[common::FamilyName(core::FeaturesOf(request).family())];
+    family.members.push_back(&m);
+    family.groups.insert(ArchitectureGroupOf(m.model.name()));
+    GPUEST_ASSIGN_OR_RETURN(family.replays[&m], ReplayEach(m.model, gpu, steps));
+  }
+  return runs;
+}
+
+// What every family's fits over one file of clean runs share.
+struct CleanRunsContext {
+  const std::string& runs_file;
+  const core::GpuProfile& gpu;
+  const FitOptions& options;
+  double cnn_max_conv_factor;
+  const CalibratedTerms& calibrated;
+};
+
+// The calibrated GPU's terms for simulation id and family, or nullptr.
+const allocsim::FamilyCalibration* TermsOf(const CalibratedTerms& calibrated,
+                                           const std::string& id,
+                                           const std::string& family) {
+  const auto terms = calibrated.find(id);
+  if (terms == calibrated.end()) return nullptr;
+  const auto t = terms->second.find(family);
+  return t == terms->second.end() ? nullptr : &t->second;
+}
+
+// Simulation s's out-of-group fit over one family's runs, grouped by architecture
+// group, scored beside the calibrated GPU's terms for the family on the same runs.
+absl::Status FitFamily(const CleanRunsContext& c, const std::string& family,
+                       const FamilyRuns& runs, const SimulationModel& s,
+                       CleanRunsCalibration& out) {
+  FitOptions family_options = c.options;
+  family_options.max_conv_factor = family == "cnn" ? c.cnn_max_conv_factor : 0;
+  // The margin's quantile chosen on architecture groups left out (calibration.h):
+  // the served terms are for architecture groups these runs never saw.
+  family_options.group_coverage = c.options.safe_quantile;
+  std::vector<GroupedRow> rows;
+  for (const data::MeasuredRow* m : runs.members) {
+    rows.push_back({ArchitectureGroupOf(m->model.name()),
+                    {runs.replays.at(m).at(s.id), m->peak_mib,
+                     allocsim::LargestConvOutputMib(m->model)},
+                    true,
+                    out.gpu});
+  }
+  absl::StatusOr<OutOfGroupFit> fit = FitOutOfGroup(rows, c.gpu, family_options);
+  if (!fit.ok()) {
+    return absl::Status(fit.status().code(),
+                        absl::StrCat(c.runs_file, ": ", family, " runs on ", c.gpu.id,
+                                     ": ", fit.status().message()));
+  }
+  const allocsim::FamilyCalibration* theirs = TermsOf(c.calibrated, s.id, family);
+  std::vector<Scored> upper, point, their_upper, their_point;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double measured = rows[i].row.measured_mib;
+    upper.push_back({fit->upper_mib[i], measured});
+    point.push_back({fit->point_mib[i], measured});
+    if (theirs == nullptr) continue;
+    const v1::MemoryEstimate e = allocsim::CalibratedEstimate(
+        rows[i].row.replay, c.gpu, *theirs, rows[i].row.conv_output_mib);
+    their_upper.push_back({e.upper_bytes() / kMiB, measured});
+    their_point.push_back({e.point_bytes() / kMiB, measured});
+  }
+  CleanRunsFamily& f = out.by_simulation[s.id].emplace_back();
+  f.family = family;
+  f.runs = static_cast<int>(runs.members.size());
+  f.architecture_groups = static_cast<int>(runs.groups.size());
+  f.calibration = fit->calibration;
+  f.margin_quantile = fit->margin_quantile;
+  f.upper = Score(upper);
+  f.point = Score(point);
+  f.calibrated_upper = Score(their_upper);
+  f.calibrated_point = Score(their_point);
+  // Without terms of its own elsewhere the family would get the most conservative
+  // family's: the own fit serves if it is safe enough.
+  f.served =
+      theirs == nullptr
+          ? f.upper.safe >= c.options.safe_quantile
+          : CandidateServes(
+                {f.calibrated_upper.safe, f.calibrated_upper.safe_and_tight, 0},
+                {f.upper.safe, f.upper.safe_and_tight, 0}, c.options.safe_quantile);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
@@ -31,28 +134,10 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
   out.context_mib = static_cast<double>(gpu.context_bytes) / kMiB;
   out.file = file.name;
   out.sha256 = file.sha256;
-  // Family -> its runs; and what each simulation makes of each run.
-  std::map<std::string, std::vector<const data::MeasuredRow*>> runs;
-  std::map<const data::MeasuredRow*, std::map<std::string, allocsim::ReplayResult>>
-      replays;
-  for (const data::MeasuredRow& m : file.rows) {
-    if (m.oom || m.status != "OK" || m.peak_mib <= 0 || !m.model.has_trace()) continue;
-    v1::EstimateRequest request;
-    *request.mutable_model() = m.model;
-    runs[common::FamilyName(core::FeaturesOf(request).family())].push_back(&m);
-    GPUEST_ASSIGN_OR_RETURN(replays[&m], ReplayEach(m.model, gpu, steps));
-  }
-  for (const auto& [family, members] : runs) {
-    FitOptions family_options = options;
-    family_options.max_conv_factor = family == "cnn" ? cnn_max_conv_factor : 0;
-    // The margin's quantile chosen on architecture groups left out (calibration.h):
-    // the served terms are for architecture groups these runs never saw.
-    family_options.group_coverage = options.safe_quantile;
-    std::set<std::string> groups;
-    for (const data::MeasuredRow* m : members) {
-      groups.insert(ArchitectureGroupOf(m->model.name()));
-    }
-    if (groups.size() < 2) {  // Nothing to leave out: the family keeps its terms.
+  GPUEST_ASSIGN_OR_RETURN(const auto runs, RunsByFamily(file, gpu, steps));
+  const CleanRunsContext c{runs_file, gpu, options, cnn_max_conv_factor, calibrated};
+  for (const auto& [family, family_runs] : runs) {
+    if (family_runs.groups.size() < 2) {  // Nothing to leave out: it keeps its terms.
       std::fprintf(stderr,
                    "%s: the %s runs on %s are of one architecture group; it is not "
                    "calibrated on them\n",
@@ -60,54 +145,7 @@ absl::StatusOr<CleanRunsCalibration> CalibrateOnCleanRuns(
       continue;
     }
     for (const SimulationModel& s : Simulations()) {
-      std::vector<GroupedRow> rows;
-      for (const data::MeasuredRow* m : members) {
-        rows.push_back({ArchitectureGroupOf(m->model.name()),
-                        {replays.at(m).at(s.id), m->peak_mib,
-                         allocsim::LargestConvOutputMib(m->model)},
-                        true,
-                        out.gpu});
-      }
-      absl::StatusOr<OutOfGroupFit> fit = FitOutOfGroup(rows, gpu, family_options);
-      if (!fit.ok()) {
-        return absl::Status(fit.status().code(),
-                            absl::StrCat(runs_file, ": ", family, " runs on ", gpu.id,
-                                         ": ", fit.status().message()));
-      }
-      // The calibrated GPU's terms for the family, if it has any.
-      const allocsim::FamilyCalibration* theirs = nullptr;
-      if (auto id = calibrated.find(s.id); id != calibrated.end()) {
-        if (auto t = id->second.find(family); t != id->second.end()) theirs = &t->second;
-      }
-      std::vector<Scored> upper, point, their_upper, their_point;
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const double measured = rows[i].row.measured_mib;
-        upper.push_back({fit->upper_mib[i], measured});
-        point.push_back({fit->point_mib[i], measured});
-        if (theirs == nullptr) continue;
-        const v1::MemoryEstimate e = allocsim::CalibratedEstimate(
-            rows[i].row.replay, gpu, *theirs, rows[i].row.conv_output_mib);
-        their_upper.push_back({e.upper_bytes() / kMiB, measured});
-        their_point.push_back({e.point_bytes() / kMiB, measured});
-      }
-      CleanRunsFamily& f = out.by_simulation[s.id].emplace_back();
-      f.family = family;
-      f.runs = static_cast<int>(members.size());
-      f.architecture_groups = static_cast<int>(groups.size());
-      f.calibration = fit->calibration;
-      f.margin_quantile = fit->margin_quantile;
-      f.upper = Score(upper);
-      f.point = Score(point);
-      f.calibrated_upper = Score(their_upper);
-      f.calibrated_point = Score(their_point);
-      // Without terms of its own elsewhere the family would get the most conservative
-      // family's: the own fit serves if it is safe enough.
-      f.served =
-          theirs == nullptr
-              ? f.upper.safe >= options.safe_quantile
-              : CandidateServes(
-                    {f.calibrated_upper.safe, f.calibrated_upper.safe_and_tight, 0},
-                    {f.upper.safe, f.upper.safe_and_tight, 0}, options.safe_quantile);
+      GPUEST_RETURN_IF_ERROR(FitFamily(c, family, family_runs, s, out));
     }
   }
   if (out.by_simulation.empty()) {

@@ -9,8 +9,11 @@
 
 namespace gpuest::calibration {
 
-std::string RenderSimulationSection(const SimulationReport& report) {
-  std::string md = absl::StrFormat(
+namespace {
+
+// The section's heading, how its rows were chosen and scored, and its table's head.
+std::string SimulationIntro(const SimulationReport& report) {
+  return absl::StrFormat(
       "## Memory from first principles: allocator simulation (accuracy)\n\n"
       "Written by `deploy/calibrate-memory.sh` (the traced export, then "
       "`build/lab/calibration/gpuest-calibrate-memory %s --report "
@@ -37,6 +40,12 @@ std::string RenderSimulationSection(const SimulationReport& report) {
       "safe | safe and tight | point MAPE |\n|---|---|---|---|---|---|---|---|---|\n",
       report.scored_shipped ? "--score-models" : "--write-models", report.split,
       report.context_mib, report.steps, 100 * report.safe_quantile, kTightFactor);
+}
+
+}  // namespace
+
+std::string RenderSimulationSection(const SimulationReport& report) {
+  std::string md = SimulationIntro(report);
   std::string calibration_table =
       "\n| estimator | family | upper: intercept b | upper: factor k_safe | upper: "
       "conv c | point: intercept | point: factor |\n|---|---|---|---|---|---|---|\n";
@@ -127,7 +136,10 @@ void RenderTransientRows(const RealModelsReport& report, std::string& md) {
 
 }  // namespace
 
-std::string RenderRealModelsSection(const RealModelsReport& report) {
+namespace {
+
+// The section's heading, what is scored and how, and its table's head.
+std::string RealModelsIntro(const RealModelsReport& report) {
   const std::string served =
       "`allocsim`, `analytic`: the calibration served. For a family where the fit on "
       "GPUMemNet's training rows alone keeps fewer than the quantile below of these "
@@ -145,7 +157,7 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
       "off), so these benchmark-on peaks can sit above them (the goal table below "
       "allows for the search's workspace); `(out-of-group fit, not served)`: this "
       "run's out-of-group fit on these rows, the candidate";
-  std::string md = absl::StrFormat(
+  return absl::StrFormat(
       "### Real models: leave-architecture-group-out\n\n"
       "%s: %d models of %d architecture groups (the leading letters of the model "
       "name: resnet, convnext, vit, ...). %s. The out-of-group fit: the point (context "
@@ -169,19 +181,10 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
       report.source, report.models, report.architecture_groups,
       report.scored_shipped ? shipped : served, 100 * report.safe_quantile, kTightFactor,
       report.card_mib);
-  for (const RealModelsFamily& f : report.families) {
-    for (const EstimatorScores& e : f.estimators) {
-      const Scores& s = e.upper;
-      absl::StrAppendFormat(
-          &md,
-          "| %s | %s | %d | %.1f %% | %.0f MiB | %.0f MiB | %.3f | %.3f | %s | %d of %d "
-          "|\n",
-          f.family, e.id, s.n, s.mape, s.p50_abs_error_mib, s.p90_abs_error_mib, s.safe,
-          s.safe_and_tight,
-          e.point ? absl::StrFormat("%.1f %%", e.point->mape) : std::string("-"),
-          e.oom_above_card, f.oom_rows);
-    }
-  }
+}
+
+// The SPIKE rows against the served allocsim requirement.
+void RenderSpikeRows(const RealModelsReport& report, std::string& md) {
   absl::StrAppendFormat(
       &md,
       "\nRows by status (`shared/data/README.md`, timm section): the table above "
@@ -202,6 +205,26 @@ std::string RenderRealModelsSection(const RealModelsReport& report) {
                           ratios.empty() ? 0.0 : common::Quantile(ratios, 0.5),
                           ratios.empty() ? 0.0 : ratios.back());
   }
+}
+
+}  // namespace
+
+std::string RenderRealModelsSection(const RealModelsReport& report) {
+  std::string md = RealModelsIntro(report);
+  for (const RealModelsFamily& f : report.families) {
+    for (const EstimatorScores& e : f.estimators) {
+      const Scores& s = e.upper;
+      absl::StrAppendFormat(
+          &md,
+          "| %s | %s | %d | %.1f %% | %.0f MiB | %.0f MiB | %.3f | %.3f | %s | %d of %d "
+          "|\n",
+          f.family, e.id, s.n, s.mape, s.p50_abs_error_mib, s.p90_abs_error_mib, s.safe,
+          s.safe_and_tight,
+          e.point ? absl::StrFormat("%.1f %%", e.point->mape) : std::string("-"),
+          e.oom_above_card, f.oom_rows);
+    }
+  }
+  RenderSpikeRows(report, md);
   RenderTransientRows(report, md);
   return md + "\n";
 }
