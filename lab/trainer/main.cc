@@ -1,7 +1,9 @@
 // gpuest-train: trains the GPUMemNet / GPUUtilNet ensembles from the measured datasets,
 // writes them to a model repository and the accuracy report.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,79 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// The pipeline's options from the flags; none (said on stderr) for an unknown kind.
+std::optional<gpuest::trainer::PipelineOptions> PipelineOptionsFromFlags() {
+  gpuest::trainer::PipelineOptions options;
+  options.out_dir = absl::GetFlag(FLAGS_out);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.members = absl::GetFlag(FLAGS_members);
+  options.mlp_epochs = absl::GetFlag(FLAGS_mlp_epochs);
+  options.transformer_epochs = absl::GetFlag(FLAGS_transformer_epochs);
+  options.smoke = absl::GetFlag(FLAGS_smoke);
+  if (options.smoke) options.members = std::min(options.members, 2);
+  options.kinds.clear();
+  for (absl::string_view word :
+       absl::StrSplit(absl::GetFlag(FLAGS_kinds), ',', absl::SkipEmpty())) {
+    std::optional<gpuest::gpumemnet::NetworkKind> kind =
+        gpuest::gpumemnet::NetworkKindFromName(word);
+    if (!kind) {
+      std::fprintf(stderr, "gpuest-train: --kinds: unknown kind '%s'\n",
+                   std::string(word).c_str());
+      return std::nullopt;
+    }
+    options.kinds.push_back(*kind);
+  }
+  return options;
+}
+
+// The dataset of one --families name; none for an unknown name.
+std::optional<absl::StatusOr<gpuest::data::Dataset>> LoadFamily(
+    absl::string_view family, const std::string& data_dir) {
+  if (family == "mlp") {
+    return gpuest::data::LoadCsvDataset(data_dir + "/mlp.csv",
+                                        gpuest::v1::MODEL_FAMILY_MLP);
+  }
+  if (family == "cnn") {
+    return gpuest::data::LoadCsvDataset(data_dir + "/cnn.csv",
+                                        gpuest::v1::MODEL_FAMILY_CNN);
+  }
+  if (family == "transformer") {
+    return gpuest::data::LoadExportedDataset(absl::GetFlag(FLAGS_transformer_rows),
+                                             data_dir + "/transformer_sample.csv");
+  }
+  return std::nullopt;
+}
+
+// Trains every family of --families into --out; the exit code.
+int TrainFamilies() {
+  const std::optional<gpuest::trainer::PipelineOptions> options =
+      PipelineOptionsFromFlags();
+  if (!options) return 2;
+  std::error_code ec;
+  std::filesystem::create_directories(options->out_dir, ec);
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  const absl::Time start = absl::Now();
+  for (absl::string_view family :
+       absl::StrSplit(absl::GetFlag(FLAGS_families), ',', absl::SkipEmpty())) {
+    std::optional<absl::StatusOr<gpuest::data::Dataset>> data =
+        LoadFamily(family, data_dir);
+    if (!data) {
+      std::fprintf(stderr, "gpuest-train: --families: unknown family '%s'\n",
+                   std::string(family).c_str());
+      return 2;
+    }
+    if (!data->ok()) return Fail(data->status());
+    std::fprintf(stderr, "%s: %zu rows used of %lld\n", std::string(family).c_str(),
+                 (*data)->examples.size(), static_cast<long long>((*data)->rows));
+    if (absl::Status s = gpuest::trainer::TrainFamily(**data, *options); !s.ok()) {
+      return Fail(s);
+    }
+  }
+  std::fprintf(stderr, "trained in %.1f min\n",
+               absl::ToDoubleMinutes(absl::Now() - start));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,56 +137,7 @@ int main(int argc, char** argv) {
 
   if (!absl::GetFlag(FLAGS_report_only)) {
     gpuest::trainer::UseOneThread();
-    gpuest::trainer::PipelineOptions options;
-    options.out_dir = out;
-    options.seed = absl::GetFlag(FLAGS_seed);
-    options.members = absl::GetFlag(FLAGS_members);
-    options.mlp_epochs = absl::GetFlag(FLAGS_mlp_epochs);
-    options.transformer_epochs = absl::GetFlag(FLAGS_transformer_epochs);
-    options.smoke = absl::GetFlag(FLAGS_smoke);
-    if (options.smoke) options.members = std::min(options.members, 2);
-    options.kinds.clear();
-    for (absl::string_view word :
-         absl::StrSplit(absl::GetFlag(FLAGS_kinds), ',', absl::SkipEmpty())) {
-      std::optional<gpuest::gpumemnet::NetworkKind> kind =
-          gpuest::gpumemnet::NetworkKindFromName(word);
-      if (!kind) {
-        std::fprintf(stderr, "gpuest-train: --kinds: unknown kind '%s'\n",
-                     std::string(word).c_str());
-        return 2;
-      }
-      options.kinds.push_back(*kind);
-    }
-    std::error_code ec;
-    std::filesystem::create_directories(out, ec);
-    const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
-    const absl::Time start = absl::Now();
-    for (absl::string_view family :
-         absl::StrSplit(absl::GetFlag(FLAGS_families), ',', absl::SkipEmpty())) {
-      absl::StatusOr<gpuest::data::Dataset> data;
-      if (family == "mlp") {
-        data = gpuest::data::LoadCsvDataset(data_dir + "/mlp.csv",
-                                            gpuest::v1::MODEL_FAMILY_MLP);
-      } else if (family == "cnn") {
-        data = gpuest::data::LoadCsvDataset(data_dir + "/cnn.csv",
-                                            gpuest::v1::MODEL_FAMILY_CNN);
-      } else if (family == "transformer") {
-        data = gpuest::data::LoadExportedDataset(absl::GetFlag(FLAGS_transformer_rows),
-                                                 data_dir + "/transformer_sample.csv");
-      } else {
-        std::fprintf(stderr, "gpuest-train: --families: unknown family '%s'\n",
-                     std::string(family).c_str());
-        return 2;
-      }
-      if (!data.ok()) return Fail(data.status());
-      std::fprintf(stderr, "%s: %zu rows used of %lld\n", std::string(family).c_str(),
-                   data->examples.size(), static_cast<long long>(data->rows));
-      if (absl::Status s = gpuest::trainer::TrainFamily(*data, options); !s.ok()) {
-        return Fail(s);
-      }
-    }
-    std::fprintf(stderr, "trained in %.1f min\n",
-                 absl::ToDoubleMinutes(absl::Now() - start));
+    if (const int code = TrainFamilies(); code != 0) return code;
   }
   if (!report.empty()) {
     if (absl::Status s = gpuest::trainer::WriteReport(out, report, command_line);

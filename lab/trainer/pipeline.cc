@@ -149,6 +149,34 @@ std::vector<int> ArgmaxPerHead(const std::vector<float>& p,
   return out;
 }
 
+// The memory head of the widest bins: the one each member is scored on alone.
+int CoarsestMemoryHead(const std::vector<HeadSpec>& heads) {
+  int coarsest = 0;
+  for (size_t h = 0; h < heads.size(); ++h) {
+    if (heads[h].memory() && heads[h].width_bytes > heads[coarsest].width_bytes) {
+      coarsest = static_cast<int>(h);
+    }
+  }
+  return coarsest;
+}
+
+// Per head, the ensemble's scores on eval: the argmax of its members' mean
+// probabilities.
+std::vector<Scores> EnsembleScores(const EncodedSet& eval,
+                                   const std::vector<std::vector<float>>& mean,
+                                   const std::vector<int>& head_classes) {
+  std::vector<Scores> scores;
+  for (size_t h = 0; h < head_classes.size(); ++h) {
+    std::vector<int> truth, predicted;
+    for (int i = 0; i < eval.size(); ++i) {
+      truth.push_back(static_cast<int>(eval.labels[i][h]));
+      predicted.push_back(ArgmaxPerHead(mean[i], head_classes)[h]);
+    }
+    scores.push_back(Score(truth, predicted));
+  }
+  return scores;
+}
+
 absl::StatusOr<EnsembleResult> TrainAndEvaluate(
     const data::Dataset& data, const std::vector<HeadSpec>& heads,
     const std::vector<std::vector<int64_t>>& labels, const std::vector<int>& train_rows,
@@ -166,12 +194,7 @@ absl::StatusOr<EnsembleResult> TrainAndEvaluate(
   EnsembleResult result;
   result.specs = MemberSpecs(kind, options.members, epochs);
   std::vector<std::vector<float>> mean(eval.size());
-  int coarsest = 0;
-  for (size_t h = 0; h < heads.size(); ++h) {
-    if (heads[h].memory() && heads[h].width_bytes > heads[coarsest].width_bytes) {
-      coarsest = static_cast<int>(h);
-    }
-  }
+  const int coarsest = CoarsestMemoryHead(heads);
   for (size_t m = 0; m < result.specs.size(); ++m) {
     MemberSpec& s = result.specs[m];
     s.seed = seed_base + 17 * m;
@@ -200,14 +223,7 @@ absl::StatusOr<EnsembleResult> TrainAndEvaluate(
     result.member_accuracy.push_back(Score(truth, predicted).accuracy);
     result.members.push_back(std::move(member));
   }
-  for (size_t h = 0; h < heads.size(); ++h) {
-    std::vector<int> truth, predicted;
-    for (int i = 0; i < eval.size(); ++i) {
-      truth.push_back(static_cast<int>(eval.labels[i][h]));
-      predicted.push_back(ArgmaxPerHead(mean[i], head_classes)[h]);
-    }
-    result.scores.push_back(Score(truth, predicted));
-  }
+  result.scores = EnsembleScores(eval, mean, head_classes);
   return result;
 }
 
@@ -379,6 +395,148 @@ gpumemnet::TrainingRecord TrainingRecordOf(
   return training;
 }
 
+// What every kind of one family's ensembles is trained and scored on.
+struct FamilyPlan {
+  const data::Dataset& data;
+  std::string family;           // "mlp"
+  std::vector<HeadSpec> heads;  // Memory heads, then utilization heads.
+  Split split;
+  std::vector<std::vector<int64_t>> labels;  // Per example, per head.
+  std::vector<std::vector<int>> folds;       // Of the training part.
+  int64_t smoke_dropped = 0;
+};
+
+FamilyPlan PlanOf(const data::Dataset& data, const std::string& family,
+                  const PipelineOptions& options, int64_t smoke_dropped) {
+  FamilyPlan plan{data, family, {}, {}, {}, {}, smoke_dropped};
+  // Memory heads, then the split on the coarsest memory class (incl. the top class).
+  for (int w : MemoryWidths(data.family)) plan.heads.push_back(gpumemnet::MemoryHead(w));
+  const std::vector<int> strata = MemoryStrata(data);
+  plan.split = HeldOutSplit(data, options.test_fraction, options.seed);
+
+  AddUtilizationHeads(data, plan.split, plan.heads);
+  plan.labels = LabelsOf(data, plan.heads);
+  plan.folds = StratifiedFolds(plan.split.train, strata, options.folds, options.seed + 1);
+  return plan;
+}
+
+// One kind's ensemble of a family, as trained: what its manifest records.
+struct KindResult {
+  std::string id;  // "gpumemnet-mlp-mlp"
+  gpumemnet::NetworkKind kind = gpumemnet::NetworkKind::kMlp;
+  absl::Time start;  // Of its training.
+  // Cross-validation: per head, each fold's scores.
+  std::vector<std::vector<double>> cv_acc, cv_f1;
+  EnsembleResult final;  // The shipped ensemble.
+  gpumemnet::EncodingSpec spec;
+  int served = 0;  // Its served memory head.
+};
+
+// Cross-validation on the training part: the ensemble as shipped, per fold.
+absl::Status CrossValidate(const FamilyPlan& plan, const PipelineOptions& options,
+                           int epochs, uint64_t kind_seed, KindResult& r) {
+  r.cv_acc.assign(plan.heads.size(), {});
+  r.cv_f1.assign(plan.heads.size(), {});
+  for (int f = 0; f < options.folds; ++f) {
+    std::vector<int> fold_train;
+    for (int g = 0; g < options.folds; ++g) {
+      if (g != f)
+        fold_train.insert(fold_train.end(), plan.folds[g].begin(), plan.folds[g].end());
+    }
+    std::sort(fold_train.begin(), fold_train.end());
+    GPUEST_ASSIGN_OR_RETURN(
+        EnsembleResult fold,
+        TrainAndEvaluate(plan.data, plan.heads, plan.labels, fold_train, plan.folds[f],
+                         r.kind, options, epochs, kind_seed + 100 * (f + 1),
+                         absl::StrCat(r.id, " cv fold ", f + 1, "/", options.folds),
+                         nullptr));
+    for (size_t h = 0; h < plan.heads.size(); ++h) {
+      r.cv_acc[h].push_back(fold.scores[h].accuracy);
+      r.cv_f1[h].push_back(fold.scores[h].macro_f1);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The manifest's description of the ensemble, beside its members and training record.
+void DescribeEnsemble(const FamilyPlan& plan, const PipelineOptions& options,
+                      const KindResult& r, const std::string& weights_digest,
+                      gpumemnet::GpuMemNetManifest& manifest) {
+  const std::vector<HeadSpec>& heads = plan.heads;
+  const std::string title = FamilyTitle(plan.data.family);
+  const std::string kind_title =
+      r.kind == gpumemnet::NetworkKind::kMlp ? "MLP" : "Transformer";
+  manifest.id = r.id;
+  manifest.version = common::Sha256Hex(weights_digest).substr(0, 12);
+  manifest.kind = r.kind;
+  manifest.family = plan.data.family;
+  manifest.description = absl::StrCat(
+      "GPUMemNet/GPUUtilNet ", kind_title, "-based ensemble of ", r.final.members.size(),
+      " classifiers for ", title,
+      " training jobs: peak memory in GiB bins, plus utilization classes where the "
+      "data has them (A100 40GB measurements)",
+      options.smoke ? "; SMOKE RUN, not a shipped model" : "");
+  manifest.heads = heads;
+  manifest.memory = {heads[r.served].name,
+                     static_cast<int>(heads[r.served].width_bytes / common::kGiB),
+                     kServedRule, "GiB = 1024 MiB; edges in bytes"};
+  manifest.encoding = r.spec;
+  manifest.ensemble =
+      "mean of the members' softmax probabilities per head; class = argmax; "
+      "confidence = mean over members of each member's probability for that class";
+  for (const data::DatasetFile& f : plan.data.files) {
+    manifest.datasets.push_back({f.name, f.sha256, f.role});
+  }
+  manifest.trainer_version = kTrainerVersion;
+}
+
+// models/<id>/: the members' weights and manifest.json, in place of what was there.
+absl::Status WriteEnsemble(const FamilyPlan& plan, const PipelineOptions& options,
+                           const KindResult& r) {
+  const std::string dir = absl::StrCat(options.out_dir, "/", r.id);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  gpumemnet::GpuMemNetManifest manifest;
+  std::string weights_digest;
+  GPUEST_RETURN_IF_ERROR(SaveMembers(r.final, dir, manifest, weights_digest));
+  gpumemnet::TrainingRecord& training = manifest.training;
+  training = TrainingRecordOf(plan.data, options, plan.split, plan.heads, r.cv_acc,
+                              r.cv_f1, r.final, plan.smoke_dropped);
+  training.seconds = absl::ToDoubleSeconds(absl::Now() - r.start);
+  DescribeEnsemble(plan, options, r, weights_digest, manifest);
+  return common::WriteTextFile(absl::StrCat(dir, "/manifest.json"), manifest.Text());
+}
+
+// One kind's ensemble of the family: cross-validated, trained on the training part,
+// scored on the test part and written.
+absl::Status TrainKind(const FamilyPlan& plan, gpumemnet::NetworkKind kind,
+                       const PipelineOptions& options) {
+  KindResult r;
+  r.start = absl::Now();
+  r.kind = kind;
+  r.id = absl::StrCat("gpumemnet-", plan.family, "-", gpumemnet::NetworkKindName(kind));
+  const int epochs = options.smoke                          ? 2
+                     : kind == gpumemnet::NetworkKind::kMlp ? options.mlp_epochs
+                                                            : options.transformer_epochs;
+  const uint64_t kind_seed =
+      options.seed * 1000 + (kind == gpumemnet::NetworkKind::kMlp ? 0 : 500);
+  GPUEST_RETURN_IF_ERROR(CrossValidate(plan, options, epochs, kind_seed, r));
+  // The shipped ensemble: trained on the whole training part, scored on the test part.
+  GPUEST_ASSIGN_OR_RETURN(
+      r.final, TrainAndEvaluate(plan.data, plan.heads, plan.labels, plan.split.train,
+                                plan.split.test, kind, options, epochs, kind_seed,
+                                absl::StrCat(r.id, " final"), &r.spec));
+  r.served = ServedMemoryHead(plan.heads, r.cv_acc);
+  GPUEST_RETURN_IF_ERROR(WriteEnsemble(plan, options, r));
+  std::fprintf(stderr, "%s: served %s, held-out accuracy %.3f (%.0f s)\n", r.id.c_str(),
+               plan.heads[r.served].name.c_str(), r.final.scores[r.served].accuracy,
+               absl::ToDoubleSeconds(absl::Now() - r.start));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Split HeldOutSplit(const data::Dataset& data, double test_fraction, uint64_t seed) {
@@ -392,101 +550,9 @@ absl::Status TrainFamily(const data::Dataset& data_in, const PipelineOptions& op
   const std::string family = std::string(common::FamilyName(data_in.family));
   int64_t smoke_dropped = 0;
   const data::Dataset data = SmokeSample(data_in, options, smoke_dropped);
-
-  // Memory heads, then the split on the coarsest memory class (incl. the top class).
-  std::vector<HeadSpec> heads;
-  for (int w : MemoryWidths(data.family)) heads.push_back(gpumemnet::MemoryHead(w));
-  const std::vector<int> strata = MemoryStrata(data);
-  const Split split = HeldOutSplit(data, options.test_fraction, options.seed);
-
-  AddUtilizationHeads(data, split, heads);
-  const std::vector<std::vector<int64_t>> labels = LabelsOf(data, heads);
-  const std::vector<std::vector<int>> folds =
-      StratifiedFolds(split.train, strata, options.folds, options.seed + 1);
-
+  const FamilyPlan plan = PlanOf(data, family, options, smoke_dropped);
   for (const gpumemnet::NetworkKind kind : options.kinds) {
-    const absl::Time start = absl::Now();
-    const std::string id =
-        absl::StrCat("gpumemnet-", family, "-", gpumemnet::NetworkKindName(kind));
-    const int epochs = options.smoke ? 2
-                       : kind == gpumemnet::NetworkKind::kMlp
-                           ? options.mlp_epochs
-                           : options.transformer_epochs;
-    const uint64_t kind_seed =
-        options.seed * 1000 + (kind == gpumemnet::NetworkKind::kMlp ? 0 : 500);
-
-    // Cross-validation on the training part: the ensemble as shipped, per fold.
-    std::vector<std::vector<double>> cv_acc(heads.size()), cv_f1(heads.size());
-    for (int f = 0; f < options.folds; ++f) {
-      std::vector<int> fold_train;
-      for (int g = 0; g < options.folds; ++g) {
-        if (g != f) fold_train.insert(fold_train.end(), folds[g].begin(), folds[g].end());
-      }
-      std::sort(fold_train.begin(), fold_train.end());
-      GPUEST_ASSIGN_OR_RETURN(
-          EnsembleResult r,
-          TrainAndEvaluate(data, heads, labels, fold_train, folds[f], kind, options,
-                           epochs, kind_seed + 100 * (f + 1),
-                           absl::StrCat(id, " cv fold ", f + 1, "/", options.folds),
-                           nullptr));
-      for (size_t h = 0; h < heads.size(); ++h) {
-        cv_acc[h].push_back(r.scores[h].accuracy);
-        cv_f1[h].push_back(r.scores[h].macro_f1);
-      }
-    }
-    // The shipped ensemble: trained on the whole training part, scored on the test part.
-    gpumemnet::EncodingSpec spec;
-    GPUEST_ASSIGN_OR_RETURN(
-        EnsembleResult final,
-        TrainAndEvaluate(data, heads, labels, split.train, split.test, kind, options,
-                         epochs, kind_seed, absl::StrCat(id, " final"), &spec));
-
-    const int served = ServedMemoryHead(heads, cv_acc);
-
-    const std::string dir = absl::StrCat(options.out_dir, "/", id);
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    std::filesystem::create_directories(dir, ec);
-    if (ec)
-      return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-    gpumemnet::GpuMemNetManifest manifest;
-    std::string weights_digest;
-    GPUEST_RETURN_IF_ERROR(SaveMembers(final, dir, manifest, weights_digest));
-    gpumemnet::TrainingRecord& training = manifest.training;
-    training = TrainingRecordOf(data, options, split, heads, cv_acc, cv_f1, final,
-                                smoke_dropped);
-    training.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-
-    const std::string title = FamilyTitle(data.family);
-    const std::string kind_title =
-        kind == gpumemnet::NetworkKind::kMlp ? "MLP" : "Transformer";
-    manifest.id = id;
-    manifest.version = common::Sha256Hex(weights_digest).substr(0, 12);
-    manifest.kind = kind;
-    manifest.family = data.family;
-    manifest.description = absl::StrCat(
-        "GPUMemNet/GPUUtilNet ", kind_title, "-based ensemble of ", final.members.size(),
-        " classifiers for ", title,
-        " training jobs: peak memory in GiB bins, plus utilization classes where the "
-        "data has them (A100 40GB measurements)",
-        options.smoke ? "; SMOKE RUN, not a shipped model" : "");
-    manifest.heads = heads;
-    manifest.memory = {heads[served].name,
-                       static_cast<int>(heads[served].width_bytes / common::kGiB),
-                       kServedRule, "GiB = 1024 MiB; edges in bytes"};
-    manifest.encoding = spec;
-    manifest.ensemble =
-        "mean of the members' softmax probabilities per head; class = argmax; "
-        "confidence = mean over members of each member's probability for that class";
-    for (const data::DatasetFile& f : data.files) {
-      manifest.datasets.push_back({f.name, f.sha256, f.role});
-    }
-    manifest.trainer_version = kTrainerVersion;
-    GPUEST_RETURN_IF_ERROR(
-        common::WriteTextFile(absl::StrCat(dir, "/manifest.json"), manifest.Text()));
-    std::fprintf(stderr, "%s: served %s, held-out accuracy %.3f (%.0f s)\n", id.c_str(),
-                 heads[served].name.c_str(), final.scores[served].accuracy,
-                 absl::ToDoubleSeconds(absl::Now() - start));
+    GPUEST_RETURN_IF_ERROR(TrainKind(plan, kind, options));
   }
   std::fprintf(stderr, "%s: done in %.0f s\n", family.c_str(),
                absl::ToDoubleSeconds(absl::Now() - family_start));

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <ostream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/model_family.h"
+#include "common/status_macros.h"
 #include "common/units.h"
 #include "estimators/gpumemnet/gpumemnet_manifest.h"
 #include "lab/trainer/classification_scores.h"
@@ -56,10 +58,10 @@ std::string Edges(const gpumemnet::HeadSpec& head) {
   return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
 }
 
-}  // namespace
-
-absl::Status WriteReport(const std::string& models_dir, const std::string& path,
-                         const std::string& command_line) {
+// Every gpumemnet-*/manifest.json under models_dir, in the report's order: MLP, CNN,
+// Transformer, each by kind.
+absl::StatusOr<std::vector<GpuMemNetManifest>> LoadManifests(
+    const std::string& models_dir) {
   std::vector<GpuMemNetManifest> manifests;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(models_dir, ec)) {
@@ -89,8 +91,12 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
               return std::make_pair(order.at(a.family), a.kind) <
                      std::make_pair(order.at(b.family), b.kind);
             });
+  return manifests;
+}
 
-  std::ostringstream md;
+// The title, how the report was made and how to read its figures.
+void WriteIntro(const std::string& models_dir, const std::string& command_line,
+                const std::vector<GpuMemNetManifest>& manifests, std::ostream& md) {
   md << "# GPUMemNet / GPUUtilNet accuracy\n\n"
      << "Written by `gpuest-train` from the manifests in `" << models_dir
      << "/` (do not edit by hand; `deploy/train.sh` retrains everything and rewrites "
@@ -108,14 +114,16 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
         "1000 MiB multiples (its code bins at 8000 MiB, not 8192), so they compare "
         "closely but not exactly. 95 % intervals are Wilson intervals on the test "
         "accuracy.\n\n";
-
   bool smoke = false;
   for (const GpuMemNetManifest& m : manifests) smoke = smoke || m.training.smoke;
   if (smoke) {
     md << "**SMOKE RUN: a few hundred rows for two epochs. These numbers prove the "
           "pipeline and say nothing about the shipped models.**\n\n";
   }
+}
 
+void WriteMemorySection(const std::vector<GpuMemNetManifest>& manifests,
+                        std::ostream& md) {
   md << "## Memory (held-out test split)\n\n"
      << "| dataset | estimator | bin width | test accuracy (95 % CI) | test macro-F1 | "
         "CV "
@@ -139,7 +147,10 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
   }
   md << "\nThe served width of each estimator is chosen on cross-validation only: "
      << manifests[0].memory.rule << ".\n\n";
+}
 
+void WriteUtilizationSection(const std::vector<GpuMemNetManifest>& manifests,
+                             std::ostream& md) {
   md << "## Utilization (GPUUtilNet, held-out test split)\n\n"
      << "Three classes per metric. The Transformer sample has no utilization columns, so "
         "the Transformer estimators answer memory only. DRAMA is not in the data. CNN "
@@ -172,7 +183,10 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
         "not "
         "found, so those use the tertiles of the training split (recorded in each "
         "manifest).\n\n";
+}
 
+// The split, seeds, rows and training time of each estimator.
+void WriteDataSection(const std::vector<GpuMemNetManifest>& manifests, std::ostream& md) {
   md << "## Data, split and seeds\n\n"
      << "| estimator | rows read | used | OOM_CRASH (top class) | train / test | split "
         "seed | CV folds (seed) | members (seeds) | epochs | training time |\n"
@@ -195,7 +209,10 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
   }
   md << "\nTraining time in all (CV and final ensembles, one CPU thread): "
      << absl::StrFormat("%.1f min", total_seconds / 60) << ".\n\n";
+}
 
+// The rows each dataset dropped before the split, and its digests.
+void WriteDroppedRows(const std::vector<GpuMemNetManifest>& manifests, std::ostream& md) {
   md << "Dropped rows (per dataset, before the split):\n\n";
   std::map<v1::ModelFamily, bool> seen;
   for (const GpuMemNetManifest& m : manifests) {
@@ -213,7 +230,10 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
     }
     md << "\n";
   }
+}
 
+void WriteTransformerUncertainty(const std::vector<GpuMemNetManifest>& manifests,
+                                 std::ostream& md) {
   md << "\n## Uncertainty of the Transformer sample\n\n"
      << "The Transformer data is a 559-row contiguous sample (about 6 % of the paper's "
         "dataset): the test split holds about 168 rows, so a test accuracy carries a "
@@ -228,7 +248,21 @@ absl::Status WriteReport(const std::string& models_dir, const std::string& path,
        << " on " << test.n << " test rows, 95 % interval " << F3(ci.first) << "-"
        << F3(ci.second) << ".\n";
   }
+}
 
+}  // namespace
+
+absl::Status WriteReport(const std::string& models_dir, const std::string& path,
+                         const std::string& command_line) {
+  GPUEST_ASSIGN_OR_RETURN(const std::vector<GpuMemNetManifest> manifests,
+                          LoadManifests(models_dir));
+  std::ostringstream md;
+  WriteIntro(models_dir, command_line, manifests, md);
+  WriteMemorySection(manifests, md);
+  WriteUtilizationSection(manifests, md);
+  WriteDataSection(manifests, md);
+  WriteDroppedRows(manifests, md);
+  WriteTransformerUncertainty(manifests, md);
   // The allocator simulation's section, written by gpuest-calibrate-memory, stays.
   return WriteReportFile(path, md.str(), ReportTail(path));
 }
