@@ -465,6 +465,56 @@ absl::StatusOr<Verdicts> HeadLeavingModelsOut(const LucidData& data,
   return head;
 }
 
+// The point model's held-out residuals by fold (each model's jobs), and the intervals
+// their quantiles give.
+class FoldResiduals {
+ public:
+  explicit FoldResiduals(const LeaveModelOut& point)
+      : residual_(point.residual), fold_rows_(point.fold_rows) {}
+
+  // The residual quantiles at level of every fold of folds but held, pooled.
+  std::pair<double, double> QuantilesWithout(const std::vector<std::string>& folds,
+                                             const std::string& held,
+                                             double level) const {
+    const double tail = (1.0 - level) / 2.0;
+    std::vector<double> pooled;
+    for (const std::string& g : folds)
+      if (g != held)
+        for (size_t i : fold_rows_.at(g)) pooled.push_back(residual_[i]);
+    return std::make_pair(common::Quantile(pooled, tail),
+                          common::Quantile(pooled, 1.0 - tail));
+  }
+
+  // How many of fold's jobs interval covers.
+  int CoveredBy(const std::string& fold, std::pair<double, double> interval) const {
+    int covered = 0;
+    for (size_t i : fold_rows_.at(fold))
+      covered += residual_[i] >= interval.first && residual_[i] <= interval.second;
+    return covered;
+  }
+
+  // The share of folds' jobs covered by the other folds' quantiles at level.
+  double CrossFit(const std::vector<std::string>& folds, double level) const {
+    int covered = 0, total = 0;
+    for (const std::string& f : folds) {
+      covered += CoveredBy(f, QuantilesWithout(folds, f, level));
+      total += static_cast<int>(fold_rows_.at(f).size());
+    }
+    return total ? static_cast<double>(covered) / total : 0.0;
+  }
+
+  // The level, from nominal up, whose cross-fitted coverage of folds reaches nominal.
+  double AdjustedLevel(const std::vector<std::string>& folds, double nominal) const {
+    double level = nominal;
+    while (level < 0.995 && CrossFit(folds, level) < nominal) level += 0.0025;
+    return level;
+  }
+
+ private:
+  const std::vector<double>& residual_;
+  const std::map<std::string, std::vector<size_t>>& fold_rows_;
+};
+
 // The interval: residual quantiles over every held-out job. A fold's jobs are not like
 // the others' (models unlike the rest are harder), so quantiles at the nominal level
 // cover fewer held-out jobs than nominal: the level is raised until each fold's jobs,
@@ -475,44 +525,11 @@ absl::StatusOr<Verdicts> HeadLeavingModelsOut(const LucidData& data,
 Verdicts FitInterval(const LucidData& data, const LeaveModelOut& point,
                      const FitOptions& options, FitResult& result) {
   const double nominal = options.interval_coverage;
-  const double t = options.bad_threshold;
-  const std::vector<double>& residual = point.residual;
-  const auto& fold_rows = point.fold_rows;
-  // The residual quantiles at level of every fold of folds but held, pooled.
-  auto quantiles_without = [&](const std::vector<std::string>& folds,
-                               const std::string& held, double level) {
-    const double tail = (1.0 - level) / 2.0;
-    std::vector<double> pooled;
-    for (const std::string& g : folds)
-      if (g != held)
-        for (size_t i : fold_rows.at(g)) pooled.push_back(residual[i]);
-    return std::make_pair(common::Quantile(pooled, tail),
-                          common::Quantile(pooled, 1.0 - tail));
-  };
-  auto covered_by = [&](const std::string& fold, std::pair<double, double> interval) {
-    int covered = 0;
-    for (size_t i : fold_rows.at(fold))
-      covered += residual[i] >= interval.first && residual[i] <= interval.second;
-    return covered;
-  };
-  // The share of folds' jobs covered by the other folds' quantiles at level.
-  auto cross_fit = [&](const std::vector<std::string>& folds, double level) {
-    int covered = 0, total = 0;
-    for (const std::string& f : folds) {
-      covered += covered_by(f, quantiles_without(folds, f, level));
-      total += static_cast<int>(fold_rows.at(f).size());
-    }
-    return total ? static_cast<double>(covered) / total : 0.0;
-  };
-  auto adjusted_level = [&](const std::vector<std::string>& folds) {
-    double level = nominal;
-    while (level < 0.995 && cross_fit(folds, level) < nominal) level += 0.0025;
-    return level;
-  };
-  result.interval_level = adjusted_level(data.models);
+  const FoldResiduals folds(point);
+  result.interval_level = folds.AdjustedLevel(data.models, nominal);
   const double tail = (1.0 - result.interval_level) / 2.0;
-  result.model.residual_low = common::Quantile(residual, tail);
-  result.model.residual_high = common::Quantile(residual, 1.0 - tail);
+  result.model.residual_low = common::Quantile(point.residual, tail);
+  result.model.residual_high = common::Quantile(point.residual, 1.0 - tail);
   result.model.interval_coverage = nominal;
   // Held-out coverage, nested: each fold's jobs against the level and quantiles that
   // the other folds alone give.
@@ -521,19 +538,20 @@ Verdicts FitInterval(const LucidData& data, const LeaveModelOut& point,
     std::vector<std::string> others;
     for (const std::string& m : data.models)
       if (m != held) others.push_back(m);
-    nested_covered +=
-        covered_by(held, quantiles_without(others, "", adjusted_level(others)));
+    nested_covered += folds.CoveredBy(
+        held, folds.QuantilesWithout(others, "", folds.AdjustedLevel(others, nominal)));
   }
   result.interval_coverage_level_adjusted =
       nested_covered / static_cast<double>(data.samples.size());
   // At the nominal level, cross-fitted: what the interval covered before the level was
   // adjusted. The same quantiles give the cautious verdict: bad when the interval's
   // lower end (speed_low at serving) is below the threshold.
-  result.interval_coverage_cross_fitted = cross_fit(data.models, nominal);
+  result.interval_coverage_cross_fitted = folds.CrossFit(data.models, nominal);
   Verdicts cautious = point.model;
   for (const std::string& held : data.models) {
-    const double lo = quantiles_without(data.models, held, nominal).first;
-    for (size_t i : fold_rows.at(held)) cautious.bad[i] = point.model.speed[i] + lo < t;
+    const double lo = folds.QuantilesWithout(data.models, held, nominal).first;
+    for (size_t i : point.fold_rows.at(held))
+      cautious.bad[i] = point.model.speed[i] + lo < options.bad_threshold;
   }
   return cautious;
 }
@@ -587,6 +605,46 @@ void WriteProvenance(const LucidData& data, const FitOptions& options,
        "error worse; it is accepted and echoed, not used"}};
 }
 
+// The served verdict head, fitted on every job, its operating point chosen on every
+// job's held-out probability (outer_prob), and its precision-recall curve.
+absl::Status FitServedHead(const LucidData& data, const FitOptions& options,
+                           const std::vector<double>& outer_prob, FitResult& result) {
+  const double t = options.bad_threshold;
+  const std::vector<size_t> all = AllRows(data);
+  GPUEST_ASSIGN_OR_RETURN(const auto served, FitHead(data, all, options.ridge, t));
+  result.model.coefficients = served.first;
+  result.model.bad_threshold = t;
+  result.model.verdict_intercept = served.second.first;
+  result.model.verdict_slope = served.second.second;
+  // The operating point, on every job's held-out probability.
+  result.model.verdict_probability =
+      ChooseOperatingProbability(data, all, outer_prob, t, options.min_pair_precision);
+  for (double cut : {0.05, 0.075, 0.1, 0.125, 0.15, result.model.verdict_probability, 0.2,
+                     0.25, 0.3, 0.4, 0.5, 0.6}) {
+    result.pr_curve.push_back(PairScores(data, all, outer_prob, cut, t));
+  }
+  std::sort(result.pr_curve.begin(), result.pr_curve.end(),
+            [](const OperatingPoint& a, const OperatingPoint& b) {
+              return a.probability < b.probability;
+            });
+  return absl::OkStatus();
+}
+
+// The Lucid files the model is fitted on, as its manifest lists them.
+nlohmann::ordered_json LucidDatasets(const LucidData& data) {
+  nlohmann::ordered_json datasets = nlohmann::ordered_json::array();
+  datasets.push_back({{"file", "lucid/single.csv"},
+                      {"sha256", data.single_sha256},
+                      {"role", "each job alone: utilization.gpu"},
+                      {"rows", data.single_rows}});
+  datasets.push_back({{"file", "lucid/colocation.csv"},
+                      {"sha256", data.colocation_sha256},
+                      {"role", "pairs: each job's speed beside the other"},
+                      {"rows", data.pairs},
+                      {"rows_joined", data.joined}});
+  return datasets;
+}
+
 }  // namespace
 
 absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
@@ -618,34 +676,8 @@ absl::StatusOr<FitResult> FitContention(const FitOptions& options) {
       Score("gpuest contention model, cautious verdict (interval's lower end below 0.85)",
             data, cautious, t));
 
-  const std::vector<size_t> all = AllRows(data);
-  GPUEST_ASSIGN_OR_RETURN(const auto served, FitHead(data, all, options.ridge, t));
-  result.model.coefficients = served.first;
-  result.model.bad_threshold = t;
-  result.model.verdict_intercept = served.second.first;
-  result.model.verdict_slope = served.second.second;
-  // The operating point, on every job's held-out probability.
-  result.model.verdict_probability =
-      ChooseOperatingProbability(data, all, outer_prob, t, options.min_pair_precision);
-  for (double cut : {0.05, 0.075, 0.1, 0.125, 0.15, result.model.verdict_probability, 0.2,
-                     0.25, 0.3, 0.4, 0.5, 0.6}) {
-    result.pr_curve.push_back(PairScores(data, all, outer_prob, cut, t));
-  }
-  std::sort(result.pr_curve.begin(), result.pr_curve.end(),
-            [](const OperatingPoint& a, const OperatingPoint& b) {
-              return a.probability < b.probability;
-            });
-
-  nlohmann::ordered_json datasets = nlohmann::ordered_json::array();
-  datasets.push_back({{"file", "lucid/single.csv"},
-                      {"sha256", data.single_sha256},
-                      {"role", "each job alone: utilization.gpu"},
-                      {"rows", data.single_rows}});
-  datasets.push_back({{"file", "lucid/colocation.csv"},
-                      {"sha256", data.colocation_sha256},
-                      {"role", "pairs: each job's speed beside the other"},
-                      {"rows", data.pairs},
-                      {"rows_joined", data.joined}});
+  GPUEST_RETURN_IF_ERROR(FitServedHead(data, options, outer_prob, result));
+  nlohmann::ordered_json datasets = LucidDatasets(data);
   GPUEST_RETURN_IF_ERROR(FitSmactMap(options.gpumemnet_dir, result, datasets));
   result.model.version = "lucid-lsq-" + data.colocation_sha256.substr(0, 12);
   WriteProvenance(data, options, datasets, result);

@@ -87,6 +87,77 @@ absl::StatusOr<std::vector<v1::Layer>> ParseLayerList(absl::string_view text) {
   return layers;
 }
 
+namespace {
+
+// A CSV's columns by name.
+using Columns = std::map<std::string, size_t>;
+
+// The model a row describes: its layers, batch, input shape from its file name, and
+// what the study ran it with (Adam in fp32, PyTorch 2.4.1).
+absl::StatusOr<v1::ModelDescription> ModelOfRow(const std::vector<std::string>& f,
+                                                Columns& column, v1::ModelFamily family,
+                                                const std::string& file_name) {
+  v1::ModelDescription m;
+  GPUEST_ASSIGN_OR_RETURN(std::vector<v1::Layer> layers,
+                          ParseLayerList(f[column["Activations-Params"]]));
+  m.set_name(file_name);
+  m.set_family(family);
+  for (v1::Layer& layer : layers) *m.add_layers() = std::move(layer);
+  int64_t batch = 0;
+  if (!absl::SimpleAtoi(f[column["Batch Size"]], &batch)) {
+    return absl::InvalidArgumentError("bad Batch Size");
+  }
+  m.set_batch_size(batch);
+  // The study trained with Adam in fp32.
+  m.set_optimizer(v1::OPTIMIZER_ADAM);
+  m.set_dtype(v1::DTYPE_FLOAT32);
+  m.set_framework("pytorch");
+  m.set_framework_version("2.4.1");
+  if (f[column["Activation Function"]] != "None") {
+    m.set_activation_function(f[column["Activation Function"]]);
+  }
+  int64_t dim = 0;
+  if (family == v1::MODEL_FAMILY_CNN) {
+    int64_t channels = 0;
+    if (absl::SimpleAtoi(ConfigValue(file_name, "input_channels"), &channels) &&
+        absl::SimpleAtoi(ConfigValue(file_name, "input_size"), &dim)) {
+      m.add_input_shape(channels);
+      m.add_input_shape(dim);
+      m.add_input_shape(dim);
+    }
+  } else if (absl::SimpleAtoi(ConfigValue(file_name, "input"), &dim)) {
+    m.add_input_shape(dim);
+  }
+  return m;
+}
+
+// One measured row: the model, its peak, whether it crashed out of memory, its
+// utilization ("Avg " columns) and every other numeric column.
+absl::StatusOr<MeasuredRow> RowOf(const std::vector<std::string>& f,
+                                  const std::vector<std::string>& header, Columns& column,
+                                  v1::ModelFamily family) {
+  MeasuredRow row;
+  row.file_name = f[column["Filename"]];
+  GPUEST_ASSIGN_OR_RETURN(row.model, ModelOfRow(f, column, family, row.file_name));
+  if (!absl::SimpleAtod(f[column["Max GPU Memory (MiB)"]], &row.peak_mib)) {
+    return absl::InvalidArgumentError("bad Max GPU Memory (MiB)");
+  }
+  row.oom = column.count("Status") && f[column["Status"]] == "OOM_CRASH";
+  row.status = row.oom ? "OOM" : "OK";
+  for (size_t i = 0; i < header.size(); ++i) {
+    double value = 0;
+    if (!absl::SimpleAtod(f[i], &value)) continue;
+    if (absl::StartsWith(header[i], "Avg ")) {
+      if (value >= 0) row.utilization[header[i].substr(4)] = value;
+    } else {
+      row.columns[header[i]] = value;
+    }
+  }
+  return row;
+}
+
+}  // namespace
+
 absl::StatusOr<MeasuredFile> ReadGpuMemNetCsv(const std::string& path,
                                               v1::ModelFamily family) {
   GPUEST_ASSIGN_OR_RETURN(const std::string text,
@@ -96,7 +167,7 @@ absl::StatusOr<MeasuredFile> ReadGpuMemNetCsv(const std::string& path,
   file.sha256 = common::Sha256Hex(text);
   const std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
   const std::vector<std::string> header = SplitCsvRecord(lines[0]);
-  std::map<std::string, size_t> column;
+  Columns column;
   for (size_t i = 0; i < header.size(); ++i) {
     column[header[i]] = i;
     if (absl::StartsWith(header[i], "Avg ")) {
@@ -113,56 +184,14 @@ absl::StatusOr<MeasuredFile> ReadGpuMemNetCsv(const std::string& path,
   for (size_t line = 1; line < lines.size(); ++line) {
     if (lines[line].empty()) continue;
     const std::vector<std::string> f = SplitCsvRecord(lines[line]);
-    auto bad = [&](absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat(path, " row ", line + 1, ": ", why));
-    };
-    if (f.size() != header.size()) return bad("wrong number of fields");
-    MeasuredRow row;
-    row.file_name = f[column["Filename"]];
-    auto layers = ParseLayerList(f[column["Activations-Params"]]);
-    if (!layers.ok()) return bad(layers.status().message());
-    v1::ModelDescription& m = row.model;
-    m.set_name(row.file_name);
-    m.set_family(family);
-    for (v1::Layer& layer : *layers) *m.add_layers() = std::move(layer);
-    int64_t batch = 0;
-    if (!absl::SimpleAtoi(f[column["Batch Size"]], &batch)) return bad("bad Batch Size");
-    m.set_batch_size(batch);
-    // The study trained with Adam in fp32.
-    m.set_optimizer(v1::OPTIMIZER_ADAM);
-    m.set_dtype(v1::DTYPE_FLOAT32);
-    m.set_framework("pytorch");
-    m.set_framework_version("2.4.1");
-    if (f[column["Activation Function"]] != "None") {
-      m.set_activation_function(f[column["Activation Function"]]);
+    absl::StatusOr<MeasuredRow> row =
+        absl::InvalidArgumentError("wrong number of fields");
+    if (f.size() == header.size()) row = RowOf(f, header, column, family);
+    if (!row.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " row ", line + 1, ": ", row.status().message()));
     }
-    int64_t dim = 0;
-    if (family == v1::MODEL_FAMILY_CNN) {
-      int64_t channels = 0;
-      if (absl::SimpleAtoi(ConfigValue(row.file_name, "input_channels"), &channels) &&
-          absl::SimpleAtoi(ConfigValue(row.file_name, "input_size"), &dim)) {
-        m.add_input_shape(channels);
-        m.add_input_shape(dim);
-        m.add_input_shape(dim);
-      }
-    } else if (absl::SimpleAtoi(ConfigValue(row.file_name, "input"), &dim)) {
-      m.add_input_shape(dim);
-    }
-    if (!absl::SimpleAtod(f[column["Max GPU Memory (MiB)"]], &row.peak_mib)) {
-      return bad("bad Max GPU Memory (MiB)");
-    }
-    row.oom = column.count("Status") && f[column["Status"]] == "OOM_CRASH";
-    row.status = row.oom ? "OOM" : "OK";
-    for (size_t i = 0; i < header.size(); ++i) {
-      double value = 0;
-      if (!absl::SimpleAtod(f[i], &value)) continue;
-      if (absl::StartsWith(header[i], "Avg ")) {
-        if (value >= 0) row.utilization[header[i].substr(4)] = value;
-      } else {
-        row.columns[header[i]] = value;
-      }
-    }
-    file.rows.push_back(std::move(row));
+    file.rows.push_back(*std::move(row));
   }
   return file;
 }
