@@ -13,10 +13,10 @@ each is estimated from its description through a running gpuest-server with the 
 the first and the steady reserved peak plus the GPU's context (what nvidia-smi shows
 for the job); the allocated peak compares with the trace's simulated one.
 
-``--family-out-bound``: what a bound fitted on these rows themselves would do, each
+``--group-out-bound``: what a bound fitted on these rows themselves would do, each
 architecture group (the model name's leading letters) scored by a fit that never saw
 it: context + k x the simulated reserved peak (cuBLAS workspaces included), k the 95th
-percentile of measured / simulated over the other families, per model family (CNN,
+percentile of measured / simulated over the other architecture groups, per model family (CNN,
 transformer). An analysis of the rows, not what the server serves.
 """
 from __future__ import annotations
@@ -90,12 +90,12 @@ def main(argv=None) -> int:
                         "jobs compare with these rows plus --against-context-mib")
     p.add_argument("--against-context-mib", type=float, default=1429.0)
     p.add_argument("--write-caps", default="",
-                   help="with --family-out-bound: write each job's family-out cap (MiB)")
+                   help="with --group-out-bound: write each job's group-out cap (MiB)")
     p.add_argument("--verdict-gpus", default="",
                    help="catalog ids (l4,a100-40gb,...): gpuest's fits / does-not-fit on "
                         "each, against whether the measured reserved peak plus "
                         "--context-mib is within the card (a proxy: not a run there)")
-    p.add_argument("--family-out-bound", action="store_true",
+    p.add_argument("--group-out-bound", action="store_true",
                    help="also score a bound fitted on the rows, architecture group out")
     args = p.parse_args(argv)
     descriptions = load_descriptions(args.descriptions)
@@ -145,8 +145,8 @@ def main(argv=None) -> int:
           f"{100 * statistics.mean(abs(e) for e in reserved_err):.1f} %")
     if args.verdict_gpus:
         verdicts(args, descriptions, scored)
-    if args.family_out_bound:
-        family_out_bound(scored, args.context_mib, caps_path=args.write_caps)
+    if args.group_out_bound:
+        group_out_bound(scored, args.context_mib, caps_path=args.write_caps)
     if args.against_csv:
         against(scored, args.against_csv, args.against_context_mib)
     if missing:
@@ -193,7 +193,7 @@ def against(scored, path, context_mib):
           f"95 % {at[5]:.2f}, max {at[6]:.2f}")
 
 
-def family_out_bound(scored, context_mib, quantile=0.95, caps_path=""):
+def group_out_bound(scored, context_mib, quantile=0.95, caps_path=""):
     """Prints the table; with caps_path, writes {job: k x simulated reserved MiB} for
     every row, k fitted without the row's architecture group: the allocator's share of
     the bound, a cap for measure_cudnn_benchmark.py --cap-file."""

@@ -8,7 +8,7 @@
 #     context read from NVML's per-process figure;
 #  3. decoder fine-tunes (described already in data/h200-llm-finetune/) on this GPU;
 #  4. meanwhile, on the CPUs: every timm row of the A100 data described with a trace on
-#     the machine's torch (the calibration's input), then the new families' rows.
+#     the machine's torch (the calibration's input), then the new architecture groups' rows.
 # Needs .devcarry/ (ignored by git; carry it):
 #   mkdir -p .devcarry && cp ../shared/vendor/timm-src-*.tar.gz \
 #     ../shared/data/timm/timm_a100.csv .devcarry/
@@ -70,10 +70,10 @@ LLM+=,gpt2-xl/lora_bf16@4x1024,llama-1.1b/full_bf16@4x1024,llama-1.1b/lora_bf16_
 timeout 110 python3 lab/gpu/measure_llm_finetune.py --steps 2 --timeout-s 90 --parallel 4 \
   --jobs "$LLM" --out "$OUT/llm_finetune.jsonl" 2> "$OUT/llm.log"
 wait
-cat /tmp/new*.jsonl | gzip -9 > "$OUT/new_families_traced.jsonl.gz"
+cat /tmp/new*.jsonl | gzip -9 > "$OUT/new_groups_traced.jsonl.gz"
 cat /tmp/timm/shard*.jsonl | gzip -9 > "$OUT/timm_traced.jsonl.gz"
 tail -qn 2 /tmp/timm/shard*.log /tmp/new*.log > "$OUT/describe.log"
 grep -h "cannot build\|Error" /tmp/timm/shard*.log /tmp/new*.log | head
-echo "described: $(zcat "$OUT/timm_traced.jsonl.gz" | wc -l) A100 rows, $(zcat "$OUT/new_families_traced.jsonl.gz" | wc -l) new rows"
+echo "described: $(zcat "$OUT/timm_traced.jsonl.gz" | wc -l) A100 rows, $(zcat "$OUT/new_groups_traced.jsonl.gz" | wc -l) new rows"
 ls -la "$OUT"
 python3 -c "import json;[print(json.load(open(f))['context_mib'], f) for f in ['$OUT/context_lazy.json','$OUT/context_eager.json']]"

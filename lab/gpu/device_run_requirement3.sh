@@ -3,7 +3,7 @@
 # 60 timm jobs with cuDNN benchmark ON, each capped (set_per_process_memory_fraction)
 # at the allocator's share of a bound fitted on data/h200-benchmark-off without the
 # job's architecture group (lab/gpu/tight_caps.json, written by
-# compare_with_estimates.py --family-out-bound --write-caps): the 16 jobs whose
+# compare_with_estimates.py --group-out-bound --write-caps): the 16 jobs whose
 # benchmark-off peak the bound misses, and the 44 it holds most tightly. Twelve
 # processes at a time. Needs .devcarry/ (the timm source tarball). Results to $OUT.
 source lab/gpu/device_setup.sh
