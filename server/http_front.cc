@@ -105,6 +105,12 @@ absl::StatusOr<ResolvedAddress> ResolveListenAddress(const std::string& flag,
   return ResolvedAddress(found, freeaddrinfo);
 }
 
+// A request header's value; empty when it has none.
+std::string HeaderOf(MHD_Connection* connection, const char* name) {
+  const char* value = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, name);
+  return std::string(value == nullptr ? "" : value);
+}
+
 std::string ServedPaths(const std::vector<HttpRoute>& routes,
                         const std::vector<HttpPage>& pages) {
   std::vector<std::string> served;
@@ -152,6 +158,18 @@ class HttpFront::Impl {
   // The request's headers: a refusal, /healthz, or a route's call readied for its body.
   void Begin(MHD_Connection* connection, const std::string& path,
              const std::string& method, Call& call);
+  // Begin's steps. A GET page (/healthz or one of the options' pages) answered: true.
+  bool AnswerPage(const std::string& path, Call& call);
+  // Refused (true): a client without a verified certificate, a path not served, a
+  // verb other than POST.
+  bool RefuseUnserved(MHD_Connection* connection, const std::string& path,
+                      const std::string& method, Call& call);
+  // Refused (true): a body encoded, chunked, without a Content-Length, over
+  // max_body_bytes, or not JSON.
+  bool RefuseBodyHeaders(MHD_Connection* connection, Call& call);
+  // The body's bytes held against the in-flight bound (refused 503 beyond it), and
+  // room for it reserved.
+  void HoldBody(Call& call);
   // The refusal's body; the connection closes after it unless the body is read.
   void Refuse(Call& call, int status, const std::string& why, bool close = true);
   // Hands the call to a work thread; the connection waits suspended until its answer.
@@ -323,56 +341,74 @@ MHD_Result HttpFront::Impl::Access(void* cls, MHD_Connection* connection, const 
 
 void HttpFront::Impl::Begin(MHD_Connection* connection, const std::string& path,
                             const std::string& method, Call& call) {
-  auto header = [connection](const char* name) {
-    const char* value = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, name);
-    return std::string(value == nullptr ? "" : value);
-  };
-  if (method == "GET" || method == "HEAD") {
-    if (path == "/healthz") {
-      call.content_type = "text/plain";
-      call.reply = "ok\n";
-      call.answered = true;
-      return;
-    }
-    for (const HttpPage& page : options_.pages) {
-      if (page.path != path) continue;
-      call.content_type = page.content_type;
-      call.reply = page.answer();
-      call.answered = true;
-      return;
-    }
-  }
+  if ((method == "GET" || method == "HEAD") && AnswerPage(path, call)) return;
   for (const HttpRoute& route : routes_) {
     if (route.path == path) call.route = &route;
   }
+  // A refusal from the headers leaves the body unread: the connection closes after it.
+  if (RefuseUnserved(connection, path, method, call)) return;
+  if (RefuseBodyHeaders(connection, call)) return;
+  HoldBody(call);
+}
+
+bool HttpFront::Impl::AnswerPage(const std::string& path, Call& call) {
+  if (path == "/healthz") {
+    call.content_type = "text/plain";
+    call.reply = "ok\n";
+    call.answered = true;
+    return true;
+  }
+  for (const HttpPage& page : options_.pages) {
+    if (page.path != path) continue;
+    call.content_type = page.content_type;
+    call.reply = page.answer();
+    call.answered = true;
+    return true;
+  }
+  return false;
+}
+
+bool HttpFront::Impl::RefuseUnserved(MHD_Connection* connection, const std::string& path,
+                                     const std::string& method, Call& call) {
   if (!client_ca_pem_.empty() && call.route != nullptr && !ClientVerified(connection)) {
     Refuse(call, 403,
            absl::StrCat("a client certificate signed by the CA of ", options_.flag,
                         "'s client CA is required"));
-    return;
+    return true;
   }
-  // A refusal from the headers leaves the body unread: the connection closes after it.
   if (call.route == nullptr) {
-    return Refuse(call, 404,
-                  absl::StrCat("no such path; the ", options_.name, " serves ", served_));
+    Refuse(call, 404,
+           absl::StrCat("no such path; the ", options_.name, " serves ", served_));
+    return true;
   }
-  if (method != "POST") return Refuse(call, 405, absl::StrCat(path, " takes POST"));
+  if (method != "POST") {
+    Refuse(call, 405, absl::StrCat(path, " takes POST"));
+    return true;
+  }
+  return false;
+}
+
+bool HttpFront::Impl::RefuseBodyHeaders(MHD_Connection* connection, Call& call) {
   // The limits count the bytes the handler reads: an encoded body would inflate past
   // them (1 MB of gzip is 1 GiB), and neither kube-scheduler nor the API server sends
   // one.
-  if (const std::string encoding = header(MHD_HTTP_HEADER_CONTENT_ENCODING);
+  if (const std::string encoding = HeaderOf(connection, MHD_HTTP_HEADER_CONTENT_ENCODING);
       !encoding.empty() && absl::AsciiStrToLower(encoding) != "identity") {
-    return Refuse(call, 415,
-                  absl::StrCat("Content-Encoding '", encoding.substr(0, 64),
-                               "' is not accepted; send the body as it is"));
+    Refuse(call, 415,
+           absl::StrCat("Content-Encoding '", encoding.substr(0, 64),
+                        "' is not accepted; send the body as it is"));
+    return true;
   }
-  if (absl::StrContains(absl::AsciiStrToLower(header(MHD_HTTP_HEADER_TRANSFER_ENCODING)),
-                        "chunked")) {
-    return Refuse(call, 411,
-                  "a chunked body is not accepted; send it with a Content-Length");
+  if (absl::StrContains(
+          absl::AsciiStrToLower(HeaderOf(connection, MHD_HTTP_HEADER_TRANSFER_ENCODING)),
+          "chunked")) {
+    Refuse(call, 411, "a chunked body is not accepted; send it with a Content-Length");
+    return true;
   }
-  if (!absl::SimpleAtoi(header(MHD_HTTP_HEADER_CONTENT_LENGTH), &call.length)) {
-    return Refuse(call, 411, "the request has no Content-Length");
+  if (!absl::SimpleAtoi(HeaderOf(connection, MHD_HTTP_HEADER_CONTENT_LENGTH),
+                        &call.length)) {
+    Refuse(call, 411, "the request has no Content-Length");
+    return true;
   }
   if (call.length > options_.max_body_bytes) {
     Refuse(call, 413,
@@ -382,16 +418,22 @@ void HttpFront::Impl::Begin(MHD_Connection* connection, const std::string& path,
     // that writes it all before reading, as most do, gets the answer rather than a
     // reset connection; a larger one is not worth the bytes.
     call.discard_body = call.length <= 2 * options_.max_body_bytes;
-    return;
+    return true;
   }
   // JSON, as kube-scheduler and the API server send it ("application/json",
   // parameters allowed); anything else, or no type, is refused unread.
-  const std::string type = absl::AsciiStrToLower(header(MHD_HTTP_HEADER_CONTENT_TYPE));
+  const std::string type =
+      absl::AsciiStrToLower(HeaderOf(connection, MHD_HTTP_HEADER_CONTENT_TYPE));
   if (type != "application/json" && !absl::StartsWith(type, "application/json;")) {
-    return Refuse(call, 415,
-                  absl::StrCat("the body is sent as '", type.substr(0, 64), "'; the ",
-                               options_.name, " takes JSON (application/json)"));
+    Refuse(call, 415,
+           absl::StrCat("the body is sent as '", type.substr(0, 64), "'; the ",
+                        options_.name, " takes JSON (application/json)"));
+    return true;
   }
+  return false;
+}
+
+void HttpFront::Impl::HoldBody(Call& call) {
   // Its bytes are held before they are read, so that concurrent large bodies are refused
   // before they take memory.
   absl::StatusOr<CallDispatcher::HeldBytes> held = dispatcher_->HoldRequestBytes(
