@@ -23,8 +23,8 @@ TEST(ProtoJsonFields, AKeyIsAFieldsJsonNameOrItsProtoName) {
 }
 
 TEST(ProtoJsonFields, EachFieldOnceUnderEitherName) {
-  EXPECT_TRUE(CheckEachFieldOnce(R"({"model": {"batchSize": 4, "name": "n"}})",
-                                 Request(), "stdin")
+  EXPECT_TRUE(CheckEachFieldOnce(R"({"model": {"batchSize": 4, "name": "n"}})", Request(),
+                                 "stdin")
                   .ok());
   EXPECT_TRUE(
       CheckEachFieldOnce(R"({"model": {"batch_size": 4}})", Request(), "stdin").ok());
@@ -55,9 +55,9 @@ TEST(ProtoJsonFields, MapKeysAndNonObjectsPass) {
                   .ok());
   EXPECT_TRUE(CheckEachFieldOnce("not json", Request(), "stdin").ok());
   EXPECT_TRUE(CheckEachFieldOnce("[1, 2]", Request(), "stdin").ok());
-  EXPECT_TRUE(CheckEachFieldOnce(R"({"unknownKey": 1, "unknown_key": 2})", Request(),
-                                 "stdin")
-                  .ok());
+  EXPECT_TRUE(
+      CheckEachFieldOnce(R"({"unknownKey": 1, "unknown_key": 2})", Request(), "stdin")
+          .ok());
 }
 
 }  // namespace
