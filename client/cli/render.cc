@@ -192,15 +192,9 @@ std::string FormatSignedBytes(int64_t bytes) {
   return absl::StrCat("-", FormatBytes(static_cast<uint64_t>(-(bytes + 1)) + 1));
 }
 
-}  // namespace
-
-std::string RenderEstimate(const v1::EstimateResponse& response,
-                           const std::string& model_name, int64_t batch_size) {
-  std::string out = absl::StrCat("model ", model_name.empty() ? "(unnamed)" : model_name,
-                                 " (", common::FamilyName(response.family()));
-  if (batch_size > 0) absl::StrAppend(&out, ", batch ", batch_size);
-  absl::StrAppend(&out, ")  models ", response.models_version(), "\n\n");
-
+// One row per estimator: its memory (the predicted bin's range for a classifier), its
+// upper bound, confidence, latency and basis.
+std::string ResultsTable(const v1::EstimateResponse& response) {
   std::vector<std::vector<std::string>> rows = {
       {"ESTIMATOR", "KIND", "MEMORY", "UPPER", "CONF", "TIME", "BASIS"}};
   for (const v1::EstimatorResult& r : response.results()) {
@@ -215,8 +209,12 @@ std::string RenderEstimate(const v1::EstimateResponse& response,
                     absl::StrFormat("%.2f", r.confidence()),
                     absl::StrCat(r.latency_us(), " us"), r.basis()});
   }
-  absl::StrAppend(&out, Table(rows));
+  return Table(rows);
+}
 
+// "utilization (estimator): ..." for each estimator that predicts it.
+std::string UtilizationLines(const v1::EstimateResponse& response) {
+  std::string out;
   for (const v1::EstimatorResult& r : response.results()) {
     if (r.utilization().empty()) continue;
     std::vector<std::string> parts;
@@ -224,7 +222,12 @@ std::string RenderEstimate(const v1::EstimateResponse& response,
     absl::StrAppend(&out, "utilization (", r.estimator_id(),
                     "): ", absl::StrJoin(parts, "; "), "\n");
   }
+  return out;
+}
 
+// Each estimator's breakdown and how often its upper bound held.
+std::string BreakdownsAndBounds(const v1::EstimateResponse& response) {
+  std::string out;
   for (const v1::EstimatorResult& r : response.results()) {
     if (r.memory().has_breakdown()) absl::StrAppend(&out, BreakdownText(r));
     for (const v1::BoundValidation& v : r.memory().upper_validation()) {
@@ -236,23 +239,39 @@ std::string RenderEstimate(const v1::EstimateResponse& response,
                             100 * v.target_safe_share());
     }
   }
+  return out;
+}
 
-  if (response.has_recommendation()) {
-    const v1::Recommendation& rec = response.recommendation();
-    absl::StrAppend(&out, "\nrecommended: ", FormatBytes(rec.memory_bytes()),
-                    " to reserve: the requirement (", rec.basis(), ")\n");
-    absl::StrAppend(&out, TransientLine(response, rec));
-    if (rec.has_cap()) absl::StrAppend(&out, CapLine(rec.cap()));
-    if (rec.has_fit()) {
-      const v1::GpuFit& fit = rec.fit();
-      const uint64_t headroom = static_cast<uint64_t>(std::abs(fit.headroom_bytes()));
-      absl::StrAppend(&out, "fits ", fit.gpu(), " (", FormatBytes(fit.capacity_bytes()),
-                      "): ", fit.fits() ? "yes" : "NO", ", ",
-                      fit.fits() ? "headroom " : "short by ", FormatBytes(headroom),
-                      AllocatorRetryText(fit.allocator_retry()), "\n");
-    }
+// What to reserve, the transient, the cap and the fit; empty without a recommendation.
+std::string RecommendationLines(const v1::EstimateResponse& response) {
+  if (!response.has_recommendation()) return "";
+  const v1::Recommendation& rec = response.recommendation();
+  std::string out = absl::StrCat("\nrecommended: ", FormatBytes(rec.memory_bytes()),
+                                 " to reserve: the requirement (", rec.basis(), ")\n");
+  absl::StrAppend(&out, TransientLine(response, rec));
+  if (rec.has_cap()) absl::StrAppend(&out, CapLine(rec.cap()));
+  if (rec.has_fit()) {
+    const v1::GpuFit& fit = rec.fit();
+    const uint64_t headroom = static_cast<uint64_t>(std::abs(fit.headroom_bytes()));
+    absl::StrAppend(&out, "fits ", fit.gpu(), " (", FormatBytes(fit.capacity_bytes()),
+                    "): ", fit.fits() ? "yes" : "NO", ", ",
+                    fit.fits() ? "headroom " : "short by ", FormatBytes(headroom),
+                    AllocatorRetryText(fit.allocator_retry()), "\n");
   }
-  absl::StrAppend(&out, WarningLines(response.warnings()));
+  return out;
+}
+
+}  // namespace
+
+std::string RenderEstimate(const v1::EstimateResponse& response,
+                           const std::string& model_name, int64_t batch_size) {
+  std::string out = absl::StrCat("model ", model_name.empty() ? "(unnamed)" : model_name,
+                                 " (", common::FamilyName(response.family()));
+  if (batch_size > 0) absl::StrAppend(&out, ", batch ", batch_size);
+  absl::StrAppend(&out, ")  models ", response.models_version(), "\n\n");
+  absl::StrAppend(&out, ResultsTable(response), UtilizationLines(response),
+                  BreakdownsAndBounds(response), RecommendationLines(response),
+                  WarningLines(response.warnings()));
   absl::StrAppend(&out, "\nserver latency: ", response.server_latency_us(), " us\n");
   return out;
 }
