@@ -46,8 +46,8 @@ TEST(Metrics, HistogramCountsEqualTheCallsMade) {
   EXPECT_EQ(SumSamples(s, "gpuest_requests_total", {{"method", "ListEstimators"}}), 2);
   // Each series has the declared bucket bounds, from 25 us with one at the 1 ms
   // objective, cumulative, and the +Inf bucket holds every call. (Which bucket a call
-  // lands in depends on its real latency; tests/unit/server/metrics_test.cc checks that with
-  // known durations.)
+  // lands in depends on its real latency; tests/unit/server/metrics_test.cc checks that
+  // with known durations.)
   const std::vector<std::string> want_bounds = {
       "2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025",
       "0.005",   "0.01",  "0.025",  "0.1",     "0.5",    "2.5",   "+Inf"};
