@@ -28,7 +28,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
 
-namespace gpuest::client {
+namespace gpuest {
 namespace {
 
 // What a fake server does with each call, and what it saw. Thread-safe.
@@ -499,4 +499,4 @@ TEST_F(ClientTest, HealthReadsTheServersServingStatus) {
 }
 
 }  // namespace
-}  // namespace gpuest::client
+}  // namespace gpuest
