@@ -174,14 +174,21 @@ absl::StatusOr<std::optional<gpuest::v1::Parallelism>> ParallelismFromFlags() {
   return std::optional<gpuest::v1::Parallelism>(p);
 }
 
-// FILE read and sent as the estimate flags say.
-absl::StatusOr<gpuest::v1::EstimateRequest> RequestFromFlags(const std::string& path) {
+// How a job file is read: --batch-size and the parallelism flags.
+absl::StatusOr<gpuest::requests::ReadOptions> JobReadOptionsFromFlags() {
   gpuest::requests::ReadOptions read_options;
   read_options.batch_size = absl::GetFlag(FLAGS_batch_size);
   auto parallelism = ParallelismFromFlags();
   if (!parallelism.ok()) return parallelism.status();
   read_options.parallelism = *parallelism;
-  auto request = gpuest::requests::ReadRequest(path, read_options);
+  return read_options;
+}
+
+// FILE read and sent as the estimate flags say.
+absl::StatusOr<gpuest::v1::EstimateRequest> RequestFromFlags(const std::string& path) {
+  auto read_options = JobReadOptionsFromFlags();
+  if (!read_options.ok()) return read_options.status();
+  auto request = gpuest::requests::ReadRequest(path, *read_options);
   if (!request.ok()) return request.status();
   if (!absl::GetFlag(FLAGS_gpu).empty()) request->set_gpu(absl::GetFlag(FLAGS_gpu));
   for (absl::string_view id :
@@ -191,12 +198,30 @@ absl::StatusOr<gpuest::v1::EstimateRequest> RequestFromFlags(const std::string& 
   return request;
 }
 
+// The server's answer to request (read from path) through one of the client's calls,
+// given what is left of --timeout.
+template <typename Request, typename Response>
+absl::StatusOr<Response> Ask(const gpuest::Client& client,
+                             absl::StatusOr<Response> (gpuest::Client::*call)(
+                                 const Request&, absl::Duration) const,
+                             const Request& request, const std::string& path) {
+  auto left = TimeLeft(path);
+  if (!left.ok()) return left.status();
+  return (client.*call)(request, *left);
+}
+
+// The response as JSON (--json), else as render prints it for people.
+template <typename Response>
+int Print(const Response& response, std::string (*render)(const Response&)) {
+  std::cout << (absl::GetFlag(FLAGS_json) ? gpuest::cli::RenderJson(response)
+                                          : render(response));
+  return kOk;
+}
+
 int Estimate(const gpuest::Client& client, const std::string& path) {
   auto request = RequestFromFlags(path);
   if (!request.ok()) return Fail(request.status());
-  auto left = TimeLeft(path);
-  if (!left.ok()) return Fail(left.status());
-  auto response = client.Estimate(*request, *left);
+  auto response = Ask(client, &gpuest::Client::Estimate, *request, path);
   if (!response.ok()) return Fail(response.status());
   if (absl::GetFlag(FLAGS_json)) {
     std::cout << gpuest::cli::RenderJson(*response);
@@ -218,9 +243,7 @@ int PodPatch(const gpuest::Client& client, const std::string& path) {
   }
   auto request = RequestFromFlags(path);
   if (!request.ok()) return Fail(request.status());
-  auto left = TimeLeft(path);
-  if (!left.ok()) return Fail(left.status());
-  auto response = client.Estimate(*request, *left);
+  auto response = Ask(client, &gpuest::Client::Estimate, *request, path);
   if (!response.ok()) return Fail(response.status());
   auto memory = gpuest::kubernetes::MemoryRequestFor(
       *scheduler, response->recommendation().memory_bytes());
@@ -290,9 +313,7 @@ int Claim(const gpuest::Client& client, const std::string& path) {
   request->clear_gpu();
   const gpuest::v1::RankGpusRequest rank =
       gpuest::kubernetes::RankRequestFor(*request, {cls});
-  auto left = TimeLeft(path);
-  if (!left.ok()) return Fail(left.status());
-  auto ranking = client.RankGpus(rank, *left);
+  auto ranking = Ask(client, &gpuest::Client::RankGpus, rank, path);
   if (!ranking.ok()) return Fail(ranking.status());
   auto sizing = gpuest::kubernetes::SizeClaim(*ranking, *cls, only_gpu, path);
   if (!sizing.ok()) return Fail(sizing.status());
@@ -305,46 +326,32 @@ int Claim(const gpuest::Client& client, const std::string& path) {
 
 int Place(const gpuest::Client& client, const std::string& path) {
   gpuest::requests::PlacementReadOptions read_options;
-  read_options.job.batch_size = absl::GetFlag(FLAGS_batch_size);
-  auto parallelism = ParallelismFromFlags();
-  if (!parallelism.ok()) return Fail(parallelism.status());
-  read_options.job.parallelism = *parallelism;
+  auto job = JobReadOptionsFromFlags();
+  if (!job.ok()) return Fail(job.status());
+  read_options.job = *job;
   read_options.gpu = absl::GetFlag(FLAGS_gpu);
   read_options.beside = absl::GetFlag(FLAGS_beside);
   auto request = gpuest::requests::ReadPlacementRequest(path, read_options);
   if (!request.ok()) return Fail(request.status());
-  auto left = TimeLeft(path);
-  if (!left.ok()) return Fail(left.status());
-  auto response = client.CheckPlacement(*request, *left);
+  auto response = Ask(client, &gpuest::Client::CheckPlacement, *request, path);
   if (!response.ok()) return Fail(response.status());
-  std::cout << (absl::GetFlag(FLAGS_json) ? gpuest::cli::RenderJson(*response)
-                                          : gpuest::cli::RenderPlacement(*response));
-  return kOk;
+  return Print(*response, gpuest::cli::RenderPlacement);
 }
 
 int Rank(const gpuest::Client& client, const std::string& path) {
-  gpuest::requests::ReadOptions read_options;
-  read_options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  auto parallelism = ParallelismFromFlags();
-  if (!parallelism.ok()) return Fail(parallelism.status());
-  read_options.parallelism = *parallelism;
-  auto request = gpuest::requests::ReadRankRequest(path, read_options);
+  auto read_options = JobReadOptionsFromFlags();
+  if (!read_options.ok()) return Fail(read_options.status());
+  auto request = gpuest::requests::ReadRankRequest(path, *read_options);
   if (!request.ok()) return Fail(request.status());
-  auto left = TimeLeft(path);
-  if (!left.ok()) return Fail(left.status());
-  auto response = client.RankGpus(*request, *left);
+  auto response = Ask(client, &gpuest::Client::RankGpus, *request, path);
   if (!response.ok()) return Fail(response.status());
-  std::cout << (absl::GetFlag(FLAGS_json) ? gpuest::cli::RenderJson(*response)
-                                          : gpuest::cli::RenderRanking(*response));
-  return kOk;
+  return Print(*response, gpuest::cli::RenderRanking);
 }
 
 int Models(const gpuest::Client& client) {
   auto response = client.ListEstimators(absl::GetFlag(FLAGS_timeout));
   if (!response.ok()) return Fail(response.status());
-  std::cout << (absl::GetFlag(FLAGS_json) ? gpuest::cli::RenderJson(*response)
-                                          : gpuest::cli::RenderEstimators(*response));
-  return kOk;
+  return Print(*response, gpuest::cli::RenderEstimators);
 }
 
 int Health(const gpuest::Client& client) {
