@@ -270,38 +270,55 @@ std::string TemplateName(const gpuest::v1::EstimateRequest& request) {
   return name == "gpuest" ? "gpuest-claim" : name.substr(0, 63);
 }
 
+// --device-class, found in classes (the table --dra-classes names, else the built-in
+// one); InvalidArgument listing the table's classes when it is not there.
+absl::StatusOr<const gpuest::kubernetes::DraDeviceClass*> DeviceClassFromFlags(
+    const gpuest::kubernetes::DraClasses& classes) {
+  const gpuest::kubernetes::DraDeviceClass* cls =
+      classes.Find(absl::GetFlag(FLAGS_device_class));
+  if (cls != nullptr) return cls;
+  std::string known;
+  for (const auto& c : classes.classes)
+    absl::StrAppend(&known, known.empty() ? "" : ", ", c.device_class);
+  return absl::InvalidArgumentError(absl::StrCat("--device-class: '",
+                                                 absl::GetFlag(FLAGS_device_class),
+                                                 "' is not in the table (", known, ")"));
+}
+
+// What the template's gpuest.io/description annotation holds: --description-ref, else
+// the request itself in JSON, if it fits an annotation.
+absl::StatusOr<std::string> ClaimDescription(const gpuest::v1::EstimateRequest& request,
+                                             const std::string& path) {
+  std::string description = absl::GetFlag(FLAGS_description_ref);
+  if (!description.empty()) return description;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  if (auto printed =
+          google::protobuf::util::MessageToJsonString(request, &description, options);
+      !printed.ok()) {
+    return absl::InternalError(std::string(printed.message()));
+  }
+  // Kubernetes holds all of an object's annotations to 256 KiB.
+  if (description.size() > (200 << 10)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", description.size(),
+        " bytes of description do not fit an annotation: put it in a ConfigMap "
+        "mounted on the server and name it with --description-ref"));
+  }
+  return description;
+}
+
 int Claim(const gpuest::Client& client, const std::string& path) {
   auto classes = gpuest::kubernetes::LoadDraClasses(absl::GetFlag(FLAGS_dra_classes));
   if (!classes.ok()) return Fail(classes.status());
-  const gpuest::kubernetes::DraDeviceClass* cls =
-      classes->Find(absl::GetFlag(FLAGS_device_class));
-  if (cls == nullptr) {
-    std::string known;
-    for (const auto& c : classes->classes)
-      absl::StrAppend(&known, known.empty() ? "" : ", ", c.device_class);
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--device-class: '", absl::GetFlag(FLAGS_device_class),
-                     "' is not in the table (", known, ")")));
-  }
+  auto device_class = DeviceClassFromFlags(*classes);
+  if (!device_class.ok()) return Fail(device_class.status());
+  const gpuest::kubernetes::DraDeviceClass* cls = *device_class;
   auto request = RequestFromFlags(path);
   if (!request.ok()) return Fail(request.status());
-  std::string description = absl::GetFlag(FLAGS_description_ref);
-  if (description.empty()) {
-    google::protobuf::util::JsonPrintOptions options;
-    options.preserve_proto_field_names = true;
-    if (auto printed =
-            google::protobuf::util::MessageToJsonString(*request, &description, options);
-        !printed.ok()) {
-      return Fail(absl::InternalError(std::string(printed.message())));
-    }
-    // Kubernetes holds all of an object's annotations to 256 KiB.
-    if (description.size() > (200 << 10)) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          path, ": ", description.size(),
-          " bytes of description do not fit an annotation: put it in a ConfigMap "
-          "mounted on the server and name it with --description-ref")));
-    }
-  }
+  auto claim_description = ClaimDescription(*request, path);
+  if (!claim_description.ok()) return Fail(claim_description.status());
+  const std::string& description = *claim_description;
   const std::string name = absl::GetFlag(FLAGS_name).empty() ? TemplateName(*request)
                                                              : absl::GetFlag(FLAGS_name);
   if (absl::GetFlag(FLAGS_unsized)) {
