@@ -386,6 +386,46 @@ int Health(const gpuest::Client& client) {
   return *state == gpuest::ServingState::kServing ? kOk : kUnavailable;
 }
 
+// The client --target (else $GPUEST_TARGET, else the default), --timeout and the TLS
+// flags say.
+gpuest::ClientOptions ClientOptionsFromFlags() {
+  std::string target = absl::GetFlag(FLAGS_target);
+  if (target.empty()) {
+    const char* env = std::getenv("GPUEST_TARGET");
+    target = env != nullptr && *env != '\0' ? env : "127.0.0.1:50051";
+  }
+  gpuest::ClientOptions options;
+  options.targets = absl::StrSplit(target, ',', absl::SkipEmpty());
+  options.default_deadline = absl::GetFlag(FLAGS_timeout);
+  options.tls = {absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
+                 absl::GetFlag(FLAGS_tls_key)};
+  return options;
+}
+
+// args: the command and its arguments; the exit code.
+int RunCommand(const gpuest::Client& client, const std::vector<std::string>& args) {
+  const std::string& command = args.front();
+  const bool takes_file = command == "estimate" || command == "place" ||
+                          command == "rank" || command == "pod-patch" ||
+                          command == "claim";
+  const size_t want_args = takes_file ? 2 : 1;
+  if ((takes_file || command == "models" || command == "health") &&
+      args.size() != want_args) {
+    std::fprintf(stderr, "gpuest: '%s' takes %s; see --help\n", command.c_str(),
+                 want_args == 2 ? "one FILE argument (or -)" : "no arguments");
+    return kBadInput;
+  }
+  if (command == "estimate") return Estimate(client, args[1]);
+  if (command == "place") return Place(client, args[1]);
+  if (command == "rank") return Rank(client, args[1]);
+  if (command == "pod-patch") return PodPatch(client, args[1]);
+  if (command == "claim") return Claim(client, args[1]);
+  if (command == "models") return Models(client);
+  if (command == "health") return Health(client);
+  std::fprintf(stderr, "gpuest: unknown command '%s'; see --help\n", command.c_str());
+  return kBadInput;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -401,37 +441,7 @@ int main(int argc, char** argv) {
                  gpuest::common::UsageText(usage).c_str());
     return kBadInput;
   }
-  std::string target = absl::GetFlag(FLAGS_target);
-  if (target.empty()) {
-    const char* env = std::getenv("GPUEST_TARGET");
-    target = env != nullptr && *env != '\0' ? env : "127.0.0.1:50051";
-  }
-  gpuest::ClientOptions options;
-  options.targets = absl::StrSplit(target, ',', absl::SkipEmpty());
-  options.default_deadline = absl::GetFlag(FLAGS_timeout);
-  options.tls = {absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
-                 absl::GetFlag(FLAGS_tls_key)};
-  auto client = gpuest::Client::Create(options);
+  auto client = gpuest::Client::Create(ClientOptionsFromFlags());
   if (!client.ok()) return Fail(client.status());
-
-  const std::string& command = args.front();
-  const bool takes_file = command == "estimate" || command == "place" ||
-                          command == "rank" || command == "pod-patch" ||
-                          command == "claim";
-  const size_t want_args = takes_file ? 2 : 1;
-  if ((takes_file || command == "models" || command == "health") &&
-      args.size() != want_args) {
-    std::fprintf(stderr, "gpuest: '%s' takes %s; see --help\n", command.c_str(),
-                 want_args == 2 ? "one FILE argument (or -)" : "no arguments");
-    return kBadInput;
-  }
-  if (command == "estimate") return Estimate(**client, args[1]);
-  if (command == "place") return Place(**client, args[1]);
-  if (command == "rank") return Rank(**client, args[1]);
-  if (command == "pod-patch") return PodPatch(**client, args[1]);
-  if (command == "claim") return Claim(**client, args[1]);
-  if (command == "models") return Models(**client);
-  if (command == "health") return Health(**client);
-  std::fprintf(stderr, "gpuest: unknown command '%s'; see --help\n", command.c_str());
-  return kBadInput;
+  return RunCommand(**client, args);
 }
