@@ -4,8 +4,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/pem_files.h"
 #include "common/status_macros.h"
-#include "common/text_file.h"
 #include "grpcpp/security/server_credentials.h"
 
 namespace gpuest::server {
@@ -39,11 +39,8 @@ std::string TransportSecurityName(const TlsOptions& tls) {
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
     const std::string& listen_address, const TlsOptions& tls) {
-  if (tls.cert_file.empty() != tls.key_file.empty()) {
-    return absl::InvalidArgumentError(tls.cert_file.empty()
-                                          ? "--tls-cert: required with --tls-key"
-                                          : "--tls-key: required with --tls-cert");
-  }
+  GPUEST_RETURN_IF_ERROR(common::CheckCertAndKey({tls.cert_file, "--tls-cert"},
+                                                 {tls.key_file, "--tls-key"}));
   if (tls.cert_file.empty()) {
     if (!tls.client_ca_file.empty()) {
       return absl::InvalidArgumentError(
@@ -60,19 +57,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
   }
   grpc::SslServerCredentialsOptions ssl;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  GPUEST_ASSIGN_OR_RETURN(pair.private_key,
-                          common::ReadPemFile(tls.key_file, "--tls-key"));
-  GPUEST_ASSIGN_OR_RETURN(pair.cert_chain,
-                          common::ReadPemFile(tls.cert_file, "--tls-cert"));
+  GPUEST_RETURN_IF_ERROR(common::ReadPemFiles(
+      {{tls.key_file, "--tls-key", &pair.private_key},
+       {tls.cert_file, "--tls-cert", &pair.cert_chain},
+       {tls.client_ca_file, "--tls-client-ca", &ssl.pem_root_certs}}));
   ssl.pem_key_cert_pairs.push_back(std::move(pair));
-  if (tls.client_ca_file.empty()) {
-    ssl.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
-  } else {
-    GPUEST_ASSIGN_OR_RETURN(ssl.pem_root_certs,
-                            common::ReadPemFile(tls.client_ca_file, "--tls-client-ca"));
-    ssl.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-  }
+  ssl.client_certificate_request =
+      tls.client_ca_file.empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   return grpc::SslServerCredentials(ssl);
 }
 
