@@ -243,8 +243,11 @@ absl::Status CheckFieldsAgree(const v1::ModelDescription& model) {
                    "multiple of it); describe the model at the sequence it runs"));
 }
 
-absl::Status ValidateModel(const v1::ModelDescription& model,
-                           const ValidationLimits& limits) {
+namespace {
+
+// The model's name, its kinds and its batch size.
+absl::Status CheckModelKinds(const v1::ModelDescription& model,
+                             const ValidationLimits& limits) {
   if (static_cast<int64_t>(model.name().size()) > limits.max_name_length) {
     return Invalid("model.name", absl::StrCat("longer than ", limits.max_name_length));
   }
@@ -257,8 +260,12 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
   if (!v1::DType_IsValid(model.dtype())) {
     return Invalid("model.dtype", absl::StrCat("unknown value ", model.dtype()));
   }
-  GPUEST_RETURN_IF_ERROR(
-      CheckField(kModelBatchSize, model.batch_size(), "model.batch_size", limits));
+  return CheckField(kModelBatchSize, model.batch_size(), "model.batch_size", limits);
+}
+
+// Each dimension of a sample; returns the sample's elements.
+absl::StatusOr<double> CheckInputShape(const v1::ModelDescription& model,
+                                       const ValidationLimits& limits) {
   // In double: the product of the dimensions is what wraps 64 bits (the layer rules
   // size the input as batch x the sample's elements).
   double sample_elements = 1;
@@ -272,8 +279,56 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
                    absl::StrCat("a sample of ", sample_elements,
                                 " elements exceeds the limit of ", limits.max_count));
   }
-  GPUEST_RETURN_IF_ERROR(CheckField(kModelSequenceLength, model.sequence_length(),
-                                    "model.sequence_length", limits));
+  return sample_elements;
+}
+
+// Layer i's type, name, counts, input_op and input_from.
+absl::Status CheckLayer(const v1::Layer& layer, int i, const ValidationLimits& limits) {
+  // Field paths are built only on failure: this runs for every layer of every call.
+  auto field = [i](absl::string_view name) {
+    return absl::StrCat("model.layers[", i, "].", name);
+  };
+  if (layer.type().empty()) return Invalid(field("type"), "is empty");
+  if (static_cast<int64_t>(layer.type().size() + layer.name().size()) >
+      limits.max_name_length) {
+    return Invalid(field("name"), "type or name too long");
+  }
+  GPUEST_RETURN_IF_ERROR(CheckItem(kLayerOutputActivations, layer.output_activations(),
+                                   "model.layers", i, ".output_activations", limits));
+  GPUEST_RETURN_IF_ERROR(CheckItem(kLayerParameters, layer.parameters(), "model.layers",
+                                   i, ".parameters", limits));
+  GPUEST_RETURN_IF_ERROR(CheckItem(kLayerInputActivations, layer.input_activations(),
+                                   "model.layers", i, ".input_activations", limits));
+  if (static_cast<int64_t>(layer.input_op().size()) > limits.max_name_length) {
+    return Invalid(field("input_op"), "too long");
+  }
+  if (!layer.input_op().empty() &&
+      !(layer.has_input_from() && layer.input_from() == -1)) {
+    return Invalid(field("input_op"),
+                   "names the operation that made an input no module made: it needs "
+                   "input_from -1");
+  }
+  if (layer.has_input_from()) {
+    GPUEST_RETURN_IF_ERROR(CheckItem(kLayerInputFrom, int64_t{layer.input_from()},
+                                     "model.layers", i, ".input_from", limits));
+    if (layer.input_from() >= i) {
+      return Invalid(field("input_from"),
+                     absl::StrCat(layer.input_from(),
+                                  " is not an earlier layer (a layer reads what the "
+                                  "layers before it made)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The layers' sums over the model.
+struct LayerTotals {
+  int64_t parameters = 0, output_activations = 0, input_activations = 0;
+};
+
+// How many layers, each layer, then their totals.
+absl::StatusOr<LayerTotals> CheckLayers(const v1::ModelDescription& model,
+                                        const ValidationLimits& limits) {
   if (model.layers_size() == 0) {
     return Invalid("model.layers", "at least one layer is required");
   }
@@ -283,61 +338,26 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
                                 limits.max_layers));
   }
   // Each at most max_layers x max_count (2^58 by default): no sum wraps.
-  int64_t total_params = 0, total_acts = 0, total_inputs = 0;
+  LayerTotals totals;
   for (int i = 0; i < model.layers_size(); ++i) {
     const v1::Layer& layer = model.layers(i);
-    // Field paths are built only on failure: this loop runs for every layer of every
-    // call.
-    auto field = [i](absl::string_view name) {
-      return absl::StrCat("model.layers[", i, "].", name);
-    };
-    if (layer.type().empty()) return Invalid(field("type"), "is empty");
-    if (static_cast<int64_t>(layer.type().size() + layer.name().size()) >
-        limits.max_name_length) {
-      return Invalid(field("name"), "type or name too long");
-    }
-    GPUEST_RETURN_IF_ERROR(CheckItem(kLayerOutputActivations, layer.output_activations(),
-                                     "model.layers", i, ".output_activations", limits));
-    GPUEST_RETURN_IF_ERROR(CheckItem(kLayerParameters, layer.parameters(), "model.layers",
-                                     i, ".parameters", limits));
-    GPUEST_RETURN_IF_ERROR(CheckItem(kLayerInputActivations, layer.input_activations(),
-                                     "model.layers", i, ".input_activations", limits));
-    if (static_cast<int64_t>(layer.input_op().size()) > limits.max_name_length) {
-      return Invalid(field("input_op"), "too long");
-    }
-    if (!layer.input_op().empty() &&
-        !(layer.has_input_from() && layer.input_from() == -1)) {
-      return Invalid(field("input_op"),
-                     "names the operation that made an input no module made: it needs "
-                     "input_from -1");
-    }
-    if (layer.has_input_from()) {
-      GPUEST_RETURN_IF_ERROR(CheckItem(kLayerInputFrom, int64_t{layer.input_from()},
-                                       "model.layers", i, ".input_from", limits));
-      if (layer.input_from() >= i) {
-        return Invalid(field("input_from"),
-                       absl::StrCat(layer.input_from(),
-                                    " is not an earlier layer (a layer reads what the "
-                                    "layers before it made)"));
-      }
-    }
-    total_params += layer.parameters();
-    total_acts += layer.output_activations();
-    total_inputs += layer.input_activations();
+    GPUEST_RETURN_IF_ERROR(CheckLayer(layer, i, limits));
+    totals.parameters += layer.parameters();
+    totals.output_activations += layer.output_activations();
+    totals.input_activations += layer.input_activations();
   }
   GPUEST_RETURN_IF_ERROR(
-      CheckCount("model.layers (total parameters)", total_params, limits.max_count));
-  GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total output_activations)", total_acts,
-                                    limits.max_count));
+      CheckCount("model.layers (total parameters)", totals.parameters, limits.max_count));
+  GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total output_activations)",
+                                    totals.output_activations, limits.max_count));
   GPUEST_RETURN_IF_ERROR(CheckCount("model.layers (total input_activations)",
-                                    total_inputs, limits.max_count));
-  GPUEST_RETURN_IF_ERROR(CheckStepSize(
-      "model.batch_size", model.batch_size(),
-      total_acts + total_inputs + static_cast<int64_t>(sample_elements), total_params));
-  if (model.has_trace()) {
-    GPUEST_RETURN_IF_ERROR(CheckTrace(model.trace(), limits));
-    GPUEST_RETURN_IF_ERROR(requests::CheckTraceBatch(model, model.batch_size()));
-  }
+                                    totals.input_activations, limits.max_count));
+  return totals;
+}
+
+// The allocator's max_split_size_mb, as PyTorch takes it.
+absl::Status CheckAllocator(const v1::ModelDescription& model,
+                            const ValidationLimits& limits) {
   const uint64_t max_split = model.allocator().max_split_size_mb();
   GPUEST_RETURN_IF_ERROR(CheckField(kMaxSplitSizeMb, max_split,
                                     "model.allocator.max_split_size_mb", limits));
@@ -346,6 +366,11 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
     return Invalid("model.allocator.max_split_size_mb",
                    absl::StrCat("must be 0 (unlimited) or above 20, got ", max_split));
   }
+  return absl::OkStatus();
+}
+
+// The trace's caveats: a handful of bounded sentences.
+absl::Status CheckTraceCaveats(const v1::ModelDescription& model) {
   if (model.trace_caveats_size() > kMaxTraceCaveats) {
     return Invalid(
         "model.trace_caveats",
@@ -357,17 +382,46 @@ absl::Status ValidateModel(const v1::ModelDescription& model,
                      absl::StrCat("longer than ", kMaxTraceCaveatLength, " characters"));
     }
   }
-  GPUEST_RETURN_IF_ERROR(CheckField(kStackCudaMajor, uint64_t{model.stack().cuda_major()},
+  return absl::OkStatus();
+}
+
+// The software stack the description was made on.
+absl::Status CheckStack(const v1::SoftwareStack& stack, const ValidationLimits& limits) {
+  GPUEST_RETURN_IF_ERROR(CheckField(kStackCudaMajor, uint64_t{stack.cuda_major()},
                                     "model.stack.cuda_major", limits));
-  if (const std::string& loading = model.stack().module_loading();
+  if (const std::string& loading = stack.module_loading();
       !loading.empty() && loading != "LAZY" && loading != "EAGER") {
     return Invalid("model.stack.module_loading",
                    absl::StrCat("must be LAZY or EAGER (CUDA_MODULE_LOADING), got '",
                                 loading.substr(0, 32), "'"));
   }
-  if (model.stack().cuda_version().size() > 32) {
+  if (stack.cuda_version().size() > 32) {
     return Invalid("model.stack.cuda_version", "longer than 32 characters");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateModel(const v1::ModelDescription& model,
+                           const ValidationLimits& limits) {
+  GPUEST_RETURN_IF_ERROR(CheckModelKinds(model, limits));
+  GPUEST_ASSIGN_OR_RETURN(const double sample_elements, CheckInputShape(model, limits));
+  GPUEST_RETURN_IF_ERROR(CheckField(kModelSequenceLength, model.sequence_length(),
+                                    "model.sequence_length", limits));
+  GPUEST_ASSIGN_OR_RETURN(const LayerTotals totals, CheckLayers(model, limits));
+  GPUEST_RETURN_IF_ERROR(CheckStepSize("model.batch_size", model.batch_size(),
+                                       totals.output_activations +
+                                           totals.input_activations +
+                                           static_cast<int64_t>(sample_elements),
+                                       totals.parameters));
+  if (model.has_trace()) {
+    GPUEST_RETURN_IF_ERROR(CheckTrace(model.trace(), limits));
+    GPUEST_RETURN_IF_ERROR(requests::CheckTraceBatch(model, model.batch_size()));
+  }
+  GPUEST_RETURN_IF_ERROR(CheckAllocator(model, limits));
+  GPUEST_RETURN_IF_ERROR(CheckTraceCaveats(model));
+  GPUEST_RETURN_IF_ERROR(CheckStack(model.stack(), limits));
   if (model.model_source().size() > kMaxModelSourceLength) {
     return Invalid("model.model_source",
                    absl::StrCat("longer than ", kMaxModelSourceLength, " characters"));
