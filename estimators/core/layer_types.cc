@@ -146,23 +146,18 @@ absl::Status CheckGlossary(Fields& f, const std::string& key,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Table> ParseTable(Fields& f) {
-  Table t;
-  auto saves_of = [](Fields& at, const std::string& key,
-                     SavedForBackward& out) -> absl::Status {
-    std::string name;
-    GPUEST_RETURN_IF_ERROR(at.Get(key, name));
-    std::optional<SavedForBackward> saves = Lookup(kSaves, name);
-    if (!saves) return at.Error(key, absl::StrCat("is not a known saves: '", name, "'"));
-    out = *saves;
-    return absl::OkStatus();
-  };
-  GPUEST_ASSIGN_OR_RETURN(Fields doc, f.Object("doc"));
-  doc.Keys();  // Prose for people; any keys.
-  GPUEST_RETURN_IF_ERROR(CheckGlossary(f, "kinds", kKinds, "unknown"));
-  GPUEST_RETURN_IF_ERROR(CheckGlossary(f, "saves", kSaves));
-  GPUEST_RETURN_IF_ERROR(saves_of(f, "unknown_saves", t.unknown_saves));
+// The saves word at key, into out.
+absl::Status ReadSaves(Fields& at, const std::string& key, SavedForBackward& out) {
+  std::string name;
+  GPUEST_RETURN_IF_ERROR(at.Get(key, name));
+  std::optional<SavedForBackward> saves = Lookup(kSaves, name);
+  if (!saves) return at.Error(key, absl::StrCat("is not a known saves: '", name, "'"));
+  out = *saves;
+  return absl::OkStatus();
+}
 
+// Each of "types", by its exact name and, squashed, by its name and its aliases.
+absl::Status ReadTypes(Fields& f, Table& t) {
   GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> types, f.Objects("types"));
   for (Fields& type : types) {
     LayerTypeInfo info;
@@ -175,7 +170,7 @@ absl::StatusOr<Table> ParseTable(Fields& f) {
       return type.Error("kind", absl::StrCat("is not a known kind: '", kind, "'"));
     }
     info.kind = *known;
-    GPUEST_RETURN_IF_ERROR(saves_of(type, "saves", info.saves));
+    GPUEST_RETURN_IF_ERROR(ReadSaves(type, "saves", info.saves));
     GPUEST_RETURN_IF_ERROR(type.GetOptional("aliases", aliases));
     GPUEST_RETURN_IF_ERROR(type.Finish());
     if (!t.exact.emplace(info.canonical, info).second) {
@@ -184,10 +179,12 @@ absl::StatusOr<Table> ParseTable(Fields& f) {
     t.squashed.try_emplace(Squash(info.canonical), info);
     for (const std::string& alias : aliases) t.squashed.try_emplace(Squash(alias), info);
   }
+  return absl::OkStatus();
+}
 
-  GPUEST_ASSIGN_OR_RETURN(Fields rule, f.Object("family_rule"));
-  std::string rule_doc;
-  GPUEST_RETURN_IF_ERROR(rule.Get("doc", rule_doc));
+// The family rule's named signals, into t; returns the names a clause may use: the
+// kinds' and the signals'.
+absl::StatusOr<std::set<std::string>> ReadSignals(Fields& rule, Table& t) {
   std::set<std::string> known_signals;
   for (const auto& [kind, value] : kKinds) known_signals.insert(kind);
   GPUEST_ASSIGN_OR_RETURN(Fields signals, rule.Object("signals"));
@@ -205,34 +202,62 @@ absl::StatusOr<Table> ParseTable(Fields& f) {
     known_signals.insert(name);
     t.signals.push_back(std::move(signal));
   }
+  return known_signals;
+}
+
+// One clause of the family rule, naming only known signals.
+absl::StatusOr<Clause> ReadClause(Fields& c, const std::set<std::string>& known_signals) {
+  Clause clause;
+  std::string family;
+  GPUEST_RETURN_IF_ERROR(c.Get("family", family));
+  if (!v1::ModelFamily_Parse(family, &clause.family) ||
+      clause.family == v1::MODEL_FAMILY_UNSPECIFIED) {
+    return c.Error("family", absl::StrCat("is not a family: '", family, "'"));
+  }
+  GPUEST_RETURN_IF_ERROR(c.GetOptional("any_of", clause.any_of));
+  GPUEST_RETURN_IF_ERROR(c.GetOptional("all_of", clause.all_of));
+  if (c.Has("only")) {
+    std::vector<std::string> only;
+    GPUEST_RETURN_IF_ERROR(c.Get("only", only));
+    clause.only.emplace(only.begin(), only.end());
+  }
+  GPUEST_RETURN_IF_ERROR(c.Finish());
+  std::vector<std::string> named = clause.any_of;
+  named.insert(named.end(), clause.all_of.begin(), clause.all_of.end());
+  if (clause.only) named.insert(named.end(), clause.only->begin(), clause.only->end());
+  for (const std::string& s : named) {
+    if (!known_signals.count(s)) {
+      return c.Invalid(absl::StrCat("names an unknown signal '", s, "'"));
+    }
+  }
+  return clause;
+}
+
+// The family rule's doc, signals and clauses, into t.
+absl::Status ReadFamilyRule(Fields& rule, Table& t) {
+  std::string rule_doc;
+  GPUEST_RETURN_IF_ERROR(rule.Get("doc", rule_doc));
+  GPUEST_ASSIGN_OR_RETURN(const std::set<std::string> known_signals,
+                          ReadSignals(rule, t));
   GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> clauses, rule.Objects("clauses"));
   GPUEST_RETURN_IF_ERROR(rule.Finish());
   for (Fields& c : clauses) {
-    Clause clause;
-    std::string family;
-    GPUEST_RETURN_IF_ERROR(c.Get("family", family));
-    if (!v1::ModelFamily_Parse(family, &clause.family) ||
-        clause.family == v1::MODEL_FAMILY_UNSPECIFIED) {
-      return c.Error("family", absl::StrCat("is not a family: '", family, "'"));
-    }
-    GPUEST_RETURN_IF_ERROR(c.GetOptional("any_of", clause.any_of));
-    GPUEST_RETURN_IF_ERROR(c.GetOptional("all_of", clause.all_of));
-    if (c.Has("only")) {
-      std::vector<std::string> only;
-      GPUEST_RETURN_IF_ERROR(c.Get("only", only));
-      clause.only.emplace(only.begin(), only.end());
-    }
-    GPUEST_RETURN_IF_ERROR(c.Finish());
-    std::vector<std::string> named = clause.any_of;
-    named.insert(named.end(), clause.all_of.begin(), clause.all_of.end());
-    if (clause.only) named.insert(named.end(), clause.only->begin(), clause.only->end());
-    for (const std::string& s : named) {
-      if (!known_signals.count(s)) {
-        return c.Invalid(absl::StrCat("names an unknown signal '", s, "'"));
-      }
-    }
+    GPUEST_ASSIGN_OR_RETURN(Clause clause, ReadClause(c, known_signals));
     t.clauses.push_back(std::move(clause));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Table> ParseTable(Fields& f) {
+  Table t;
+  GPUEST_ASSIGN_OR_RETURN(Fields doc, f.Object("doc"));
+  doc.Keys();  // Prose for people; any keys.
+  GPUEST_RETURN_IF_ERROR(CheckGlossary(f, "kinds", kKinds, "unknown"));
+  GPUEST_RETURN_IF_ERROR(CheckGlossary(f, "saves", kSaves));
+  GPUEST_RETURN_IF_ERROR(ReadSaves(f, "unknown_saves", t.unknown_saves));
+  GPUEST_RETURN_IF_ERROR(ReadTypes(f, t));
+  GPUEST_ASSIGN_OR_RETURN(Fields rule, f.Object("family_rule"));
+  GPUEST_RETURN_IF_ERROR(ReadFamilyRule(rule, t));
   GPUEST_RETURN_IF_ERROR(f.Finish());
   const Clause& last = t.clauses.empty() ? Clause{} : t.clauses.back();
   if (t.clauses.empty() || !last.any_of.empty() || !last.all_of.empty() || last.only) {
