@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "common/text_file.h"
 
 namespace gpuest::core {
@@ -79,6 +80,71 @@ absl::StatusOr<std::map<std::string, std::string>> ReadModelFiles(
   return files;
 }
 
+// Each subdirectory with a manifest, sorted by id. A directory without a manifest is
+// not a model; one whose manifest is there but cannot be read (a dangling link, a
+// directory) is an error, not a quiet skip.
+absl::StatusOr<std::vector<ModelArtifact>> ReadModels(const std::string& dir,
+                                                      RepositoryReads& reads) {
+  std::vector<ModelArtifact> models;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_directory()) continue;
+    const fs::path manifest = entry.path() / "manifest.json";
+    std::error_code missing;
+    if (!fs::exists(fs::symlink_status(manifest, missing))) continue;
+    auto text = reads.Read(manifest.string(), common::kMaxConfigFileBytes);
+    if (!text.ok()) return text.status();
+    auto files = ReadModelFiles(entry.path(), reads);
+    if (!files.ok()) return files.status();
+    models.push_back({entry.path().filename().string(), entry.path().string(),
+                      std::move(*text), std::move(*files)});
+  }
+  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  std::sort(models.begin(), models.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  return models;
+}
+
+// The measured contexts' files (path, text) in contexts/, sorted; none where there is
+// no such directory.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadContextFiles(
+    const std::string& dir, RepositoryReads& reads) {
+  std::vector<std::pair<std::string, std::string>> files;
+  const fs::path contexts = fs::path(dir) / kContextsDirectory;
+  std::error_code ec;
+  if (!fs::is_directory(contexts, ec)) return files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(contexts, ec)) {
+    if (entry.path().extension() != ".json") continue;
+    auto text = reads.Read(entry.path().string(), common::kMaxConfigFileBytes);
+    if (!text.ok()) return text.status();
+    files.emplace_back(entry.path().string(), std::move(*text));
+  }
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("listing ", contexts.string(), ": ", ec.message()));
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The version's digest over the models, then the contexts, after what digest holds.
+uint64_t DigestModelsAndContexts(const ModelRepositoryContents& contents,
+                                 uint64_t digest) {
+  for (const ModelArtifact& m : contents.models) {
+    digest = Field(m.id, digest);
+    digest = Field(m.manifest_text, digest);
+    for (const auto& [name, bytes] : m.files) {
+      digest = Field(name, digest);
+      digest = Field(bytes, digest);
+    }
+  }
+  for (const auto& [path, text] : contents.context_files) {
+    digest = Field(fs::path(path).filename().string(), digest);
+    digest = Field(text, digest);
+  }
+  return digest;
+}
+
 }  // namespace
 
 std::string ContentionModelPath(const std::string& models_dir) {
@@ -110,49 +176,9 @@ absl::StatusOr<ModelRepositoryContents> ScanModelRepository(const std::string& d
     contents.contention_text = std::move(*contention);
   }
 
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    if (!entry.is_directory()) continue;
-    const fs::path manifest = entry.path() / "manifest.json";
-    // A directory without a manifest is not a model; one whose manifest is there but
-    // cannot be read (a dangling link, a directory) is an error, not a quiet skip.
-    std::error_code missing;
-    if (!fs::exists(fs::symlink_status(manifest, missing))) continue;
-    auto text = reads.Read(manifest.string(), common::kMaxConfigFileBytes);
-    if (!text.ok()) return text.status();
-    auto files = ReadModelFiles(entry.path(), reads);
-    if (!files.ok()) return files.status();
-    contents.models.push_back({entry.path().filename().string(), entry.path().string(),
-                               std::move(*text), std::move(*files)});
-  }
-  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
-  std::sort(contents.models.begin(), contents.models.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
-  for (const ModelArtifact& m : contents.models) {
-    digest = Field(m.id, digest);
-    digest = Field(m.manifest_text, digest);
-    for (const auto& [name, bytes] : m.files) {
-      digest = Field(name, digest);
-      digest = Field(bytes, digest);
-    }
-  }
-  const fs::path contexts = fs::path(dir) / kContextsDirectory;
-  if (fs::is_directory(contexts, ec)) {
-    for (const fs::directory_entry& entry : fs::directory_iterator(contexts, ec)) {
-      if (entry.path().extension() != ".json") continue;
-      auto text = reads.Read(entry.path().string(), common::kMaxConfigFileBytes);
-      if (!text.ok()) return text.status();
-      contents.context_files.emplace_back(entry.path().string(), std::move(*text));
-    }
-    if (ec) {
-      return absl::InternalError(
-          absl::StrCat("listing ", contexts.string(), ": ", ec.message()));
-    }
-    std::sort(contents.context_files.begin(), contents.context_files.end());
-    for (const auto& [path, text] : contents.context_files) {
-      digest = Field(fs::path(path).filename().string(), digest);
-      digest = Field(text, digest);
-    }
-  }
+  GPUEST_ASSIGN_OR_RETURN(contents.models, ReadModels(dir, reads));
+  GPUEST_ASSIGN_OR_RETURN(contents.context_files, ReadContextFiles(dir, reads));
+  digest = DigestModelsAndContexts(contents, digest);
   contents.version = absl::StrFormat("%d-%016x", contents.models.size(), digest);
   return contents;
 }
