@@ -108,11 +108,36 @@ class GpuMemNetEstimator final : public core::Estimator {
   // probabilities[member][class over all heads], softmax per head.
   using Probabilities = std::vector<std::vector<double>>;
 
+  // What the members read: the global features, the layer sequence (Transformer-based
+  // members) and, for libtorch's forward, both as tensors over them.
+  struct MemberInputs {
+    std::vector<float> global;
+    EncodedSequence seq;
+    std::vector<torch::Tensor> args;
+  };
+
+  // Load's steps: the heads and the encoding, then the members (each checked against
+  // them; total_classes, the heads' classes together), then the info.
+  int TakeHeads(const GpuMemNetManifest& m);
+  absl::Status LoadMembers(const GpuMemNetManifest& m,
+                           const core::ModelArtifact& artifact, const std::string& where,
+                           int total_classes);
+  void FillInfo(const GpuMemNetManifest& m);
+
   // Encodes the request, runs every member on it and writes the result: the steps
   // below.
   absl::Status EstimateOrThrow(const core::EstimationInput& input,
                                v1::EstimatorResult& result,
                                std::vector<v1::Warning>& warnings) const;
+  // The request encoded into in (in.args only for libtorch's forward, on the CPU),
+  // with a warning where the layer sequence was cut to the training maximum.
+  void EncodeInputs(const core::EstimationInput& input, MemberInputs& in,
+                    std::vector<v1::Warning>& warnings) const;
+  // The confidence's factor, halved for each kind of warning, whose words go into
+  // caveats: out of the training distribution, another GPU than the trained one.
+  double Penalty(const core::EstimationInput& input, bool in_distribution,
+                 std::vector<v1::Warning>& warnings,
+                 std::vector<std::string>& caveats) const;
   // Each member's class probabilities, the members' inputs being global (and tokens)
   // for the plain forward, args for libtorch's. Between members the deadline is
   // checked; a non-finite logit is an error, never a class.
@@ -143,121 +168,159 @@ class GpuMemNetEstimator final : public core::Estimator {
   std::vector<PlainNet> plain_;
 };
 
+// A fault of the manifest at where (its path), or of what it lists.
+absl::Status ManifestError(const std::string& where, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
+}
+
 absl::StatusOr<std::unique_ptr<core::Estimator>> GpuMemNetEstimator::Load(
     const core::ModelArtifact& artifact, const std::string& device) {
   const std::string where = absl::StrCat(artifact.directory, "/manifest.json");
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
-  };
   GPUEST_ASSIGN_OR_RETURN(const GpuMemNetManifest m,
                           GpuMemNetManifest::Parse(artifact.manifest_text, where));
   std::unique_ptr<GpuMemNetEstimator> e(new GpuMemNetEstimator());
   try {
-    e->spec_ = m.encoding;
-    e->transformer_ = m.kind == NetworkKind::kTransformer;
-
-    int offset = 0;
-    for (const HeadSpec& head : m.heads) {
-      if (head.name == m.memory.served_head) {
-        e->served_head_ = static_cast<int>(e->heads_.size());
-      }
-      e->head_offsets_.push_back(offset);
-      offset += head.classes();
-      e->heads_.push_back(head);
-    }
-
+    const int total_classes = e->TakeHeads(m);
     e->device_ = torch::Device(device);
-    for (const MemberRecord& member : m.members) {
-      const NetworkConfig* config = &member.network;
-      if (config->kind != m.kind || config->total_classes() != offset ||
-          config->global_features != static_cast<int>(e->spec_.features.size()) ||
-          (e->transformer_ &&
-           config->vocabulary != static_cast<int>(e->spec_.sequence.vocabulary.size()))) {
-        return bad("a member's network does not match the heads and the encoding");
-      }
-      GPUEST_ASSIGN_OR_RETURN(GpuMemNet net, LoadVerifiedMember(artifact, member, where));
-      net->to(e->device_);
-      e->members_.push_back(std::move(net));
-    }
-    if (e->members_.empty()) return bad("no members");
-    if (e->device_.is_cpu()) {
-      for (const GpuMemNet& net : e->members_) {
-        auto plain = ExportPlainNet(net);
-        if (!plain.ok()) return bad(plain.status().message());
-        e->plain_.push_back(std::move(*plain));
-      }
-    }
-
-    v1::EstimatorInfo& info = e->info_;
-    info.set_id(m.id);
-    info.set_kind(v1::ESTIMATOR_KIND_CLASSIFIER);
-    info.set_family(e->spec_.family);
-    info.set_version(m.version);
-    info.set_description(m.description);
-    info.set_estimates_memory(true);
-    for (const HeadSpec& h : e->heads_) {
-      if (h.target == HeadTarget::kUtilization) {
-        info.add_utilization_metrics(UtilizationMetricOf(h.metric));
-      }
-    }
-    auto& metrics = *info.mutable_training_metrics();
-    for (const auto& [head, scores] : m.training.test) {
-      metrics[absl::StrCat(head, "_accuracy")] = scores.accuracy;
-      metrics[absl::StrCat(head, "_macro_f1")] = scores.macro_f1;
-    }
-    if (auto it = m.training.test.find(m.memory.served_head);
-        it != m.training.test.end()) {
-      metrics["memory_accuracy"] = it->second.accuracy;
-    }
+    GPUEST_RETURN_IF_ERROR(e->LoadMembers(m, artifact, where, total_classes));
+    e->FillInfo(m);
   } catch (const c10::Error& ex) {
-    return bad(absl::StrCat("libtorch: ", ex.what_without_backtrace()));
+    return ManifestError(where, absl::StrCat("libtorch: ", ex.what_without_backtrace()));
   } catch (const std::exception& ex) {
-    return bad(ex.what());
+    return ManifestError(where, ex.what());
   }
   return std::unique_ptr<core::Estimator>(std::move(e));
+}
+
+int GpuMemNetEstimator::TakeHeads(const GpuMemNetManifest& m) {
+  spec_ = m.encoding;
+  transformer_ = m.kind == NetworkKind::kTransformer;
+
+  int offset = 0;
+  for (const HeadSpec& head : m.heads) {
+    if (head.name == m.memory.served_head) {
+      served_head_ = static_cast<int>(heads_.size());
+    }
+    head_offsets_.push_back(offset);
+    offset += head.classes();
+    heads_.push_back(head);
+  }
+  return offset;
+}
+
+absl::Status GpuMemNetEstimator::LoadMembers(const GpuMemNetManifest& m,
+                                             const core::ModelArtifact& artifact,
+                                             const std::string& where,
+                                             int total_classes) {
+  for (const MemberRecord& member : m.members) {
+    const NetworkConfig* config = &member.network;
+    if (config->kind != m.kind || config->total_classes() != total_classes ||
+        config->global_features != static_cast<int>(spec_.features.size()) ||
+        (transformer_ &&
+         config->vocabulary != static_cast<int>(spec_.sequence.vocabulary.size()))) {
+      return ManifestError(
+          where, "a member's network does not match the heads and the encoding");
+    }
+    GPUEST_ASSIGN_OR_RETURN(GpuMemNet net, LoadVerifiedMember(artifact, member, where));
+    net->to(device_);
+    members_.push_back(std::move(net));
+  }
+  if (members_.empty()) return ManifestError(where, "no members");
+  if (device_.is_cpu()) {
+    for (const GpuMemNet& net : members_) {
+      auto plain = ExportPlainNet(net);
+      if (!plain.ok()) return ManifestError(where, plain.status().message());
+      plain_.push_back(std::move(*plain));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void GpuMemNetEstimator::FillInfo(const GpuMemNetManifest& m) {
+  v1::EstimatorInfo& info = info_;
+  info.set_id(m.id);
+  info.set_kind(v1::ESTIMATOR_KIND_CLASSIFIER);
+  info.set_family(spec_.family);
+  info.set_version(m.version);
+  info.set_description(m.description);
+  info.set_estimates_memory(true);
+  for (const HeadSpec& h : heads_) {
+    if (h.target == HeadTarget::kUtilization) {
+      info.add_utilization_metrics(UtilizationMetricOf(h.metric));
+    }
+  }
+  auto& metrics = *info.mutable_training_metrics();
+  for (const auto& [head, scores] : m.training.test) {
+    metrics[absl::StrCat(head, "_accuracy")] = scores.accuracy;
+    metrics[absl::StrCat(head, "_macro_f1")] = scores.macro_f1;
+  }
+  if (auto it = m.training.test.find(m.memory.served_head); it != m.training.test.end()) {
+    metrics["memory_accuracy"] = it->second.accuracy;
+  }
 }
 
 absl::Status GpuMemNetEstimator::EstimateOrThrow(
     const core::EstimationInput& input, v1::EstimatorResult& result,
     std::vector<v1::Warning>& warnings) const {
   c10::InferenceMode inference;
-  const std::string& id = info_.id();
-  double penalty = 1.0;
-  std::vector<std::string> caveats;
-
   const std::vector<std::string> ood = OutOfDistribution(spec_, input.features);
   for (const std::string& finding : ood) {
     warnings.push_back(
-        core::MakeWarning(v1::WARNING_CODE_OUT_OF_DISTRIBUTION, finding, id));
+        core::MakeWarning(v1::WARNING_CODE_OUT_OF_DISTRIBUTION, finding, info_.id()));
   }
+  MemberInputs in;
+  EncodeInputs(input, in, warnings);
+  result.set_in_distribution(ood.empty() && !in.seq.truncated);
+  std::vector<std::string> caveats;
+  const double penalty = Penalty(input, result.in_distribution(), warnings, caveats);
+  if (!device_.is_cpu()) {
+    for (torch::Tensor& t : in.args) t = t.to(device_);
+  }
+  // The members read the same tokens: made once for all of them.
+  const bool plain = !plain_.empty();
+  const TokenSet tokens = plain && transformer_ ? DistinctTokens(in.seq) : TokenSet{};
+  GPUEST_ASSIGN_OR_RETURN(
+      const Probabilities probabilities,
+      MemberProbabilities(in.global, tokens, in.args, input.deadline));
+  const int bin = WriteMemory(probabilities, penalty, result);
+  WriteUtilization(probabilities, penalty, result);
+  result.set_basis(Basis(bin == heads_[served_head_].classes() - 1, caveats));
+  return absl::OkStatus();
+}
 
-  std::vector<float> global = EncodeGlobal(spec_, input.features);
-  std::vector<torch::Tensor> args;
+void GpuMemNetEstimator::EncodeInputs(const core::EstimationInput& input,
+                                      MemberInputs& in,
+                                      std::vector<v1::Warning>& warnings) const {
+  in.global = EncodeGlobal(spec_, input.features);
   const bool plain = !plain_.empty();
   if (!plain) {
-    args.push_back(torch::from_blob(
-        global.data(), {1, static_cast<int64_t>(global.size())}, torch::kFloat32));
+    in.args.push_back(torch::from_blob(
+        in.global.data(), {1, static_cast<int64_t>(in.global.size())}, torch::kFloat32));
   }
-  EncodedSequence seq;
-  if (transformer_) {
-    seq = EncodeSequence(spec_, input.request.model());
-    const int64_t n = static_cast<int64_t>(seq.types.size());
-    if (seq.truncated) {
-      warnings.push_back(core::MakeWarning(
-          v1::WARNING_CODE_OUT_OF_DISTRIBUTION,
-          absl::StrCat("the layer sequence has ", input.request.model().layers_size(),
-                       " layers; only the first ", n,
-                       " were read (the training maximum)"),
-          id));
-    }
-    if (!plain) {
-      args.push_back(torch::from_blob(seq.types.data(), {1, n}, torch::kInt64));
-      args.push_back(torch::from_blob(seq.numbers.data(), {1, n, 2}, torch::kFloat32));
-      args.push_back(torch::zeros({1, n}, torch::kBool));
-    }
+  if (!transformer_) return;
+  in.seq = EncodeSequence(spec_, input.request.model());
+  const int64_t n = static_cast<int64_t>(in.seq.types.size());
+  if (in.seq.truncated) {
+    warnings.push_back(core::MakeWarning(
+        v1::WARNING_CODE_OUT_OF_DISTRIBUTION,
+        absl::StrCat("the layer sequence has ", input.request.model().layers_size(),
+                     " layers; only the first ", n, " were read (the training maximum)"),
+        info_.id()));
   }
-  result.set_in_distribution(ood.empty() && !seq.truncated);
-  if (!result.in_distribution()) {
+  if (!plain) {
+    in.args.push_back(torch::from_blob(in.seq.types.data(), {1, n}, torch::kInt64));
+    in.args.push_back(
+        torch::from_blob(in.seq.numbers.data(), {1, n, 2}, torch::kFloat32));
+    in.args.push_back(torch::zeros({1, n}, torch::kBool));
+  }
+}
+
+double GpuMemNetEstimator::Penalty(const core::EstimationInput& input,
+                                   bool in_distribution,
+                                   std::vector<v1::Warning>& warnings,
+                                   std::vector<std::string>& caveats) const {
+  double penalty = 1.0;
+  if (!in_distribution) {
     penalty *= kWarningPenalty;
     caveats.push_back("out of the training distribution");
   }
@@ -266,21 +329,11 @@ absl::Status GpuMemNetEstimator::EstimateOrThrow(
         v1::WARNING_CODE_GPU_EXTRAPOLATION,
         absl::StrCat("trained on A100 40GB measurements; ", input.gpu.id,
                      " may need a different amount of memory"),
-        id));
+        info_.id()));
     penalty *= kWarningPenalty;
     caveats.push_back("another GPU than the A100 40GB");
   }
-  if (!device_.is_cpu()) {
-    for (torch::Tensor& t : args) t = t.to(device_);
-  }
-  // The members read the same tokens: made once for all of them.
-  const TokenSet tokens = plain && transformer_ ? DistinctTokens(seq) : TokenSet{};
-  GPUEST_ASSIGN_OR_RETURN(const Probabilities probabilities,
-                          MemberProbabilities(global, tokens, args, input.deadline));
-  const int bin = WriteMemory(probabilities, penalty, result);
-  WriteUtilization(probabilities, penalty, result);
-  result.set_basis(Basis(bin == heads_[served_head_].classes() - 1, caveats));
-  return absl::OkStatus();
+  return penalty;
 }
 
 absl::StatusOr<GpuMemNetEstimator::Probabilities> GpuMemNetEstimator::MemberProbabilities(
