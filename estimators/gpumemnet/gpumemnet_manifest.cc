@@ -90,6 +90,39 @@ absl::StatusOr<TrainingRecord> TrainingFromJson(Fields& t) {
   return r;
 }
 
+// "memory", naming one of the memory heads as the one served.
+absl::StatusOr<GpuMemNetManifest::Memory> MemoryFromJson(
+    Fields& f, const std::vector<HeadSpec>& heads) {
+  GpuMemNetManifest::Memory out;
+  GPUEST_ASSIGN_OR_RETURN(Fields memory, f.Object("memory"));
+  GPUEST_RETURN_IF_ERROR(memory.Get("served_head", out.served_head));
+  GPUEST_RETURN_IF_ERROR(memory.Get("served_width_gib", out.served_width_gib));
+  GPUEST_RETURN_IF_ERROR(memory.Get("rule", out.rule));
+  GPUEST_RETURN_IF_ERROR(memory.Get("unit", out.unit));
+  GPUEST_RETURN_IF_ERROR(memory.Finish());
+  bool served = false;
+  for (const HeadSpec& h : heads) {
+    served = served || (h.name == out.served_head && h.memory());
+  }
+  if (!served) return memory.Error("served_head", "is not one of the memory heads");
+  return out;
+}
+
+// Every head's test and cross-validation scores are in the training record.
+absl::Status CheckTrainingCoversHeads(const Fields& f, const TrainingRecord& training,
+                                      const std::vector<HeadSpec>& heads) {
+  for (const HeadSpec& h : heads) {
+    if (!training.test.count(h.name)) {
+      return f.Error(absl::StrCat("training.test.", h.name), "is missing");
+    }
+    if (!training.cross_validation.heads.count(h.name)) {
+      return f.Error(absl::StrCat("training.cross_validation.heads.", h.name),
+                     "is missing");
+    }
+  }
+  return absl::OkStatus();
+}
+
 Json TrainingToJson(const TrainingRecord& r) {
   Json cv_heads = Json::object(), test = Json::object(), dropped = Json::array();
   for (const auto& [head, s] : r.cross_validation.heads) {
@@ -187,17 +220,7 @@ absl::StatusOr<GpuMemNetManifest> GpuMemNetManifest::FromJson(const Json& json,
     GPUEST_ASSIGN_OR_RETURN(HeadSpec spec, HeadSpec::FromJson(head));
     m.heads.push_back(std::move(spec));
   }
-  GPUEST_ASSIGN_OR_RETURN(Fields memory, f.Object("memory"));
-  GPUEST_RETURN_IF_ERROR(memory.Get("served_head", m.memory.served_head));
-  GPUEST_RETURN_IF_ERROR(memory.Get("served_width_gib", m.memory.served_width_gib));
-  GPUEST_RETURN_IF_ERROR(memory.Get("rule", m.memory.rule));
-  GPUEST_RETURN_IF_ERROR(memory.Get("unit", m.memory.unit));
-  GPUEST_RETURN_IF_ERROR(memory.Finish());
-  bool served = false;
-  for (const HeadSpec& h : m.heads) {
-    served = served || (h.name == m.memory.served_head && h.memory());
-  }
-  if (!served) return memory.Error("served_head", "is not one of the memory heads");
+  GPUEST_ASSIGN_OR_RETURN(m.memory, MemoryFromJson(f, m.heads));
   GPUEST_ASSIGN_OR_RETURN(m.encoding, PartFromJson<EncodingSpec>(f, "encoding"));
   if (m.family != m.encoding.family) {
     return f.Error("family", absl::StrCat("is not the encoding's family, ",
@@ -211,15 +234,7 @@ absl::StatusOr<GpuMemNetManifest> GpuMemNetManifest::FromJson(const Json& json,
   GPUEST_RETURN_IF_ERROR(f.Get("ensemble", m.ensemble));
   GPUEST_ASSIGN_OR_RETURN(Fields training, f.Object("training"));
   GPUEST_ASSIGN_OR_RETURN(m.training, TrainingFromJson(training));
-  for (const HeadSpec& h : m.heads) {
-    if (!m.training.test.count(h.name)) {
-      return f.Error(absl::StrCat("training.test.", h.name), "is missing");
-    }
-    if (!m.training.cross_validation.heads.count(h.name)) {
-      return f.Error(absl::StrCat("training.cross_validation.heads.", h.name),
-                     "is missing");
-    }
-  }
+  GPUEST_RETURN_IF_ERROR(CheckTrainingCoversHeads(f, m.training, m.heads));
   GPUEST_ASSIGN_OR_RETURN(std::vector<Fields> datasets, f.Objects("datasets"));
   for (Fields& d : datasets) {
     GPUEST_ASSIGN_OR_RETURN(core::manifest::DatasetDigest digest,
