@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 namespace gpuest::requests {
 namespace {
@@ -226,6 +227,59 @@ v1::ModelDescription NewDescription() {
 
 // ---- torchsummary ----------------------------------------------------------------
 
+// One row "Type-N  [output shape]  params"; number is the row's place, 1-based.
+absl::StatusOr<v1::Layer> ParseTorchsummaryRow(absl::string_view line, size_t i,
+                                               int number, const Errors& errors) {
+  absl::string_view row = absl::StripAsciiWhitespace(line);
+  if (row.empty()) return errors.At(i, "blank line inside the table");
+  const size_t open = row.find('[');
+  absl::string_view label =
+      absl::StripTrailingAsciiWhitespace(row.substr(0, std::min(open, row.size())));
+  const size_t dash = label.rfind('-');
+  int64_t label_number = 0;
+  if (open == absl::string_view::npos || dash == absl::string_view::npos || dash == 0 ||
+      absl::StrContains(label, ' ') ||
+      !absl::SimpleAtoi(label.substr(dash + 1), &label_number)) {
+    return errors.At(
+        i,
+        absl::StrCat("expected a row 'Type-N  [output shape]  params', got '", row, "'"));
+  }
+  if (label_number != number) {
+    return errors.At(i, absl::StrCat("row '", label, "' should be number ", number,
+                                     " (a row is missing?)"));
+  }
+  int depth = 0;
+  size_t close = open;
+  for (; close < row.size(); ++close) {
+    if (row[close] == '[') ++depth;
+    if (row[close] == ']' && --depth == 0) break;
+  }
+  if (close == row.size()) {
+    return errors.At(i,
+                     absl::StrCat("output shape '", row.substr(open), "' is not closed"));
+  }
+  const absl::string_view shape_text = row.substr(open, close - open + 1);
+  std::vector<Shape> shapes;
+  int64_t activations = 0;
+  if (!ParseShapes(shape_text, &shapes)) return ShapeError(errors, i, shape_text);
+  if (!PerSample(shapes, &activations)) {
+    return errors.At(
+        i, absl::StrCat("output shape '", shape_text, "' is implausibly large"));
+  }
+  const absl::string_view params_text = absl::StripAsciiWhitespace(row.substr(close + 1));
+  int64_t params = 0;
+  if (!ParseCount(params_text, &params)) {
+    return errors.At(i,
+                     absl::StrCat("parameter count '", params_text, "' is not a number"));
+  }
+  v1::Layer layer;
+  layer.set_type(std::string(label.substr(0, dash)));
+  layer.set_name(std::string(label));
+  layer.set_output_activations(activations);
+  layer.set_parameters(params);
+  return layer;
+}
+
 absl::StatusOr<v1::ModelDescription> ParseTorchsummary(
     const std::vector<std::string>& lines, size_t header, const Errors& errors) {
   if (!absl::StrContains(lines[header], "Output Shape")) {
@@ -236,55 +290,10 @@ absl::StatusOr<v1::ModelDescription> ParseTorchsummary(
   v1::ModelDescription model = NewDescription();
   int64_t sum = 0;
   for (size_t i = header + 2; i < *end; ++i) {
-    absl::string_view row = absl::StripAsciiWhitespace(lines[i]);
-    if (row.empty()) return errors.At(i, "blank line inside the table");
-    const size_t open = row.find('[');
-    absl::string_view label =
-        absl::StripTrailingAsciiWhitespace(row.substr(0, std::min(open, row.size())));
-    const size_t dash = label.rfind('-');
-    int64_t number = 0;
-    if (open == absl::string_view::npos || dash == absl::string_view::npos || dash == 0 ||
-        absl::StrContains(label, ' ') ||
-        !absl::SimpleAtoi(label.substr(dash + 1), &number)) {
-      return errors.At(
-          i, absl::StrCat("expected a row 'Type-N  [output shape]  params', got '", row,
-                          "'"));
-    }
-    if (number != model.layers_size() + 1) {
-      return errors.At(i, absl::StrCat("row '", label, "' should be number ",
-                                       model.layers_size() + 1, " (a row is missing?)"));
-    }
-    int depth = 0;
-    size_t close = open;
-    for (; close < row.size(); ++close) {
-      if (row[close] == '[') ++depth;
-      if (row[close] == ']' && --depth == 0) break;
-    }
-    if (close == row.size()) {
-      return errors.At(
-          i, absl::StrCat("output shape '", row.substr(open), "' is not closed"));
-    }
-    const absl::string_view shape_text = row.substr(open, close - open + 1);
-    std::vector<Shape> shapes;
-    int64_t activations = 0;
-    if (!ParseShapes(shape_text, &shapes)) return ShapeError(errors, i, shape_text);
-    if (!PerSample(shapes, &activations)) {
-      return errors.At(
-          i, absl::StrCat("output shape '", shape_text, "' is implausibly large"));
-    }
-    const absl::string_view params_text =
-        absl::StripAsciiWhitespace(row.substr(close + 1));
-    int64_t params = 0;
-    if (!ParseCount(params_text, &params)) {
-      return errors.At(
-          i, absl::StrCat("parameter count '", params_text, "' is not a number"));
-    }
-    v1::Layer* layer = model.add_layers();
-    layer->set_type(std::string(label.substr(0, dash)));
-    layer->set_name(std::string(label));
-    layer->set_output_activations(activations);
-    layer->set_parameters(params);
-    sum += params;
+    auto layer = ParseTorchsummaryRow(lines[i], i, model.layers_size() + 1, errors);
+    if (!layer.ok()) return layer.status();
+    sum += layer->parameters();
+    *model.add_layers() = *std::move(layer);
   }
   size_t index = *end + 1;
   auto totals = ParseTotals(lines, index, errors);
@@ -336,170 +345,216 @@ struct InfoRow {
   int64_t params;
 };
 
-absl::StatusOr<v1::ModelDescription> ParseTorchinfo(const std::vector<std::string>& lines,
-                                                    size_t header, const Errors& errors) {
-  const std::vector<Column> columns = HeaderColumns(lines[header]);
+// The header's columns and where the ones read are (-1: absent).
+struct InfoColumns {
+  std::vector<Column> columns;
   int output_col = -1, params_col = -1, input_col = -1;
-  for (size_t c = 1; c < columns.size(); ++c) {
-    if (columns[c].name == "Output Shape") output_col = static_cast<int>(c);
-    if (columns[c].name == "Param #") params_col = static_cast<int>(c);
-    if (columns[c].name == "Input Shape") input_col = static_cast<int>(c);
-  }
-  if (columns.empty() || !absl::StartsWith(columns[0].name, "Layer (type") ||
-      params_col < 0) {
-    return errors.At(header,
-                     "not a torchinfo table header ('Layer (type...)' ... 'Param #')");
-  }
-  if (output_col < 0) {
-    return errors.At(
-        header,
-        "the table has no 'Output Shape' column: torchinfo prints it only when "
-        "summary() is given input_size or input_data");
-  }
-  auto end = FindTableEnd(lines, header, errors);
-  if (!end.ok()) return end.status();
 
-  auto field = [&](absl::string_view line, int c) -> absl::string_view {
+  // Column c of a row, trimmed; "" where the line ends before it.
+  absl::string_view Field(absl::string_view line, int c) const {
     const size_t start = columns[c].start;
     if (start >= line.size()) return "";
     const size_t stop = static_cast<size_t>(c) + 1 < columns.size()
                             ? columns[c + 1].start - start
                             : absl::string_view::npos;
     return absl::StripAsciiWhitespace(line.substr(start, stop));
-  };
+  }
+};
 
+absl::StatusOr<InfoColumns> ParseTorchinfoHeader(const std::vector<std::string>& lines,
+                                                 size_t header, const Errors& errors) {
+  InfoColumns t;
+  t.columns = HeaderColumns(lines[header]);
+  for (size_t c = 1; c < t.columns.size(); ++c) {
+    if (t.columns[c].name == "Output Shape") t.output_col = static_cast<int>(c);
+    if (t.columns[c].name == "Param #") t.params_col = static_cast<int>(c);
+    if (t.columns[c].name == "Input Shape") t.input_col = static_cast<int>(c);
+  }
+  if (t.columns.empty() || !absl::StartsWith(t.columns[0].name, "Layer (type") ||
+      t.params_col < 0) {
+    return errors.At(header,
+                     "not a torchinfo table header ('Layer (type...)' ... 'Param #')");
+  }
+  if (t.output_col < 0) {
+    return errors.At(
+        header,
+        "the table has no 'Output Shape' column: torchinfo prints it only when "
+        "summary() is given input_size or input_data");
+  }
+  return t;
+}
+
+// A row's label, into row: the depth from the tree prefix ("|    " per level, then
+// "+-"/"`-" or ASCII "+ "), then "Conv2d (conv1): 1-1", "Conv2d: 1-1",
+// "Conv2d (conv1)", "Conv2d" or "Cell: 2".
+absl::Status ParseTreeLabel(absl::string_view label, size_t i, const Errors& errors,
+                            InfoRow& row) {
+  size_t p = 0;
+  while (p < label.size() && (label[p] == ' ' || label[p] == '|')) ++p;
+  if (p + 1 < label.size() && (label[p] == '+' || label[p] == '`') &&
+      (label[p + 1] == '-' || label[p + 1] == ' ')) {
+    if (p % 5 != 0) return errors.At(i, "the tree prefix is not aligned to a depth");
+    row.depth = static_cast<int>(p / 5) + 1;
+    label = absl::StripAsciiWhitespace(label.substr(p + 2));
+  } else if (p != 0) {
+    return errors.At(i, absl::StrCat("expected a tree row like '+-Conv2d: 1-1', got '",
+                                     absl::StripAsciiWhitespace(label), "'"));
+  }
+  if (const size_t colon = label.rfind(": "); colon != absl::string_view::npos) {
+    row.depth_idx = std::string(absl::StripAsciiWhitespace(label.substr(colon + 2)));
+    label = label.substr(0, colon);
+    int depth = -1;
+    std::vector<absl::string_view> parts = absl::StrSplit(row.depth_idx, '-');
+    if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &depth) || depth != row.depth) {
+      return errors.At(i, absl::StrCat("depth-idx '", row.depth_idx,
+                                       "' does not match the row's depth in the tree (",
+                                       row.depth, ")"));
+    }
+  }
+  if (const size_t paren = label.find(" ("); paren != absl::string_view::npos) {
+    if (!absl::EndsWith(label, ")")) {
+      return errors.At(i, absl::StrCat("cannot read the layer label '", label, "'"));
+    }
+    row.var_name = std::string(label.substr(paren + 2, label.size() - paren - 3));
+    label = label.substr(0, paren);
+  }
+  if (label.empty() || absl::StrContains(label, ' ')) {
+    return errors.At(i, absl::StrCat("cannot read the layer type from '", label, "'"));
+  }
+  row.type = std::string(label);
+  return absl::OkStatus();
+}
+
+// A layer row's output elements per sample and parameter count, into row.
+absl::Status ParseRowCounts(const InfoColumns& t, absl::string_view line,
+                            absl::string_view output_text, size_t i, const Errors& errors,
+                            InfoRow& row) {
+  if (output_text != "--") {
+    std::vector<Shape> shapes;
+    if (!ParseShapes(output_text, &shapes)) return ShapeError(errors, i, output_text);
+    if (!PerSample(shapes, &row.activations)) {
+      return errors.At(
+          i, absl::StrCat("output shape '", output_text, "' is implausibly large"));
+    }
+  }
+  absl::string_view params_text = t.Field(line, t.params_col);
+  if (params_text != "--" && params_text != "(recursive)") {
+    // A frozen module's count is printed in parentheses.
+    if (absl::StartsWith(params_text, "(") && absl::EndsWith(params_text, ")")) {
+      params_text = params_text.substr(1, params_text.size() - 2);
+    }
+    if (!ParseCount(params_text, &row.params)) {
+      return errors.At(i, absl::StrCat("parameter count '", t.Field(line, t.params_col),
+                                       "' is not a number"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The sample's shape from the model's own row (its input shape, less the batch
+// dimension), where it reads as one shape of positive sizes.
+void ReadInputShape(absl::string_view input_text, std::vector<int64_t>& input_shape) {
+  std::vector<Shape> shapes;
+  if (input_text != "--" && ParseShapes(input_text, &shapes) && shapes.size() == 1 &&
+      shapes[0].size() >= 2) {
+    bool positive = true;
+    for (size_t d = 1; d < shapes[0].size(); ++d) positive = positive && shapes[0][d] > 0;
+    if (positive) input_shape.assign(shapes[0].begin() + 1, shapes[0].end());
+  }
+}
+
+// The table's layer rows (verbose mode's parameter rows skipped), and the sample's
+// input shape where the table gives it.
+struct InfoTable {
   std::vector<InfoRow> rows;
   std::vector<int64_t> input_shape;
-  for (size_t i = header + 2; i < *end; ++i) {
+};
+
+absl::StatusOr<InfoTable> ParseTorchinfoRows(const std::vector<std::string>& lines,
+                                             size_t header, size_t end,
+                                             const InfoColumns& t, const Errors& errors) {
+  InfoTable table;
+  std::vector<InfoRow>& rows = table.rows;
+  for (size_t i = header + 2; i < end; ++i) {
     absl::string_view line = lines[i];
     if (absl::StripAsciiWhitespace(line).empty()) {
       return errors.At(i, "blank line inside the table");
     }
-    for (size_t c = 1; c < columns.size(); ++c) {
-      if (columns[c].start < line.size() && line[columns[c].start - 1] != ' ') {
+    for (size_t c = 1; c < t.columns.size(); ++c) {
+      if (t.columns[c].start < line.size() && line[t.columns[c].start - 1] != ' ') {
         return errors.At(i, "the row does not line up with the header's columns");
       }
     }
     // Verbose mode's per-parameter rows ("└─weight") print no output shape; their
     // counts are already in the module's row above.
-    const absl::string_view output_text = field(line, output_col);
+    const absl::string_view output_text = t.Field(line, t.output_col);
     if (output_text.empty()) {
       if (rows.empty()) return errors.At(i, "a parameter row before any layer row");
       continue;
     }
-    // Depth from the tree prefix: "|    " per level, then "+-"/"`-" (or ASCII "+ ").
-    absl::string_view label =
-        absl::StripTrailingAsciiWhitespace(line.substr(0, columns[1].start));
-    size_t p = 0;
-    while (p < label.size() && (label[p] == ' ' || label[p] == '|')) ++p;
     InfoRow row{i, 0, "", "", "", 0, 0};
-    if (p + 1 < label.size() && (label[p] == '+' || label[p] == '`') &&
-        (label[p + 1] == '-' || label[p + 1] == ' ')) {
-      if (p % 5 != 0) return errors.At(i, "the tree prefix is not aligned to a depth");
-      row.depth = static_cast<int>(p / 5) + 1;
-      label = absl::StripAsciiWhitespace(label.substr(p + 2));
-    } else if (p != 0) {
-      return errors.At(i, absl::StrCat("expected a tree row like '+-Conv2d: 1-1', got '",
-                                       absl::StripAsciiWhitespace(label), "'"));
-    }
-    // "Conv2d (conv1): 1-1", "Conv2d: 1-1", "Conv2d (conv1)", "Conv2d", "Cell: 2".
-    if (const size_t colon = label.rfind(": "); colon != absl::string_view::npos) {
-      row.depth_idx = std::string(absl::StripAsciiWhitespace(label.substr(colon + 2)));
-      label = label.substr(0, colon);
-      int depth = -1;
-      std::vector<absl::string_view> parts = absl::StrSplit(row.depth_idx, '-');
-      if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &depth) || depth != row.depth) {
-        return errors.At(i, absl::StrCat("depth-idx '", row.depth_idx,
-                                         "' does not match the row's depth in the tree (",
-                                         row.depth, ")"));
-      }
-    }
-    if (const size_t paren = label.find(" ("); paren != absl::string_view::npos) {
-      if (!absl::EndsWith(label, ")")) {
-        return errors.At(i, absl::StrCat("cannot read the layer label '", label, "'"));
-      }
-      row.var_name = std::string(label.substr(paren + 2, label.size() - paren - 3));
-      label = label.substr(0, paren);
-    }
-    if (label.empty() || absl::StrContains(label, ' ')) {
-      return errors.At(i, absl::StrCat("cannot read the layer type from '", label, "'"));
-    }
-    row.type = std::string(label);
+    GPUEST_RETURN_IF_ERROR(ParseTreeLabel(
+        absl::StripTrailingAsciiWhitespace(line.substr(0, t.columns[1].start)), i, errors,
+        row));
     if (!rows.empty() && row.depth > rows.back().depth + 1) {
       return errors.At(i, "the row is more than one level deeper than the row above it");
     }
-
-    if (output_text != "--") {
-      std::vector<Shape> shapes;
-      if (!ParseShapes(output_text, &shapes)) return ShapeError(errors, i, output_text);
-      if (!PerSample(shapes, &row.activations)) {
-        return errors.At(
-            i, absl::StrCat("output shape '", output_text, "' is implausibly large"));
-      }
-    }
-    absl::string_view params_text = field(line, params_col);
-    if (params_text != "--" && params_text != "(recursive)") {
-      // A frozen module's count is printed in parentheses.
-      if (absl::StartsWith(params_text, "(") && absl::EndsWith(params_text, ")")) {
-        params_text = params_text.substr(1, params_text.size() - 2);
-      }
-      if (!ParseCount(params_text, &row.params)) {
-        return errors.At(i, absl::StrCat("parameter count '", field(line, params_col),
-                                         "' is not a number"));
-      }
-    }
-    if (input_col >= 0 && rows.empty() && row.depth == 0) {
-      std::vector<Shape> shapes;
-      const absl::string_view input_text = field(line, input_col);
-      if (input_text != "--" && ParseShapes(input_text, &shapes) && shapes.size() == 1 &&
-          shapes[0].size() >= 2) {
-        bool positive = true;
-        for (size_t d = 1; d < shapes[0].size(); ++d)
-          positive = positive && shapes[0][d] > 0;
-        if (positive) input_shape.assign(shapes[0].begin() + 1, shapes[0].end());
-      }
+    GPUEST_RETURN_IF_ERROR(ParseRowCounts(t, line, output_text, i, errors, row));
+    if (t.input_col >= 0 && rows.empty() && row.depth == 0) {
+      ReadInputShape(t.Field(line, t.input_col), table.input_shape);
     }
     rows.push_back(std::move(row));
   }
-  if (rows.empty()) return errors.At(*end, "the table has no layer rows");
+  if (rows.empty()) return errors.At(end, "the table has no layer rows");
+  return table;
+}
 
-  size_t index = *end + 1;
-  auto totals = ParseTotals(lines, index, errors);
-  if (!totals.ok()) return totals.status();
+// Which rows are leaves (a leaf, or a row at the depth limit, carries its whole
+// count), and whether a container row's count is its own (torchinfo's "leftover"
+// count) or its children's sum, as the rows add up to Total params.
+struct CountedRows {
+  std::vector<bool> leaf;
+  bool with_containers = false;
+};
 
-  // Leaves (and rows at the depth limit) carry their whole count; a container row
-  // carries only the parameters that are its own (torchinfo's "leftover" count).
-  std::vector<bool> leaf(rows.size());
+absl::StatusOr<CountedRows> CountRows(const std::vector<InfoRow>& rows,
+                                      const Totals& totals, const Errors& errors) {
+  CountedRows counted;
+  counted.leaf.resize(rows.size());
   int64_t leaves_sum = 0, containers_sum = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
-    leaf[r] = r + 1 == rows.size() || rows[r + 1].depth <= rows[r].depth;
-    (leaf[r] ? leaves_sum : containers_sum) += rows[r].params;
+    counted.leaf[r] = r + 1 == rows.size() || rows[r + 1].depth <= rows[r].depth;
+    (counted.leaf[r] ? leaves_sum : containers_sum) += rows[r].params;
   }
-  bool with_containers;
-  if (leaves_sum + containers_sum == totals->total) {
-    with_containers = true;
-  } else if (leaves_sum == totals->total) {
+  if (leaves_sum + containers_sum == totals.total) {
+    counted.with_containers = true;
+  } else if (leaves_sum == totals.total) {
     // Older torchinfo prints a container's recursive sum: its children already count it.
-    with_containers = false;
+    counted.with_containers = false;
   } else {
     return errors.At(
-        totals->total_line,
-        absl::StrCat("Total params is ", totals->total, " but the rows add up to ",
+        totals.total_line,
+        absl::StrCat("Total params is ", totals.total, " but the rows add up to ",
                      leaves_sum + containers_sum, " (leaf rows alone: ", leaves_sum,
                      "); a row is missing or altered?"));
   }
-  if (auto status = CheckNoSecondTable(lines, index, errors); !status.ok()) return status;
+  return counted;
+}
 
+// The layers that count: the leaves, and the containers with parameters of their own.
+// A layer is named by its var names' path where the table gives any, else by its
+// depth-idx.
+v1::ModelDescription TorchinfoModel(const InfoTable& table, const CountedRows& counted) {
   v1::ModelDescription model = NewDescription();
-  for (int64_t d : input_shape) model.add_input_shape(d);
+  for (int64_t d : table.input_shape) model.add_input_shape(d);
   std::vector<std::string> path;  // var names by depth, for the layers' dotted names
   bool any_var_name = false;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const InfoRow& row = rows[r];
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    const InfoRow& row = table.rows[r];
     path.resize(row.depth + 1);
     path[row.depth] = row.var_name;
     any_var_name = any_var_name || !row.var_name.empty();
-    if (!leaf[r] && !(with_containers && row.params > 0)) continue;
+    if (!counted.leaf[r] && !(counted.with_containers && row.params > 0)) continue;
     v1::Layer* layer = model.add_layers();
     layer->set_type(row.type);
     if (any_var_name && row.depth > 0) {
@@ -511,6 +566,23 @@ absl::StatusOr<v1::ModelDescription> ParseTorchinfo(const std::vector<std::strin
     layer->set_parameters(row.params);
   }
   return model;
+}
+
+absl::StatusOr<v1::ModelDescription> ParseTorchinfo(const std::vector<std::string>& lines,
+                                                    size_t header, const Errors& errors) {
+  GPUEST_ASSIGN_OR_RETURN(const InfoColumns columns,
+                          ParseTorchinfoHeader(lines, header, errors));
+  auto end = FindTableEnd(lines, header, errors);
+  if (!end.ok()) return end.status();
+  GPUEST_ASSIGN_OR_RETURN(const InfoTable table,
+                          ParseTorchinfoRows(lines, header, *end, columns, errors));
+  size_t index = *end + 1;
+  auto totals = ParseTotals(lines, index, errors);
+  if (!totals.ok()) return totals.status();
+  GPUEST_ASSIGN_OR_RETURN(const CountedRows counted,
+                          CountRows(table.rows, *totals, errors));
+  if (auto status = CheckNoSecondTable(lines, index, errors); !status.ok()) return status;
+  return TorchinfoModel(table, counted);
 }
 
 }  // namespace
