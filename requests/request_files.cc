@@ -75,18 +75,12 @@ absl::StatusOr<v1::EstimateRequest> ReadRequest(const std::string& path,
   return ParseRequestText(*text, path == "-" ? "stdin" : path, options);
 }
 
-absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
-                                                     const std::string& name,
-                                                     const ReadOptions& options) {
-  if (options.batch_size < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch-size must be positive, got ", options.batch_size));
-  }
-  const size_t first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": empty input"));
-  }
-  if (text[first] != '{') return ReadSummary(text, name, options);
+namespace {
+
+// JSON text as a ModelDescription or, failing that, an EstimateRequest, each field
+// given once.
+absl::StatusOr<v1::EstimateRequest> ParseJsonRequest(const std::string& text,
+                                                     const std::string& name) {
   // Protobuf's JSON parser recurses per level and may run up to three times below,
   // and takes a key named twice as its last copy (appending a list's two copies).
   if (absl::Status shape = common::CheckJsonText(text, name); !shape.ok()) return shape;
@@ -96,24 +90,29 @@ absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
   if (as_model.ok()) {
     GPUEST_RETURN_IF_ERROR(
         CheckEachFieldOnce(text, *v1::ModelDescription::descriptor(), name));
-  } else {
-    request.Clear();
-    auto as_request = google::protobuf::util::JsonStringToMessage(text, &request);
-    if (!as_request.ok()) {
-      // Report the complaint about the form the text meant, so that it names the bad
-      // field: "(model.batch_size): invalid value", not "model: Cannot find field".
-      if (MeansARequest(text)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            name,
-            ": not an EstimateRequest in JSON: ", std::string(as_request.message())));
-      }
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": not a ModelDescription (nor an EstimateRequest) in JSON: ",
-          std::string(as_model.message())));
-    }
-    GPUEST_RETURN_IF_ERROR(
-        CheckEachFieldOnce(text, *v1::EstimateRequest::descriptor(), name));
+    return request;
   }
+  request.Clear();
+  auto as_request = google::protobuf::util::JsonStringToMessage(text, &request);
+  if (!as_request.ok()) {
+    // Report the complaint about the form the text meant, so that it names the bad
+    // field: "(model.batch_size): invalid value", not "model: Cannot find field".
+    if (MeansARequest(text)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": not an EstimateRequest in JSON: ", std::string(as_request.message())));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": not a ModelDescription (nor an EstimateRequest) in JSON: ",
+                     std::string(as_model.message())));
+  }
+  GPUEST_RETURN_IF_ERROR(
+      CheckEachFieldOnce(text, *v1::EstimateRequest::descriptor(), name));
+  return request;
+}
+
+// The flags' batch size and parallelism over what the file says.
+absl::Status ApplyOptions(const std::string& name, const ReadOptions& options,
+                          v1::EstimateRequest& request) {
   if (options.batch_size > 0) {
     // A trace answers for its own batch only: another --batch-size is refused before
     // any call, by the rule the server holds every request to.
@@ -139,6 +138,25 @@ absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
     }
     *request.mutable_model()->mutable_parallelism() = *options.parallelism;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::EstimateRequest> ParseRequestText(const std::string& text,
+                                                     const std::string& name,
+                                                     const ReadOptions& options) {
+  if (options.batch_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch-size must be positive, got ", options.batch_size));
+  }
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": empty input"));
+  }
+  if (text[first] != '{') return ReadSummary(text, name, options);
+  GPUEST_ASSIGN_OR_RETURN(v1::EstimateRequest request, ParseJsonRequest(text, name));
+  GPUEST_RETURN_IF_ERROR(ApplyOptions(name, options, request));
   return request;
 }
 
