@@ -28,6 +28,7 @@
 #include "placement/placement_reasons.h"
 #include "placement/placement_verdict.h"
 #include "tests/support/examples.h"
+#include "tests/support/shipped_models.h"
 
 namespace gpuest::placement {
 namespace {
@@ -37,23 +38,16 @@ const std::string kContentionFile = core::ContentionModelPath(GPUEST_MODELS_DIR)
 class PlacementEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto registry = core::EstimatorRegistry::Load(
-        estimators::WithDefaultFactories({GPUEST_MODELS_DIR, "cpu"}));
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    engine_ = new core::Engine(std::move(*registry), core::ValidationLimits{});
-    auto contention = ContentionModel::Load(kContentionFile);
-    ASSERT_TRUE(contention.ok()) << contention.status();
-    placement_ = new PlacementEngine(*engine_, *contention);
+    const std::shared_ptr<const ModelSet> set = testing::ShippedModelSet();
+    engine_ = &set->engine();
+    placement_ = &set->placement();
   }
-  static void TearDownTestSuite() {
-    delete placement_;
-    delete engine_;
-  }
-  static core::Engine* engine_;
-  static PlacementEngine* placement_;
+  // The shipped set lives as long as the test binary.
+  static const core::Engine* engine_;
+  static const PlacementEngine* placement_;
 };
-core::Engine* PlacementEngineTest::engine_ = nullptr;
-PlacementEngine* PlacementEngineTest::placement_ = nullptr;
+const core::Engine* PlacementEngineTest::engine_ = nullptr;
+const PlacementEngine* PlacementEngineTest::placement_ = nullptr;
 
 TEST_F(PlacementEngineTest, ChecksMemoryAndContentionOnAMigSliceByItsNvidiaSmiName) {
   v1::CheckPlacementRequest request;

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "placement/contention_model.h"
 #include "tests/support/examples.h"
+#include "tests/support/shipped_models.h"
 
 namespace gpuest::placement {
 namespace {
@@ -57,17 +58,9 @@ TEST(UtilizationFromEstimateTest, NothingSaidIsSaturatingAndNvidiaSmiIsExact) {
 class PlacementJobTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto registry = core::EstimatorRegistry::Load(
-        estimators::WithDefaultFactories({GPUEST_MODELS_DIR, "cpu"}));
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    engine_ = new core::Engine(std::move(*registry), core::ValidationLimits{});
-    auto contention = ContentionModel::Load(core::ContentionModelPath(GPUEST_MODELS_DIR));
-    ASSERT_TRUE(contention.ok()) << contention.status();
-    contention_ = new ContentionModel(*contention);
-  }
-  static void TearDownTestSuite() {
-    delete contention_;
-    delete engine_;
+    const std::shared_ptr<const ModelSet> set = testing::ShippedModelSet();
+    engine_ = &set->engine();
+    contention_ = &set->contention();
   }
   static const core::GpuProfile& A100() {
     return *engine_->registry()->gpus().Find("a100-40gb");
@@ -76,11 +69,11 @@ class PlacementJobTest : public ::testing::Test {
     return ResolveJob(job, "existing[1]", A100(), *engine_, *contention_,
                       common::WorkDeadline::Never());
   }
-  static core::Engine* engine_;
-  static ContentionModel* contention_;
+  static const core::Engine* engine_;  // The shipped set lives as long as the binary.
+  static const ContentionModel* contention_;
 };
-core::Engine* PlacementJobTest::engine_ = nullptr;
-ContentionModel* PlacementJobTest::contention_ = nullptr;
+const core::Engine* PlacementJobTest::engine_ = nullptr;
+const ContentionModel* PlacementJobTest::contention_ = nullptr;
 
 TEST_F(PlacementJobTest, AMeasuredJobIsReadAsItsSourceSays) {
   absl::StatusOr<ResolvedJob> smi =

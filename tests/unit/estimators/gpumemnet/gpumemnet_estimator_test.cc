@@ -15,6 +15,7 @@
 #include "lab/data/measured_rows.h"
 #include "tests/support/datasets.h"
 #include "tests/support/examples.h"
+#include "tests/support/shipped_models.h"
 
 namespace gpuest::gpumemnet {
 namespace {
@@ -24,13 +25,7 @@ const v1::ModelFamily kFamilies[] = {v1::MODEL_FAMILY_MLP, v1::MODEL_FAMILY_CNN,
 
 class ShippedModels : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto registry = core::EstimatorRegistry::Load(
-        estimators::WithDefaultFactories({GPUEST_MODELS_DIR, "cpu"}));
-    ASSERT_TRUE(registry.ok()) << registry.status();
-    engine_ = new core::Engine(std::move(*registry), core::ValidationLimits{});
-  }
-  static void TearDownTestSuite() { delete engine_; }
+  static void SetUpTestSuite() { engine_ = &testing::ShippedModelSet()->engine(); }
 
   // Runs one gpumemnet estimator on a request and checks the shape of its answer.
   static v1::EstimatorResult Run(const std::string& id, v1::EstimateRequest request,
@@ -60,9 +55,9 @@ class ShippedModels : public ::testing::Test {
     return r;
   }
 
-  static core::Engine* engine_;
+  static const core::Engine* engine_;  // The shipped set lives as long as the binary.
 };
-core::Engine* ShippedModels::engine_ = nullptr;
+const core::Engine* ShippedModels::engine_ = nullptr;
 
 TEST_F(ShippedModels, EveryFamilyHasBothKindsWithTheirTargets) {
   const v1::ListEstimatorsResponse list = engine_->ListEstimators();
