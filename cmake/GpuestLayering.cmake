@@ -57,6 +57,26 @@ set(GPUEST_FOLDER_LAYOUT
   "lab/trainer: gpuest::trainer gpuest_trainer"
   "lab/gpu/ml_check: gpuest::ml_check -")
 
+# The row of a "folder: rest" table (GPUEST_INCLUDE_LAYERS, GPUEST_FOLDER_LAYOUT) whose
+# folder is the longest that holds path: the folder in folder_out (empty: none), the
+# rest of its row in rest_out.
+function(gpuest_folder_row path table folder_out rest_out)
+  set(best "")
+  set(best_rest "")
+  foreach(row IN LISTS ${table})
+    string(REGEX MATCH "^([a-z_/]+): (.*)$" _ "${row}")
+    string(LENGTH "${CMAKE_MATCH_1}" length)
+    string(LENGTH "${best}" best_length)
+    string(FIND "${path}" "${CMAKE_MATCH_1}/" at)
+    if(at EQUAL 0 AND length GREATER best_length)
+      set(best "${CMAKE_MATCH_1}")
+      set(best_rest "${CMAKE_MATCH_2}")
+    endif()
+  endforeach()
+  set(${folder_out} "${best}" PARENT_SCOPE)
+  set(${rest_out} "${best_rest}" PARENT_SCOPE)
+endfunction()
+
 # The project's own top-level folders (an include of another first folder, such as
 # "absl/" or "gpuest/", is a dependency's or generated code's, and not checked).
 set(GPUEST_PROJECT_FOLDERS common requests estimators placement integrations server client
