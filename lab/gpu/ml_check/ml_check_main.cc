@@ -172,15 +172,34 @@ int64_t ParameterBytes(const std::vector<GpuMemNetModule>& members) {
   return bytes;
 }
 
-// The ensemble's mean probability per class (every head, softmax per head in double,
-// as the served estimator does) for rows [begin, begin + count), run as one batch.
-// A Transformer-based batch is padded to its longest row, the padding masked.
-std::vector<std::vector<double>> Probabilities(const Ensemble& e,
-                                               std::vector<GpuMemNetModule>& members,
-                                               const torch::Device& device,
-                                               const std::vector<Row>& rows, size_t begin,
-                                               size_t count) {
-  c10::InferenceMode inference;
+// A Transformer-based batch's token types, numbers and padding mask, appended to
+// `args`: padded to its longest row, the padding masked.
+void AppendSequences(const std::vector<Row>& rows, size_t begin, int64_t b,
+                     std::vector<torch::Tensor>& args) {
+  int64_t length = 1;
+  for (int64_t i = 0; i < b; ++i) {
+    length = std::max<int64_t>(length, rows[begin + i].types.size());
+  }
+  torch::Tensor types = torch::zeros({b, length}, torch::kInt64);
+  torch::Tensor numbers = torch::zeros({b, length, 2}, torch::kFloat32);
+  torch::Tensor padding = torch::ones({b, length}, torch::kBool);
+  for (int64_t i = 0; i < b; ++i) {
+    const Row& r = rows[begin + i];
+    const int64_t n = static_cast<int64_t>(r.types.size());
+    std::copy(r.types.begin(), r.types.end(), types.data_ptr<int64_t>() + i * length);
+    std::copy(r.numbers.begin(), r.numbers.end(),
+              numbers.data_ptr<float>() + i * length * 2);
+    padding[i].slice(0, 0, n).fill_(false);
+  }
+  args.push_back(types);
+  args.push_back(numbers);
+  args.push_back(padding);
+}
+
+// The forward's inputs for rows [begin, begin + count), on `device`.
+std::vector<torch::Tensor> Inputs(const Ensemble& e, const torch::Device& device,
+                                  const std::vector<Row>& rows, size_t begin,
+                                  size_t count) {
   const int64_t b = static_cast<int64_t>(count);
   const int64_t g = static_cast<int64_t>(rows[begin].global.size());
   torch::Tensor global = torch::empty({b, g}, torch::kFloat32);
@@ -189,29 +208,44 @@ std::vector<std::vector<double>> Probabilities(const Ensemble& e,
               global.data_ptr<float>() + i * g);
   }
   std::vector<torch::Tensor> args = {global};
-  if (e.transformer) {
-    int64_t length = 1;
-    for (int64_t i = 0; i < b; ++i) {
-      length = std::max<int64_t>(length, rows[begin + i].types.size());
-    }
-    torch::Tensor types = torch::zeros({b, length}, torch::kInt64);
-    torch::Tensor numbers = torch::zeros({b, length, 2}, torch::kFloat32);
-    torch::Tensor padding = torch::ones({b, length}, torch::kBool);
-    for (int64_t i = 0; i < b; ++i) {
-      const Row& r = rows[begin + i];
-      const int64_t n = static_cast<int64_t>(r.types.size());
-      std::copy(r.types.begin(), r.types.end(), types.data_ptr<int64_t>() + i * length);
-      std::copy(r.numbers.begin(), r.numbers.end(),
-                numbers.data_ptr<float>() + i * length * 2);
-      padding[i].slice(0, 0, n).fill_(false);
-    }
-    args.push_back(types);
-    args.push_back(numbers);
-    args.push_back(padding);
-  }
+  if (e.transformer) AppendSequences(rows, begin, b, args);
   if (!device.is_cpu()) {
     for (torch::Tensor& t : args) t = t.to(device);
   }
+  return args;
+}
+
+// Adds one member's probabilities (softmax per head, in double) times `weight` to
+// `mean`; `logits` is on the CPU, float, contiguous, a row per entry of `mean`.
+void AddProbabilities(const Ensemble& e, const torch::Tensor& logits, double weight,
+                      std::vector<std::vector<double>>& mean) {
+  const float* z0 = logits.data_ptr<float>();
+  for (size_t i = 0; i < mean.size(); ++i) {
+    const float* z = z0 + i * e.total_classes;
+    for (const Head& h : e.heads) {
+      const float top = *std::max_element(z + h.offset, z + h.offset + h.classes);
+      std::vector<double> p(h.classes);
+      double sum = 0;
+      for (int k = 0; k < h.classes; ++k) {
+        sum += p[k] = std::exp(double{z[h.offset + k]} - top);
+      }
+      for (int k = 0; k < h.classes; ++k) {
+        mean[i][h.offset + k] += weight * p[k] / sum;
+      }
+    }
+  }
+}
+
+// The ensemble's mean probability per class (every head, softmax per head in double,
+// as the served estimator does) for rows [begin, begin + count), run as one batch.
+// A Transformer-based batch is padded to its longest row, the padding masked.
+std::vector<std::vector<double>> Probabilities(const Ensemble& e,
+                                               std::vector<GpuMemNetModule>& members,
+                                               const torch::Device& device,
+                                               const std::vector<Row>& rows, size_t begin,
+                                               size_t count) {
+  c10::InferenceMode inference;  // Over the inputs too: they are built in it.
+  std::vector<torch::Tensor> args = Inputs(e, device, rows, begin, count);
   std::vector<std::vector<double>> mean(count, std::vector<double>(e.total_classes, 0.0));
   const double weight = 1.0 / static_cast<double>(members.size());
   for (GpuMemNetModule& member : members) {
@@ -219,21 +253,7 @@ std::vector<std::vector<double>> Probabilities(const Ensemble& e,
                                ? member->forward(args[0], args[1], args[2], args[3])
                                : member->forward(args[0]);
     logits = logits.to(torch::kCPU, torch::kFloat32).contiguous();
-    const float* z0 = logits.data_ptr<float>();
-    for (size_t i = 0; i < count; ++i) {
-      const float* z = z0 + i * e.total_classes;
-      for (const Head& h : e.heads) {
-        const float top = *std::max_element(z + h.offset, z + h.offset + h.classes);
-        std::vector<double> p(h.classes);
-        double sum = 0;
-        for (int k = 0; k < h.classes; ++k) {
-          sum += p[k] = std::exp(double{z[h.offset + k]} - top);
-        }
-        for (int k = 0; k < h.classes; ++k) {
-          mean[i][h.offset + k] += weight * p[k] / sum;
-        }
-      }
-    }
+    AddProbabilities(e, logits, weight, mean);
   }
   return mean;
 }
@@ -417,8 +437,33 @@ int Usage(const std::string& why) {
   return 2;
 }
 
-int Run(int argc, char** argv) {
-  Options o;
+// Sets one flag's value: false for a flag this program does not know; std::stoi and
+// std::stod throw for a value that is not a number.
+bool SetFlag(const std::string& flag, const std::string& value, Options& o) {
+  if (flag == "--models") {
+    o.models = value;
+  } else if (flag == "--rows") {
+    o.rows_file = value;
+  } else if (flag == "--generate") {
+    o.rows = std::stoi(value);
+  } else if (flag == "--out") {
+    o.out = value;
+  } else if (flag == "--device") {
+    o.device = value;
+  } else if (flag == "--bound") {
+    o.bound = std::stod(value);
+  } else if (flag == "--timing-requests") {
+    o.timing_requests = std::stoi(value);
+  } else if (flag == "--threads") {
+    o.threads = std::stoi(value);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// nullopt: run with `o`; otherwise the exit status (--help, or the usage after an error).
+std::optional<int> ParseFlags(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
@@ -428,25 +473,7 @@ int Run(int argc, char** argv) {
     if (i + 1 >= argc) return Usage(flag + " needs a value");
     const std::string value = argv[++i];
     try {
-      if (flag == "--models") {
-        o.models = value;
-      } else if (flag == "--rows") {
-        o.rows_file = value;
-      } else if (flag == "--generate") {
-        o.rows = std::stoi(value);
-      } else if (flag == "--out") {
-        o.out = value;
-      } else if (flag == "--device") {
-        o.device = value;
-      } else if (flag == "--bound") {
-        o.bound = std::stod(value);
-      } else if (flag == "--timing-requests") {
-        o.timing_requests = std::stoi(value);
-      } else if (flag == "--threads") {
-        o.threads = std::stoi(value);
-      } else {
-        return Usage("unknown flag " + flag);
-      }
+      if (!SetFlag(flag, value, o)) return Usage("unknown flag " + flag);
     } catch (const std::exception&) {
       return Usage(flag + ": not a number: " + value);
     }
@@ -458,162 +485,203 @@ int Run(int argc, char** argv) {
     return Usage(
         "--generate wants at least 64 rows; --timing-requests and --threads 1 or more");
   }
-  // As the server: one intra-op thread per call (its worker pool is its parallelism).
-  at::set_num_threads(o.threads);
+  return std::nullopt;
+}
 
-  const bool cuda_seen = torch::cuda::is_available();
-  const int cuda_devices = static_cast<int>(torch::cuda::device_count());
-  std::string gpu_half = "run";
-  if (o.device == "cpu") {
-    gpu_half = "not run: --device cpu";
-  } else if (!cuda_seen) {
-    gpu_half = "NOT RUN: libtorch " TORCH_VERSION
+// Whether the CUDA half runs, and what libtorch sees.
+struct GpuHalf {
+  bool cuda_seen = false;
+  int cuda_devices = 0;
+  std::string status = "run";  // "run", or why not.
+
+  bool run() const { return status == "run"; }
+};
+
+GpuHalf DecideGpuHalf(const std::string& device) {
+  GpuHalf g;
+  g.cuda_seen = torch::cuda::is_available();
+  g.cuda_devices = static_cast<int>(torch::cuda::device_count());
+  if (device == "cpu") {
+    g.status = "not run: --device cpu";
+  } else if (!g.cuda_seen) {
+    g.status = "NOT RUN: libtorch " TORCH_VERSION
                " sees no CUDA device (a CPU-only libtorch, or no GPU on this machine)";
-    if (o.device == "cuda") {
-      std::cerr << "gpuest-ml-check: --device cuda, but " << gpu_half.substr(9) << "\n";
-      return 2;
-    }
   }
-  const bool run_cuda = gpu_half == "run";
+  return g;
+}
 
-  std::map<std::string, RowSet> given;
-  if (!o.rows_file.empty()) {
-    try {
-      std::ifstream in(o.rows_file);
-      if (!in) return Usage("cannot read " + o.rows_file);
-      given = ReadRows(in);
-    } catch (const std::exception& ex) {
-      return Usage(ex.what());
-    }
-  }
+// The rows --rows names, by ensemble id; none without it.
+std::map<std::string, RowSet> ReadGivenRows(const std::string& rows_file) {
+  if (rows_file.empty()) return {};
+  std::ifstream in(rows_file);
+  if (!in) throw std::runtime_error("cannot read " + rows_file);
+  return ReadRows(in);
+}
 
+// The folders of `models` that hold a manifest.json, sorted.
+std::vector<std::string> ModelDirectories(const std::string& models,
+                                          std::error_code& ec) {
   std::vector<std::string> directories;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(o.models, ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(models, ec)) {
     if (std::filesystem::exists(entry.path() / "manifest.json")) {
       directories.push_back(entry.path().string());
     }
   }
-  if (ec) return Usage("cannot list " + o.models + ": " + ec.message());
   std::sort(directories.begin(), directories.end());
+  return directories;
+}
 
-  const torch::Device cpu(torch::kCPU);
-  const torch::Device gpu = run_cuda ? torch::Device(torch::kCUDA, 0) : cpu;
+// What the steps of one run share.
+struct Check {
+  Options options;
+  GpuHalf gpu_half;
+  std::map<std::string, RowSet> given;  // --rows, by ensemble id.
+  torch::Device cpu{torch::kCPU};
+  torch::Device gpu{torch::kCPU};  // cuda:0 where the GPU half runs.
+  std::vector<Ensemble> ensembles;
+  // Every ensemble's members on the GPU at once, as a server holds them.
+  std::vector<std::vector<GpuMemNetModule>> on_gpu;
   std::vector<Result> results;
   std::vector<std::string> failures;
   CudaMemory memory;
-  // Every ensemble's members on the GPU at once, as a server holds them.
-  std::vector<std::vector<GpuMemNetModule>> on_gpu;
-  std::vector<Ensemble> ensembles;
+};
+
+// The gpumemnet ensembles among the directories; one that cannot be read is a failed
+// result.
+void ReadEnsembles(const std::vector<std::string>& directories, Check& c) {
   for (const std::string& directory : directories) {
     try {
       std::optional<Ensemble> e = ReadEnsemble(directory);
-      if (e) ensembles.push_back(std::move(*e));
+      if (e) c.ensembles.push_back(std::move(*e));
     } catch (const std::exception& ex) {
       Result r;
       r.id = std::filesystem::path(directory).filename().string();
       r.error = ex.what();
-      results.push_back(r);
-      failures.push_back(r.id + ": " + r.error);
+      c.results.push_back(r);
+      c.failures.push_back(r.id + ": " + r.error);
     }
   }
-  if (run_cuda) {
-    for (const Ensemble& e : ensembles) {
-      try {
-        on_gpu.push_back(LoadMembers(e, gpu));
-      } catch (const std::exception& ex) {
-        on_gpu.emplace_back();
-        failures.push_back(e.id + ": loading on cuda: " + ex.what());
-      }
-      memory.parameter_bytes += ParameterBytes(on_gpu.back());
-    }
-    ReadAllocator(memory.allocated_after_load, memory.reserved_after_load, nullptr);
-  }
+}
 
-  for (size_t n = 0; n < ensembles.size(); ++n) {
-    const Ensemble& e = ensembles[n];
-    Result r;
-    r.id = e.id;
-    r.transformer = e.transformer;
-    r.members = e.shapes.size();
+// Every ensemble onto the GPU (none for one that fails to load), and what it holds.
+void LoadOnGpu(Check& c) {
+  for (const Ensemble& e : c.ensembles) {
     try {
-      std::vector<Row> rows;
-      if (auto it = given.find(e.id); it != given.end()) {
-        rows = it->second.rows;
-        r.source = it->second.source;
-      } else {
-        rows = GenerateRows(e.generation, SeedOf(e.id), o.rows);
-        r.source =
-            "generated from the manifest's training ranges (seed: FNV-1a of the id)";
-        if (!given.empty()) failures.push_back(e.id + ": not in " + o.rows_file);
-      }
-      for (const Row& row : rows) {
-        if (static_cast<int>(row.global.size()) != e.shapes.front().global_features ||
-            (e.transformer && row.types.empty()) ||
-            (!e.transformer && !row.types.empty()) ||
-            (!row.reference.empty() &&
-             static_cast<int>(row.reference.size()) != e.total_classes)) {
-          throw std::runtime_error("a row does not fit the ensemble's inputs or heads");
-        }
-        for (int64_t t : row.types) {
-          if (t < 0 || t >= e.shapes.front().vocabulary) {
-            throw std::runtime_error("a row's token type is outside the vocabulary");
-          }
-        }
-      }
-      r.rows = rows.size();
-      std::vector<GpuMemNetModule> members = LoadMembers(e, cpu);
-      r.parameter_bytes = ParameterBytes(members);
-      const auto cpu_each = EachRow(e, members, cpu, rows);
-      r.batch64_vs_batch1 = Compare(e, InBatches(e, members, cpu, rows), cpu_each);
-      if (!rows.front().reference.empty()) {
-        std::vector<std::vector<double>> reference;
-        for (const Row& row : rows) reference.push_back(row.reference);
-        r.cpu_vs_reference = Compare(e, cpu_each, reference);
-      }
-      r.cpu_b1 = MicrosPerRequest(e, members, cpu, rows, 1, o.timing_requests);
-      r.cpu_b64 = MicrosPerRequest(e, members, cpu, rows, 64,
-                                   std::max(1, o.timing_requests / 10));
-      if (run_cuda && !on_gpu[n].empty()) {
-        r.cuda_vs_cpu = Compare(e, EachRow(e, on_gpu[n], gpu, rows), cpu_each);
-        r.cuda_b1 = MicrosPerRequest(e, on_gpu[n], gpu, rows, 1, o.timing_requests);
-        r.cuda_b64 = MicrosPerRequest(e, on_gpu[n], gpu, rows, 64,
-                                      std::max(1, o.timing_requests / 10));
-      }
-    } catch (const c10::Error& ex) {
-      r.error = std::string("libtorch: ") + ex.what_without_backtrace();
+      c.on_gpu.push_back(LoadMembers(e, c.gpu));
     } catch (const std::exception& ex) {
-      r.error = ex.what();
+      c.on_gpu.emplace_back();
+      c.failures.push_back(e.id + ": loading on cuda: " + ex.what());
     }
-    if (!r.error.empty()) failures.push_back(e.id + ": " + r.error);
-    for (const auto& [what, c] :
-         {std::pair{"cpu vs reference", &r.cpu_vs_reference},
-          std::pair{"cpu batch 64 vs batch 1", &r.batch64_vs_batch1},
-          std::pair{"cuda vs cpu", &r.cuda_vs_cpu}}) {
-      if (!Passes(*c, o.bound)) {
-        failures.push_back(e.id + ": " + what + ": max difference " +
-                           Number(c->max_abs_difference) + " (bound " + Number(o.bound) +
-                           "), " + std::to_string(c->served_bins_differing) +
-                           " served bins and " +
-                           std::to_string(c->utilization_classes_differing) +
-                           " rows' utilization classes differ");
+    c.memory.parameter_bytes += ParameterBytes(c.on_gpu.back());
+  }
+  ReadAllocator(c.memory.allocated_after_load, c.memory.reserved_after_load, nullptr);
+}
+
+// The ensemble's rows: from --rows, else generated from its manifest.
+std::vector<Row> RowsFor(const Ensemble& e, Check& c, std::string& source) {
+  if (auto it = c.given.find(e.id); it != c.given.end()) {
+    source = it->second.source;
+    return it->second.rows;
+  }
+  std::vector<Row> rows = GenerateRows(e.generation, SeedOf(e.id), c.options.rows);
+  source = "generated from the manifest's training ranges (seed: FNV-1a of the id)";
+  if (!c.given.empty()) c.failures.push_back(e.id + ": not in " + c.options.rows_file);
+  return rows;
+}
+
+// Throws for a row that does not fit the ensemble's inputs or heads.
+void CheckRowsFit(const Ensemble& e, const std::vector<Row>& rows) {
+  for (const Row& row : rows) {
+    if (static_cast<int>(row.global.size()) != e.shapes.front().global_features ||
+        (e.transformer && row.types.empty()) || (!e.transformer && !row.types.empty()) ||
+        (!row.reference.empty() &&
+         static_cast<int>(row.reference.size()) != e.total_classes)) {
+      throw std::runtime_error("a row does not fit the ensemble's inputs or heads");
+    }
+    for (int64_t t : row.types) {
+      if (t < 0 || t >= e.shapes.front().vocabulary) {
+        throw std::runtime_error("a row's token type is outside the vocabulary");
       }
     }
-    results.push_back(r);
   }
-  if (ensembles.empty()) failures.push_back("no GPUMemNet ensemble under " + o.models);
-  if (run_cuda) {
-    int64_t allocated = 0, reserved = 0;
-    ReadAllocator(allocated, reserved, &memory.reserved_peak);
-  }
+}
 
-  // The table.
+// The CPU half into `r`: batch 64 against batch 1, against the rows' reference, and
+// the times. Returns the batch-1 probabilities the GPU's are compared with.
+std::vector<std::vector<double>> CheckOnCpu(const Ensemble& e, const Check& c,
+                                            const std::vector<Row>& rows, Result& r) {
+  std::vector<GpuMemNetModule> members = LoadMembers(e, c.cpu);
+  r.parameter_bytes = ParameterBytes(members);
+  auto cpu_each = EachRow(e, members, c.cpu, rows);
+  r.batch64_vs_batch1 = Compare(e, InBatches(e, members, c.cpu, rows), cpu_each);
+  if (!rows.front().reference.empty()) {
+    std::vector<std::vector<double>> reference;
+    for (const Row& row : rows) reference.push_back(row.reference);
+    r.cpu_vs_reference = Compare(e, cpu_each, reference);
+  }
+  const int requests = c.options.timing_requests;
+  r.cpu_b1 = MicrosPerRequest(e, members, c.cpu, rows, 1, requests);
+  r.cpu_b64 = MicrosPerRequest(e, members, c.cpu, rows, 64, std::max(1, requests / 10));
+  return cpu_each;
+}
+
+// The GPU half into `r`: batch 1 on cuda against the CPU's, and the times.
+void CheckOnCuda(const Ensemble& e, Check& c, size_t n, const std::vector<Row>& rows,
+                 const std::vector<std::vector<double>>& cpu_each, Result& r) {
+  std::vector<GpuMemNetModule>& members = c.on_gpu[n];
+  const int requests = c.options.timing_requests;
+  r.cuda_vs_cpu = Compare(e, EachRow(e, members, c.gpu, rows), cpu_each);
+  r.cuda_b1 = MicrosPerRequest(e, members, c.gpu, rows, 1, requests);
+  r.cuda_b64 = MicrosPerRequest(e, members, c.gpu, rows, 64, std::max(1, requests / 10));
+}
+
+// A failure line for each comparison of `r` that does not pass.
+void AddComparisonFailures(const Result& r, double bound,
+                           std::vector<std::string>& failures) {
+  for (const auto& [what, c] :
+       {std::pair{"cpu vs reference", &r.cpu_vs_reference},
+        std::pair{"cpu batch 64 vs batch 1", &r.batch64_vs_batch1},
+        std::pair{"cuda vs cpu", &r.cuda_vs_cpu}}) {
+    if (!Passes(*c, bound)) {
+      failures.push_back(
+          r.id + ": " + what + ": max difference " + Number(c->max_abs_difference) +
+          " (bound " + Number(bound) + "), " + std::to_string(c->served_bins_differing) +
+          " served bins and " + std::to_string(c->utilization_classes_differing) +
+          " rows' utilization classes differ");
+    }
+  }
+}
+
+// Ensemble n on its rows, on the CPU and, where it loaded there, on the GPU.
+Result CheckEnsemble(Check& c, size_t n) {
+  const Ensemble& e = c.ensembles[n];
+  Result r;
+  r.id = e.id;
+  r.transformer = e.transformer;
+  r.members = e.shapes.size();
+  try {
+    const std::vector<Row> rows = RowsFor(e, c, r.source);
+    CheckRowsFit(e, rows);
+    r.rows = rows.size();
+    const auto cpu_each = CheckOnCpu(e, c, rows, r);
+    if (c.gpu_half.run() && !c.on_gpu[n].empty()) CheckOnCuda(e, c, n, rows, cpu_each, r);
+  } catch (const c10::Error& ex) {
+    r.error = std::string("libtorch: ") + ex.what_without_backtrace();
+  } catch (const std::exception& ex) {
+    r.error = ex.what();
+  }
+  if (!r.error.empty()) c.failures.push_back(e.id + ": " + r.error);
+  AddComparisonFailures(r, c.options.bound, c.failures);
+  return r;
+}
+
+void PrintTable(const Check& c) {
   std::printf("gpuest-ml-check: libtorch %s, %d CPU thread(s); GPU half: %s\n",
-              TORCH_VERSION, o.threads, gpu_half.c_str());
+              TORCH_VERSION, c.options.threads, c.gpu_half.status.c_str());
   std::printf("%-34s %7s %5s  %-13s %-13s %-13s  %9s %9s %9s %9s\n", "ensemble",
               "members", "rows", "cpu~reference", "cuda~cpu", "b64~b1 (cpu)", "cpu b1",
               "cpu b64", "cuda b1", "cuda b64");
-  for (const Result& r : results) {
+  for (const Result& r : c.results) {
     if (!r.error.empty()) {
       std::printf("%-34s ERROR: %s\n", r.id.c_str(), r.error.c_str());
       continue;
@@ -627,74 +695,117 @@ int Run(int argc, char** argv) {
   std::printf(
       "(differences: max |p - p'| over the served heads' probabilities / rows whose "
       "served bin or class differs; times: median microseconds per request)\n");
-  if (run_cuda) {
+  if (c.gpu_half.run()) {
     std::printf(
         "GPU memory: parameters %lld bytes; caching allocator after loading: "
         "allocated %lld, reserved %lld; reserved peak %lld (-1: not read by this "
         "build)\n",
-        static_cast<long long>(memory.parameter_bytes),
-        static_cast<long long>(memory.allocated_after_load),
-        static_cast<long long>(memory.reserved_after_load),
-        static_cast<long long>(memory.reserved_peak));
+        static_cast<long long>(c.memory.parameter_bytes),
+        static_cast<long long>(c.memory.allocated_after_load),
+        static_cast<long long>(c.memory.reserved_after_load),
+        static_cast<long long>(c.memory.reserved_peak));
   }
-  for (const std::string& f : failures) std::printf("FAILED: %s\n", f.c_str());
-  std::printf("%s\n", failures.empty() ? "PASSED" : "FAILED");
+  for (const std::string& f : c.failures) std::printf("FAILED: %s\n", f.c_str());
+  std::printf("%s\n", c.failures.empty() ? "PASSED" : "FAILED");
+}
 
-  if (!o.out.empty()) {
-    std::ofstream json(o.out);
-    json << "{\n  \"torch_version\": " << Quote(TORCH_VERSION)
-         << ",\n  \"cuda_available\": " << (cuda_seen ? "true" : "false")
-         << ",\n  \"cuda_devices\": " << cuda_devices
-         << ",\n  \"cpu_threads\": " << o.threads
-         << ",\n  \"gpu_half\": " << Quote(gpu_half)
-         << ",\n  \"bound\": " << Number(o.bound)
-         << ",\n  \"rows_file\": " << (o.rows_file.empty() ? "null" : Quote(o.rows_file))
-         << ",\n  \"ensembles\": [";
-    for (size_t i = 0; i < results.size(); ++i) {
-      const Result& r = results[i];
-      json << (i ? "," : "") << "\n    {\"id\": " << Quote(r.id);
-      if (!r.error.empty()) {
-        json << ", \"error\": " << Quote(r.error) << "}";
-        continue;
-      }
-      json << ", \"kind\": " << Quote(r.transformer ? "transformer" : "mlp")
-           << ", \"members\": " << r.members << ", \"rows\": " << r.rows
-           << ", \"rows_source\": " << Quote(r.source)
-           << ", \"parameter_bytes\": " << r.parameter_bytes
-           << ",\n     \"cpu_vs_reference\": "
-           << ComparisonJson(r.cpu_vs_reference, "the rows carry no reference")
-           << ",\n     \"cuda_vs_cpu\": "
-           << ComparisonJson(r.cuda_vs_cpu, run_cuda ? "did not load on cuda (failures)"
-                                                     : gpu_half.c_str())
-           << ",\n     \"cpu_batch64_vs_batch1\": "
-           << ComparisonJson(r.batch64_vs_batch1, "")
-           << ",\n     \"us_per_request\": {\"cpu\": {\"batch1\": " << Micros(r.cpu_b1)
-           << ", \"batch64\": " << Micros(r.cpu_b64)
-           << "}, \"cuda\": {\"batch1\": " << Micros(r.cuda_b1)
-           << ", \"batch64\": " << Micros(r.cuda_b64) << "}}}";
-    }
-    json << "\n  ],\n  \"cuda_memory\": ";
-    if (run_cuda) {
-      json << "{\"parameter_bytes\": " << memory.parameter_bytes
-           << ", \"allocator_allocated_bytes_after_load\": "
-           << memory.allocated_after_load
-           << ", \"allocator_reserved_bytes_after_load\": " << memory.reserved_after_load
-           << ", \"allocator_reserved_bytes_peak\": " << memory.reserved_peak
-           << ", \"note\": \"-1: this build does not read the caching allocator\"}";
-    } else {
-      json << "null";
-    }
-    json << ",\n  \"failures\": [";
-    for (size_t i = 0; i < failures.size(); ++i) {
-      json << (i ? ", " : "") << Quote(failures[i]);
-    }
-    json << "],\n  \"passed\": " << (failures.empty() ? "true" : "false") << "\n}\n";
-    if (!json) {
-      std::cerr << "gpuest-ml-check: cannot write " << o.out << "\n";
-      return 2;
-    }
+// One entry of the JSON's "ensembles".
+void WriteResultJson(const Result& r, const GpuHalf& gpu_half, std::ostream& json) {
+  json << "\n    {\"id\": " << Quote(r.id);
+  if (!r.error.empty()) {
+    json << ", \"error\": " << Quote(r.error) << "}";
+    return;
   }
-  return failures.empty() ? 0 : 1;
+  json << ", \"kind\": " << Quote(r.transformer ? "transformer" : "mlp")
+       << ", \"members\": " << r.members << ", \"rows\": " << r.rows
+       << ", \"rows_source\": " << Quote(r.source)
+       << ", \"parameter_bytes\": " << r.parameter_bytes
+       << ",\n     \"cpu_vs_reference\": "
+       << ComparisonJson(r.cpu_vs_reference, "the rows carry no reference")
+       << ",\n     \"cuda_vs_cpu\": "
+       << ComparisonJson(r.cuda_vs_cpu, gpu_half.run() ? "did not load on cuda (failures)"
+                                                       : gpu_half.status.c_str())
+       << ",\n     \"cpu_batch64_vs_batch1\": " << ComparisonJson(r.batch64_vs_batch1, "")
+       << ",\n     \"us_per_request\": {\"cpu\": {\"batch1\": " << Micros(r.cpu_b1)
+       << ", \"batch64\": " << Micros(r.cpu_b64)
+       << "}, \"cuda\": {\"batch1\": " << Micros(r.cuda_b1)
+       << ", \"batch64\": " << Micros(r.cuda_b64) << "}}}";
+}
+
+// The JSON report to --out; false when it cannot be written.
+bool WriteJson(const Check& c) {
+  const Options& o = c.options;
+  std::ofstream json(o.out);
+  json << "{\n  \"torch_version\": " << Quote(TORCH_VERSION)
+       << ",\n  \"cuda_available\": " << (c.gpu_half.cuda_seen ? "true" : "false")
+       << ",\n  \"cuda_devices\": " << c.gpu_half.cuda_devices
+       << ",\n  \"cpu_threads\": " << o.threads
+       << ",\n  \"gpu_half\": " << Quote(c.gpu_half.status)
+       << ",\n  \"bound\": " << Number(o.bound)
+       << ",\n  \"rows_file\": " << (o.rows_file.empty() ? "null" : Quote(o.rows_file))
+       << ",\n  \"ensembles\": [";
+  for (size_t i = 0; i < c.results.size(); ++i) {
+    json << (i ? "," : "");
+    WriteResultJson(c.results[i], c.gpu_half, json);
+  }
+  json << "\n  ],\n  \"cuda_memory\": ";
+  if (c.gpu_half.run()) {
+    json << "{\"parameter_bytes\": " << c.memory.parameter_bytes
+         << ", \"allocator_allocated_bytes_after_load\": "
+         << c.memory.allocated_after_load
+         << ", \"allocator_reserved_bytes_after_load\": " << c.memory.reserved_after_load
+         << ", \"allocator_reserved_bytes_peak\": " << c.memory.reserved_peak
+         << ", \"note\": \"-1: this build does not read the caching allocator\"}";
+  } else {
+    json << "null";
+  }
+  json << ",\n  \"failures\": [";
+  for (size_t i = 0; i < c.failures.size(); ++i) {
+    json << (i ? ", " : "") << Quote(c.failures[i]);
+  }
+  json << "],\n  \"passed\": " << (c.failures.empty() ? "true" : "false") << "\n}\n";
+  return static_cast<bool>(json);
+}
+
+int Run(int argc, char** argv) {
+  Check c;
+  if (std::optional<int> exit = ParseFlags(argc, argv, c.options)) return *exit;
+  const Options& o = c.options;
+  // As the server: one intra-op thread per call (its worker pool is its parallelism).
+  at::set_num_threads(o.threads);
+  c.gpu_half = DecideGpuHalf(o.device);
+  if (o.device == "cuda" && !c.gpu_half.run()) {
+    std::cerr << "gpuest-ml-check: --device cuda, but " << c.gpu_half.status.substr(9)
+              << "\n";
+    return 2;
+  }
+  try {
+    c.given = ReadGivenRows(o.rows_file);
+  } catch (const std::exception& ex) {
+    return Usage(ex.what());
+  }
+  std::error_code ec;
+  const std::vector<std::string> directories = ModelDirectories(o.models, ec);
+  if (ec) return Usage("cannot list " + o.models + ": " + ec.message());
+
+  if (c.gpu_half.run()) c.gpu = torch::Device(torch::kCUDA, 0);
+  ReadEnsembles(directories, c);
+  if (c.gpu_half.run()) LoadOnGpu(c);
+  for (size_t n = 0; n < c.ensembles.size(); ++n)
+    c.results.push_back(CheckEnsemble(c, n));
+  if (c.ensembles.empty())
+    c.failures.push_back("no GPUMemNet ensemble under " + o.models);
+  if (c.gpu_half.run()) {
+    int64_t allocated = 0, reserved = 0;
+    ReadAllocator(allocated, reserved, &c.memory.reserved_peak);
+  }
+
+  PrintTable(c);
+  if (!o.out.empty() && !WriteJson(c)) {
+    std::cerr << "gpuest-ml-check: cannot write " << o.out << "\n";
+    return 2;
+  }
+  return c.failures.empty() ? 0 : 1;
 }
 
 }  // namespace
