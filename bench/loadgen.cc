@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -178,6 +179,39 @@ Summary MeasureThreads(const std::function<absl::Status()>& call, int threads,
   return Summarize(rec, duration);
 }
 
+// A client of --target with --deadline; nullptr after saying why on stderr.
+std::unique_ptr<gpuest::Client> Connect() {
+  gpuest::ClientOptions options;
+  options.targets = absl::StrSplit(absl::GetFlag(FLAGS_target), ',', absl::SkipEmpty());
+  options.default_deadline = absl::GetFlag(FLAGS_deadline);
+  auto client = gpuest::Client::Create(options);
+  if (!client.ok()) {
+    std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
+    return nullptr;
+  }
+  return std::move(*client);
+}
+
+// This process's CPU time over [measure_from, measure_from + duration), into `cpu`, on
+// a thread beside the load: the client's own share of the cores.
+std::thread SampleCpu(absl::Time measure_from, absl::Duration duration,
+                      absl::Duration& cpu) {
+  return std::thread([measure_from, duration, &cpu] {
+    absl::SleepFor(measure_from - absl::Now());
+    const absl::Duration start = ProcessCpuTime();
+    absl::SleepFor(measure_from + duration - absl::Now());
+    cpu = ProcessCpuTime() - start;
+  });
+}
+
+void PrintClientCpu(const Summary& grpc, absl::Duration client_cpu) {
+  if (grpc.latencies_us.empty()) return;
+  std::printf(
+      "client CPU per gRPC call: %.0fus (this load generator's own share of "
+      "the cores)\n",
+      absl::ToDoubleMicroseconds(client_cpu) / grpc.latencies_us.size());
+}
+
 // --rpc=check_placement: the CheckPlacementRequest of --request, blocking calls from
 // --concurrency threads; the same output lines as the Estimate loop.
 int RunCheckPlacement(const std::string& text) {
@@ -187,42 +221,116 @@ int RunCheckPlacement(const std::string& text) {
                  std::string(s.message()).c_str());
     return 2;
   }
-  gpuest::ClientOptions options;
-  options.targets = absl::StrSplit(absl::GetFlag(FLAGS_target), ',', absl::SkipEmpty());
-  options.default_deadline = absl::GetFlag(FLAGS_deadline);
-  auto client = gpuest::Client::Create(options);
-  if (!client.ok()) {
-    std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
-    return 2;
-  }
-  if (auto r = (*client)->CheckPlacement(request); !r.ok()) {
+  const std::unique_ptr<gpuest::Client> client = Connect();
+  if (client == nullptr) return 2;
+  if (auto r = client->CheckPlacement(request); !r.ok()) {
     std::fprintf(stderr, "first call failed: %s\n", r.status().ToString().c_str());
     return 3;
   }
   const absl::Duration warmup = absl::GetFlag(FLAGS_warmup);
   const absl::Duration duration = absl::GetFlag(FLAGS_duration);
   absl::Duration client_cpu;
-  std::thread cpu_sampler([&, measure_from = absl::Now() + warmup] {
-    absl::SleepFor(measure_from - absl::Now());
-    const absl::Duration start = ProcessCpuTime();
-    absl::SleepFor(measure_from + duration - absl::Now());
-    client_cpu = ProcessCpuTime() - start;
-  });
+  std::thread cpu_sampler = SampleCpu(absl::Now() + warmup, duration, client_cpu);
   const Summary grpc =
-      MeasureThreads([&] { return (*client)->CheckPlacement(request).status(); },
+      MeasureThreads([&] { return client->CheckPlacement(request).status(); },
                      absl::GetFlag(FLAGS_concurrency), warmup, duration);
   cpu_sampler.join();
   std::printf("target=%s concurrency=%d duration=%.1fs rpc=check_placement request=%s\n",
-              (*client)->channel_target().c_str(), absl::GetFlag(FLAGS_concurrency),
+              client->channel_target().c_str(), absl::GetFlag(FLAGS_concurrency),
               absl::ToDoubleSeconds(duration), absl::GetFlag(FLAGS_request).c_str());
   grpc.Print("grpc");
-  if (!grpc.latencies_us.empty()) {
-    std::printf(
-        "client CPU per gRPC call: %.0fus (this load generator's own share of "
-        "the cores)\n",
-        absl::ToDoubleMicroseconds(client_cpu) / grpc.latencies_us.size());
-  }
+  PrintClientCpu(grpc, client_cpu);
   return grpc.errors > 0 ? 1 : 0;
+}
+
+// The EstimateRequest of --request's description, --estimators and --gpu; nullopt
+// after saying why on stderr.
+std::optional<gpuest::v1::EstimateRequest> EstimateRequestOf(const std::string& text) {
+  gpuest::v1::EstimateRequest request;
+  if (auto s = google::protobuf::util::JsonStringToMessage(text, request.mutable_model());
+      !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", absl::GetFlag(FLAGS_request).c_str(),
+                 std::string(s.message()).c_str());
+    return std::nullopt;
+  }
+  for (absl::string_view id :
+       absl::StrSplit(absl::GetFlag(FLAGS_estimators), ',', absl::SkipEmpty())) {
+    request.add_estimators(std::string(id));
+  }
+  request.set_gpu(absl::GetFlag(FLAGS_gpu));
+  return request;
+}
+
+// With --in_process_models, the request on an in-process Engine into `summary`, from
+// min(concurrency, cores) threads as the server's workers; false after saying why.
+bool MeasureInProcess(const gpuest::v1::EstimateRequest& request, int concurrency,
+                      std::optional<Summary>& summary) {
+  const std::string models = absl::GetFlag(FLAGS_in_process_models);
+  if (models.empty()) return true;
+  gpuest::core::UseOneIntraOpThread();  // As the server does.
+  auto registry = gpuest::core::EstimatorRegistry::Load(
+      gpuest::estimators::WithDefaultFactories({models, "cpu"}));
+  if (!registry.ok()) {
+    std::fprintf(stderr, "%s\n", registry.status().ToString().c_str());
+    return false;
+  }
+  const gpuest::core::Engine engine(std::move(*registry),
+                                    gpuest::core::ValidationLimits{});
+  const int threads =
+      std::min<int>(concurrency, std::max(1u, std::thread::hardware_concurrency()));
+  summary = MeasureThreads([&] { return engine.Estimate(request).status(); }, threads,
+                           absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_duration));
+  return true;
+}
+
+void PrintEstimateSummaries(const gpuest::Client& client, int concurrency,
+                            const std::optional<Summary>& in_process,
+                            const Summary& grpc) {
+  std::printf("target=%s concurrency=%d duration=%.1fs request=%s estimators=%s\n",
+              client.channel_target().c_str(), concurrency,
+              absl::ToDoubleSeconds(absl::GetFlag(FLAGS_duration)),
+              absl::GetFlag(FLAGS_request).c_str(),
+              absl::GetFlag(FLAGS_estimators).empty()
+                  ? "all"
+                  : absl::GetFlag(FLAGS_estimators).c_str());
+  if (in_process) {
+    in_process->Print("in-process");
+    grpc.Print("grpc");
+    std::printf("ratio grpc/in-process: p50 x%.2f p99 x%.2f throughput x%.2f\n",
+                grpc.p(0.50) / in_process->p(0.50), grpc.p(0.99) / in_process->p(0.99),
+                grpc.throughput() / in_process->throughput());
+  } else {
+    grpc.Print("grpc");
+  }
+}
+
+// --rpc=estimate: --concurrency asynchronous Estimate calls kept outstanding, after
+// the same request in process where --in_process_models asks for it.
+int RunEstimate(const std::string& text) {
+  const std::optional<gpuest::v1::EstimateRequest> request = EstimateRequestOf(text);
+  if (!request) return 2;
+  const int concurrency = absl::GetFlag(FLAGS_concurrency);
+  std::optional<Summary> in_process;
+  if (!MeasureInProcess(*request, concurrency, in_process)) return 2;
+  const std::unique_ptr<gpuest::Client> client = Connect();
+  if (client == nullptr) return 2;
+  if (auto r = client->Estimate(*request); !r.ok()) {
+    std::fprintf(stderr, "first call failed: %s\n", r.status().ToString().c_str());
+    return 3;
+  }
+
+  ClosedLoop loop(*client, *request, absl::GetFlag(FLAGS_deadline));
+  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  const absl::Time measure_from = absl::Now() + absl::GetFlag(FLAGS_warmup);
+  absl::Duration client_cpu;
+  std::thread cpu_sampler = SampleCpu(measure_from, duration, client_cpu);
+  loop.Run(concurrency, measure_from, measure_from + duration);
+  cpu_sampler.join();
+  const Summary grpc = Summarize(loop.recorder(), duration);
+
+  PrintEstimateSummaries(*client, concurrency, in_process, grpc);
+  PrintClientCpu(grpc, client_cpu);
+  return grpc.errors > 0 || (in_process && in_process->errors > 0) ? 1 : 0;
 }
 
 }  // namespace
@@ -253,92 +361,5 @@ int main(int argc, char** argv) {
                  absl::GetFlag(FLAGS_rpc).c_str());
     return 2;
   }
-  gpuest::v1::EstimateRequest request;
-  if (auto s = google::protobuf::util::JsonStringToMessage(text.str(),
-                                                           request.mutable_model());
-      !s.ok()) {
-    std::fprintf(stderr, "%s: %s\n", absl::GetFlag(FLAGS_request).c_str(),
-                 std::string(s.message()).c_str());
-    return 2;
-  }
-  for (absl::string_view id :
-       absl::StrSplit(absl::GetFlag(FLAGS_estimators), ',', absl::SkipEmpty())) {
-    request.add_estimators(std::string(id));
-  }
-  request.set_gpu(absl::GetFlag(FLAGS_gpu));
-  const int concurrency = absl::GetFlag(FLAGS_concurrency);
-  if (concurrency < 1) {
-    std::fprintf(stderr, "--concurrency must be at least 1\n");
-    return 2;
-  }
-
-  const absl::Duration warmup = absl::GetFlag(FLAGS_warmup);
-  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
-  std::optional<Summary> in_process;
-  if (const std::string models = absl::GetFlag(FLAGS_in_process_models);
-      !models.empty()) {
-    gpuest::core::UseOneIntraOpThread();  // As the server does.
-    auto registry = gpuest::core::EstimatorRegistry::Load(
-        gpuest::estimators::WithDefaultFactories({models, "cpu"}));
-    if (!registry.ok()) {
-      std::fprintf(stderr, "%s\n", registry.status().ToString().c_str());
-      return 2;
-    }
-    const gpuest::core::Engine engine(std::move(*registry),
-                                      gpuest::core::ValidationLimits{});
-    const int threads =
-        std::min<int>(concurrency, std::max(1u, std::thread::hardware_concurrency()));
-    in_process = MeasureThreads([&] { return engine.Estimate(request).status(); },
-                                threads, warmup, duration);
-  }
-
-  gpuest::ClientOptions options;
-  options.targets = absl::StrSplit(absl::GetFlag(FLAGS_target), ',', absl::SkipEmpty());
-  options.default_deadline = absl::GetFlag(FLAGS_deadline);
-  auto client = gpuest::Client::Create(options);
-  if (!client.ok()) {
-    std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
-    return 2;
-  }
-  if (auto r = (*client)->Estimate(request); !r.ok()) {
-    std::fprintf(stderr, "first call failed: %s\n", r.status().ToString().c_str());
-    return 3;
-  }
-
-  ClosedLoop loop(**client, request, absl::GetFlag(FLAGS_deadline));
-  const absl::Time measure_from = absl::Now() + warmup;
-  // The client's own CPU time over the measured span, sampled beside the loop.
-  absl::Duration client_cpu;
-  std::thread cpu_sampler([&] {
-    absl::SleepFor(measure_from - absl::Now());
-    const absl::Duration start = ProcessCpuTime();
-    absl::SleepFor(measure_from + duration - absl::Now());
-    client_cpu = ProcessCpuTime() - start;
-  });
-  loop.Run(concurrency, measure_from, measure_from + duration);
-  cpu_sampler.join();
-  const Summary grpc = Summarize(loop.recorder(), duration);
-
-  std::printf("target=%s concurrency=%d duration=%.1fs request=%s estimators=%s\n",
-              (*client)->channel_target().c_str(), concurrency,
-              absl::ToDoubleSeconds(duration), absl::GetFlag(FLAGS_request).c_str(),
-              absl::GetFlag(FLAGS_estimators).empty()
-                  ? "all"
-                  : absl::GetFlag(FLAGS_estimators).c_str());
-  if (in_process) {
-    in_process->Print("in-process");
-    grpc.Print("grpc");
-    std::printf("ratio grpc/in-process: p50 x%.2f p99 x%.2f throughput x%.2f\n",
-                grpc.p(0.50) / in_process->p(0.50), grpc.p(0.99) / in_process->p(0.99),
-                grpc.throughput() / in_process->throughput());
-  } else {
-    grpc.Print("grpc");
-  }
-  if (!grpc.latencies_us.empty()) {
-    std::printf(
-        "client CPU per gRPC call: %.0fus (this load generator's own share of "
-        "the cores)\n",
-        absl::ToDoubleMicroseconds(client_cpu) / grpc.latencies_us.size());
-  }
-  return grpc.errors > 0 || (in_process && in_process->errors > 0) ? 1 : 0;
+  return RunEstimate(text.str());
 }
