@@ -165,12 +165,26 @@ class Replay {
   Outcome Run(const std::string& policy, double min_speed = 0) {
     std::vector<Gpu> gpus;
     Outcome out;
-    out.policy = policy == "gpuest" ? absl::StrFormat("gpuest (speed >= %.2f)", min_speed)
-                 : policy == "gpuest-verdict"
-                     ? absl::StrFormat("gpuest (verdict: every P(below %.2f) < %.3f)",
-                                       placement_.contention().bad_threshold,
-                                       placement_.contention().verdict_probability)
-                     : policy;
+    out.policy = PolicyName(policy, min_speed);
+    Place(policy, min_speed, gpus, out);
+    JudgeSharing(gpus, out);
+    return out;
+  }
+
+ private:
+  std::string PolicyName(const std::string& policy, double min_speed) const {
+    return policy == "gpuest" ? absl::StrFormat("gpuest (speed >= %.2f)", min_speed)
+           : policy == "gpuest-verdict"
+               ? absl::StrFormat("gpuest (verdict: every P(below %.2f) < %.3f)",
+                                 placement_.contention().bad_threshold,
+                                 placement_.contention().verdict_probability)
+               : policy;
+  }
+
+  // Every job as it arrives: onto a GPU the policy picks (else a new one), counted as
+  // placed, refused or OOM-killed.
+  void Place(const std::string& policy, double min_speed, std::vector<Gpu>& gpus,
+             Outcome& out) {
     const Figure figure = policy == "horus"       ? Figure::kHorus
                           : policy == "gpumemnet" ? Figure::kGpuMemNet
                                                   : Figure::kGpuest;
@@ -196,36 +210,44 @@ class Replay {
       gpu.jobs.push_back(static_cast<int>(j));
       ++out.placed;
     }
+  }
+
+  // The GPUs used, and each shared job's predicted speed beside the others on its GPU.
+  void JudgeSharing(const std::vector<Gpu>& gpus, Outcome& out) {
     double speed_sum = 0;
     for (const Gpu& gpu : gpus) {
       if (!gpu.jobs.empty()) ++out.gpus_used;
       if (gpu.jobs.size() == 1) out.work += 1;
       if (gpu.jobs.size() < 2) continue;
       for (int self : gpu.jobs) {
-        // Each job as the candidate beside the others: its predicted speed, with the
-        // utilization read exactly as the placement engine reads it.
-        v1::CheckPlacementRequest check;
-        check.mutable_gpu()->set_catalog_id(gpu.model);
-        for (int other : gpu.jobs)
-          if (other != self)
-            *check.add_existing() = AsPlacementJob(
-                jobs_[other], FigureOf(jobs_[other], Figure::kGpuest, gpu.model));
-        *check.mutable_candidate() = AsPlacementJob(
-            jobs_[self], FigureOf(jobs_[self], Figure::kGpuest, gpu.model));
-        absl::StatusOr<v1::CheckPlacementResponse> r = placement_.CheckPlacement(check);
-        if (!r.ok()) continue;
-        const double speed = r->jobs(r->jobs_size() - 1).predicted_speed();
-        speed_sum += speed;
-        out.work += speed;
+        const std::optional<double> speed = PredictedSpeed(gpu, self);
+        if (!speed) continue;
+        speed_sum += *speed;
+        out.work += *speed;
         ++out.shared_jobs;
-        if (speed < placement_.contention().bad_threshold) ++out.bad_jobs;
+        if (*speed < placement_.contention().bad_threshold) ++out.bad_jobs;
       }
     }
     if (out.shared_jobs > 0) out.mean_speed_shared = speed_sum / out.shared_jobs;
-    return out;
   }
 
- private:
+  // Job `self` as the candidate beside the others on its GPU: its predicted speed, with
+  // the utilization read exactly as the placement engine reads it; nullopt when the
+  // check fails.
+  std::optional<double> PredictedSpeed(const Gpu& gpu, int self) {
+    v1::CheckPlacementRequest check;
+    check.mutable_gpu()->set_catalog_id(gpu.model);
+    for (int other : gpu.jobs)
+      if (other != self)
+        *check.add_existing() = AsPlacementJob(
+            jobs_[other], FigureOf(jobs_[other], Figure::kGpuest, gpu.model));
+    *check.mutable_candidate() =
+        AsPlacementJob(jobs_[self], FigureOf(jobs_[self], Figure::kGpuest, gpu.model));
+    absl::StatusOr<v1::CheckPlacementResponse> r = placement_.CheckPlacement(check);
+    if (!r.ok()) return std::nullopt;
+    return r->jobs(r->jobs_size() - 1).predicted_speed();
+  }
+
   // The used GPU the job fits tightest by the policy's figure; -1 for none. The node
   // reports what its running jobs hold (their measured peaks, as nvidia-smi shows
   // them once they have reached them); the larger of that and the running jobs'
@@ -281,12 +303,12 @@ class Replay {
   const std::vector<Job>& jobs_;
 };
 
-std::string Report(const std::vector<Outcome>& outcomes, const std::vector<Job>& jobs,
-                   const std::string& gpus, const std::string& command) {
+// The report's heading and what it measures, how and under which assumptions.
+std::string Introduction(const std::vector<Job>& jobs, const std::string& gpus) {
   const std::string cluster = absl::StrReplaceAll(gpus, {{",", " and "}});
   int with_util = 0;
   for (const Job& j : jobs) with_util += j.util.has_value();
-  std::string md = absl::StrCat(
+  return absl::StrCat(
       "# Placement replay: does placing with gpuest pay?\n\n"
       "Written by `bench/placement_replay.cc` (`gpuest-placement-replay`); the numbers "
       "below are its output, not edited.\n\n"
@@ -334,10 +356,14 @@ std::string Report(const std::vector<Outcome>& outcomes, const std::vector<Job>&
       "holds on the A100 80GB (same architecture, allocator and CUDA context size in "
       "the catalog); the contention model was fitted on pairs, so a GPU with three or "
       "more jobs is an extrapolation.\n\n");
+}
+
+// The outcomes' table, each packing against the first (one-per-gpu).
+std::string OutcomeTable(const std::vector<Outcome>& outcomes) {
   const Outcome& baseline = outcomes.front();
   const double base =
       baseline.gpus_used ? static_cast<double>(baseline.placed) / baseline.gpus_used : 1;
-  md +=
+  std::string md =
       "| policy | placed | OOM-killed | refused | figure below measured peak | GPUs "
       "used | jobs per GPU | packing vs one per GPU | shared jobs | mean predicted "
       "speed of shared jobs | shared jobs below 0.85 | work per GPU |\n"
@@ -351,8 +377,45 @@ std::string Report(const std::vector<Outcome>& outcomes, const std::vector<Job>&
         o.shared_jobs ? absl::StrFormat("%.3f", o.mean_speed_shared) : std::string("-"),
         o.bad_jobs, o.gpus_used ? o.work / o.gpus_used : 0.0);
   }
-  absl::StrAppendFormat(&md, "\nCommand: `%s`\n", command);
   return md;
+}
+
+std::string Report(const std::vector<Outcome>& outcomes, const std::vector<Job>& jobs,
+                   const std::string& gpus, const std::string& command) {
+  return absl::StrCat(Introduction(jobs, gpus), OutcomeTable(outcomes),
+                      absl::StrFormat("\nCommand: `%s`\n", command));
+}
+
+// The policies replayed in the report's order: one-per-gpu, gpuest at each of
+// --min_speeds, gpuest-verdict, gpuest-memory, horus, gpumemnet; false after a floor
+// that is not a fraction.
+bool RunPolicies(Replay& replay, std::vector<Outcome>& outcomes) {
+  outcomes.push_back(replay.Run("one-per-gpu"));
+  for (absl::string_view floor :
+       absl::StrSplit(absl::GetFlag(FLAGS_min_speeds), ',', absl::SkipEmpty())) {
+    double min_speed = 0;
+    if (!absl::SimpleAtod(floor, &min_speed) || min_speed < 0 || min_speed > 1) {
+      std::fprintf(stderr, "--min_speeds: not a fraction 0..1: %s\n",
+                   std::string(floor).c_str());
+      return false;
+    }
+    outcomes.push_back(replay.Run("gpuest", min_speed));
+  }
+  outcomes.push_back(replay.Run("gpuest-verdict"));
+  for (const char* policy : {"gpuest-memory", "horus", "gpumemnet"})
+    outcomes.push_back(replay.Run(policy));
+  return true;
+}
+
+// The report to --out, else stdout; the exit status.
+int WriteReport(const std::string& md) {
+  if (absl::GetFlag(FLAGS_out).empty()) {
+    std::fputs(md.c_str(), stdout);
+    return 0;
+  }
+  std::ofstream out(absl::GetFlag(FLAGS_out));
+  out << md;
+  return out ? 0 : 1;
 }
 
 int Main(int argc, char** argv) {
@@ -396,33 +459,13 @@ int Main(int argc, char** argv) {
   const std::shared_ptr<const core::EstimatorRegistry> served = engine.registry();
   Replay replay(placement, served->gpus(), models, *jobs);
   std::vector<Outcome> outcomes;
-  outcomes.push_back(replay.Run("one-per-gpu"));
-  for (absl::string_view floor :
-       absl::StrSplit(absl::GetFlag(FLAGS_min_speeds), ',', absl::SkipEmpty())) {
-    double min_speed = 0;
-    if (!absl::SimpleAtod(floor, &min_speed) || min_speed < 0 || min_speed > 1) {
-      std::fprintf(stderr, "--min_speeds: not a fraction 0..1: %s\n",
-                   std::string(floor).c_str());
-      return 2;
-    }
-    outcomes.push_back(replay.Run("gpuest", min_speed));
-  }
-  outcomes.push_back(replay.Run("gpuest-verdict"));
-  for (const char* policy : {"gpuest-memory", "horus", "gpumemnet"})
-    outcomes.push_back(replay.Run(policy));
+  if (!RunPolicies(replay, outcomes)) return 2;
   const std::string command = absl::StrFormat(
       "build/bench/gpuest-placement-replay --dataset build/datasets/timm_traced.jsonl "
       "--jobs %d --seed %d --gpus %s --min_speeds %s --out docs/placement.md",
       absl::GetFlag(FLAGS_jobs), absl::GetFlag(FLAGS_seed), absl::GetFlag(FLAGS_gpus),
       absl::GetFlag(FLAGS_min_speeds));
-  const std::string md = Report(outcomes, *jobs, absl::GetFlag(FLAGS_gpus), command);
-  if (absl::GetFlag(FLAGS_out).empty()) {
-    std::fputs(md.c_str(), stdout);
-    return 0;
-  }
-  std::ofstream out(absl::GetFlag(FLAGS_out));
-  out << md;
-  return out ? 0 : 1;
+  return WriteReport(Report(outcomes, *jobs, absl::GetFlag(FLAGS_gpus), command));
 }
 
 }  // namespace
