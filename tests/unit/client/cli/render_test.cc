@@ -1,5 +1,7 @@
 // client/cli/render: the CLI's tables and its --json, checked against the response
 // they print: every figure shown is the response's own.
+#include "client/cli/render.h"
+
 #include <string>
 #include <vector>
 
@@ -7,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "client/cli/render.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
