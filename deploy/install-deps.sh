@@ -20,6 +20,8 @@ PACKAGES=(
   python3 python3-pytest python3-torch python3-torchvision python3-protobuf python3-grpcio
   python3-venv python3-pip python3-setuptools python3-wheel mypy
   clang-format
+  # lint.FunctionLength reads the functions' extents with Universal Ctags.
+  universal-ctags
   # tests: the TLS tests' certificates (openssl); YAML (gpuest-collect's plans, the
   # deploy files' validation); promtool, which Debian ships in the prometheus package
   # (a machine with systemd also gets a prometheus service, disabled again below).
