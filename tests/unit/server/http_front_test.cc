@@ -13,7 +13,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <map>
@@ -436,18 +435,19 @@ TEST(HttpFront, StopLetsTheCallAtWorkFinishThenRefusesConnections) {
   auto front = StartOrDie(Options(), Routes(seen, &entered, &release), &d.dispatcher);
   ASSERT_NE(front, nullptr);
   const int port = front->port();
-  std::atomic<bool> finished{false};
-  std::thread call([&] {
-    Http(*front)->Post("/wait", "{}", "application/json");
-    finished = true;
-  });
+  std::optional<httplib::Result> answer;
+  std::thread call(
+      [&] { answer.emplace(Http(*front)->Post("/wait", "{}", "application/json")); });
   ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(2)));
   std::thread stopper([&] { front->Stop(); });
   absl::SleepFor(absl::Milliseconds(100));
   release.Notify();
   stopper.join();
   call.join();
-  EXPECT_TRUE(finished);
+  // The caller got the route's whole answer, not a cut connection.
+  ASSERT_TRUE(answer.has_value() && *answer);
+  EXPECT_EQ((*answer)->status, 200);
+  EXPECT_EQ((*answer)->body, R"({"released":true})");
   // The route's work ran to its own end (released), not cut off.
   {
     absl::MutexLock lock(&seen.mu);

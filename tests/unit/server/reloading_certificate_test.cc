@@ -5,9 +5,11 @@
 #include "server/reloading_certificate.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -174,12 +176,15 @@ TEST_F(ReloadingCertificateTest, ARotatedPairServesFromTheNextCallOn) {
   EXPECT_FALSE(certificate->ReloadIfChanged());  // Read once per change.
   EXPECT_EQ(ServedDer(), Der("two"));
 
-  // And back, rewritten in place this time (same inodes): a new modification time.
-  absl::SleepFor(absl::Milliseconds(10));
-  std::filesystem::copy_file(pki_->Path("one.pem"), cert_,
-                             std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(pki_->Path("one.key"), key_,
-                             std::filesystem::copy_options::overwrite_existing);
+  // And back, rewritten in place this time (same inodes): a new modification time,
+  // set a second on so that a coarse file system's clock cannot hide it.
+  for (const auto& [from, to] : {std::pair{pki_->Path("one.pem"), cert_},
+                                 std::pair{pki_->Path("one.key"), key_}}) {
+    const auto before = std::filesystem::last_write_time(to);
+    std::filesystem::copy_file(from, to,
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::last_write_time(to, before + std::chrono::seconds(1));
+  }
   EXPECT_TRUE(certificate->ReloadIfChanged());
   EXPECT_EQ(ServedDer(), Der("one"));
 }
