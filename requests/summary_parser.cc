@@ -285,24 +285,23 @@ absl::StatusOr<v1::ModelDescription> ParseTorchsummary(
   if (!absl::StrContains(lines[header], "Output Shape")) {
     return errors.At(header, "the table header has no 'Output Shape' column");
   }
-  auto end = FindTableEnd(lines, header, errors);
-  if (!end.ok()) return end.status();
+  GPUEST_ASSIGN_OR_RETURN(const size_t end, FindTableEnd(lines, header, errors));
   v1::ModelDescription model = NewDescription();
   int64_t sum = 0;
-  for (size_t i = header + 2; i < *end; ++i) {
-    auto layer = ParseTorchsummaryRow(lines[i], i, model.layers_size() + 1, errors);
-    if (!layer.ok()) return layer.status();
-    sum += layer->parameters();
-    *model.add_layers() = *std::move(layer);
+  for (size_t i = header + 2; i < end; ++i) {
+    GPUEST_ASSIGN_OR_RETURN(
+        v1::Layer layer,
+        ParseTorchsummaryRow(lines[i], i, model.layers_size() + 1, errors));
+    sum += layer.parameters();
+    *model.add_layers() = std::move(layer);
   }
-  size_t index = *end + 1;
-  auto totals = ParseTotals(lines, index, errors);
-  if (!totals.ok()) return totals.status();
+  size_t index = end + 1;
+  GPUEST_ASSIGN_OR_RETURN(const Totals totals, ParseTotals(lines, index, errors));
   // torchsummary's total is the sum of its rows' counts, so this check is exact.
-  if (sum != totals->total) {
-    return errors.At(totals->total_line, absl::StrCat("Total params is ", totals->total,
-                                                      " but the rows add up to ", sum,
-                                                      " (a row is missing or altered?)"));
+  if (sum != totals.total) {
+    return errors.At(totals.total_line, absl::StrCat("Total params is ", totals.total,
+                                                     " but the rows add up to ", sum,
+                                                     " (a row is missing or altered?)"));
   }
   if (auto status = CheckNoSecondTable(lines, index, errors); !status.ok()) return status;
   return model;
@@ -572,15 +571,13 @@ absl::StatusOr<v1::ModelDescription> ParseTorchinfo(const std::vector<std::strin
                                                     size_t header, const Errors& errors) {
   GPUEST_ASSIGN_OR_RETURN(const InfoColumns columns,
                           ParseTorchinfoHeader(lines, header, errors));
-  auto end = FindTableEnd(lines, header, errors);
-  if (!end.ok()) return end.status();
+  GPUEST_ASSIGN_OR_RETURN(const size_t end, FindTableEnd(lines, header, errors));
   GPUEST_ASSIGN_OR_RETURN(const InfoTable table,
-                          ParseTorchinfoRows(lines, header, *end, columns, errors));
-  size_t index = *end + 1;
-  auto totals = ParseTotals(lines, index, errors);
-  if (!totals.ok()) return totals.status();
+                          ParseTorchinfoRows(lines, header, end, columns, errors));
+  size_t index = end + 1;
+  GPUEST_ASSIGN_OR_RETURN(const Totals totals, ParseTotals(lines, index, errors));
   GPUEST_ASSIGN_OR_RETURN(const CountedRows counted,
-                          CountRows(table.rows, *totals, errors));
+                          CountRows(table.rows, totals, errors));
   if (auto status = CheckNoSecondTable(lines, index, errors); !status.ok()) return status;
   return TorchinfoModel(table, counted);
 }

@@ -229,7 +229,7 @@ absl::Status GpuestServer::StartExtender() {
   const kubernetes::ExtenderOptions& extender = options_.extender;
   if (extender.listen_address.empty()) return absl::OkStatus();
   // The extender answers from the same engines as the gRPC services, through the
-  // same dispatcher (admission, queue, deadlines, metrics).
+  // same dispatcher (intake, queue, deadlines, metrics).
   extender_ = std::make_unique<kubernetes::KubeExtender>(*models_, extender);
   GPUEST_ASSIGN_OR_RETURN(
       extender_http_,

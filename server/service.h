@@ -109,8 +109,8 @@ class CallDispatcher {
 
   // The steps every entry point shares. ReserveBytes: the request's bytes fit the
   // in-flight bound (then held until ReleaseBytes). CheckStartsInTime: the call can
-  // start before its deadline. TakeIn: both. A refusal is counted shed. RunTakenIn: an
-  // taken-in call's work, unless its deadline passed or its caller went away before it
+  // start before its deadline. TakeIn: both. A refusal is counted shed. RunTakenIn: the
+  // work of a call taken in, unless its deadline passed or its caller went away before it
   // started (counted shed), with its service time recorded. QueueFull: the refusal of a
   // call the workers' queue had no room for.
   absl::Status ReserveBytes(RpcMethod method, int64_t bytes);

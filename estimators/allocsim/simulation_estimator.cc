@@ -333,11 +333,12 @@ void AddCudnnBenchmarkTransient(const v1::ModelDescription& model,
   *memory.mutable_transient() = *std::move(transient);
 }
 
-// Where the card's constants are assumptions, and the context's warning has not said so.
+// For a card whose constants are assumptions (the caller's test): the warning, unless
+// the context's own warning has said so.
 void WarnWhereConstantsAssumed(const core::GpuProfile& gpu,
                                const core::ContextChoice& context, const std::string& id,
                                std::vector<v1::Warning>& warnings) {
-  if (gpu.constants_calibrated || !context.warning.empty()) return;
+  if (!context.warning.empty()) return;
   warnings.push_back(core::MakeWarning(
       v1::WARNING_CODE_ASSUMED_GPU_CONSTANTS,
       absl::StrCat(gpu.id,

@@ -130,9 +130,10 @@ common::HttpReply FailedReply(const AdmissionPod& pod, bool admit_unsized,
     const char* annotations = pod.kind == "ResourceClaimTemplate" && pod.has_annotations
                                   ? "/spec/metadata/annotations"
                                   : "/metadata/annotations";
-    patch.push_back({{"op", "add"},
-                     {"path", absl::StrCat(annotations, "/gpuest.io~1not-sized")},
-                     {"value", common::Utf8Prefix(why, 1024)}});
+    patch.push_back(
+        {{"op", "add"},
+         {"path", absl::StrCat(annotations, "/", JsonPointerToken(kNotSizedAnnotation))},
+         {"value", common::Utf8Prefix(why, 1024)}});
     unsized.patch =
         patch.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
         "\n";
@@ -221,12 +222,14 @@ ClaimShape ClaimShapeOf(const AdmissionPod& claim) {
 
 }  // namespace
 
-template <typename Fail>
 common::HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
                                                 const std::string& object,
                                                 const std::string& description,
                                                 const common::WorkDeadline& deadline,
-                                                Fail& fail) const {
+                                                bool admit_unsized) const {
+  auto fail = [&](const absl::Status& status) {
+    return FailedReply(claim, admit_unsized, status);
+  };
   const std::string spec = claim.kind == "ResourceClaimTemplate" ? "spec.spec" : "spec";
   std::vector<std::string> warnings;
   std::vector<SizedRequest> sized =
@@ -270,12 +273,14 @@ common::HttpReply AdmissionWebhook::MutateClaim(const AdmissionPod& claim,
   return Reply(claim, verdict);
 }
 
-template <typename Fail>
 common::HttpReply AdmissionWebhook::MutatePod(const AdmissionPod& pod,
                                               const std::string& object,
                                               const std::string& description,
                                               const common::WorkDeadline& deadline,
-                                              Fail& fail) const {
+                                              bool admit_unsized) const {
+  auto fail = [&](const absl::Status& status) {
+    return FailedReply(pod, admit_unsized, status);
+  };
   if (pod.containers.empty()) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("pod ", pod.pod, ": spec.containers: none to set the request on")));
@@ -343,12 +348,11 @@ common::HttpReply AdmissionWebhook::Mutate(const std::string& body,
   }
   // A failure: the pod's is refused with its reason, the server's is an HTTP error
   // for the failurePolicy; a pod that asked is admitted unsized either way.
-  auto fail = [&pod,
-               admit_unsized = on_error_value == "allow"](const absl::Status& status) {
-    return FailedReply(pod, admit_unsized, status);
-  };
-  if (is_claim) return MutateClaim(pod, object, description->second, deadline, fail);
-  return MutatePod(pod, object, description->second, deadline, fail);
+  const bool admit_unsized = on_error_value == "allow";
+  if (is_claim) {
+    return MutateClaim(pod, object, description->second, deadline, admit_unsized);
+  }
+  return MutatePod(pod, object, description->second, deadline, admit_unsized);
 }
 
 }  // namespace gpuest::kubernetes

@@ -65,17 +65,18 @@ class AdmissionWebhook {
 
  private:
   // A ResourceClaim's or ResourceClaimTemplate's requests sized; object names it in
-  // messages, fail applies the failure policy to a status.
-  template <typename Fail>
+  // messages; a failure is answered by the failure policy, admitted unsized when the
+  // object asked (admit_unsized).
   common::HttpReply MutateClaim(const AdmissionPod& claim, const std::string& object,
                                 const std::string& description,
-                                const common::WorkDeadline& deadline, Fail& fail) const;
+                                const common::WorkDeadline& deadline,
+                                bool admit_unsized) const;
   // A pod sized: its memory request and gpuest's annotations (pod_patch.h); object and
-  // fail as for a claim.
-  template <typename Fail>
+  // admit_unsized as for a claim.
   common::HttpReply MutatePod(const AdmissionPod& pod, const std::string& object,
                               const std::string& description,
-                              const common::WorkDeadline& deadline, Fail& fail) const;
+                              const common::WorkDeadline& deadline,
+                              bool admit_unsized) const;
 
   const placement::ModelSetSource& models_;
   const AdmissionOptions options_;

@@ -13,7 +13,6 @@ uint64_t CeilDiv(uint64_t bytes, uint64_t unit) {
   return bytes / unit + (bytes % unit != 0 ? 1 : 0);
 }
 
-// A JSON Pointer reference token (RFC 6901): '~' and '/' escaped.
 }  // namespace
 
 std::string JsonPointerToken(const std::string& key) {
