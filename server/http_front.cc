@@ -54,6 +54,7 @@ struct Connection {
   absl::Time request_began;
   bool headers_in = false;  // Its request's line and headers have all arrived.
   bool at_work = false;     // Its call waits for a worker: bounded by its deadline.
+  bool unwritten = false;   // Its call went to work and its answer is not yet written.
   bool cut = false;         // Shut for taking too long; closing.
 };
 
@@ -194,7 +195,20 @@ class HttpFront::Impl {
   absl::Mutex mu_;
   absl::flat_hash_set<Connection*> connections_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  // No connection holds a call that went to work and whose answer is not yet written
+  // (Completed: MHD sent the reply or closed the connection).
+  bool EveryAnswerWritten() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const Connection* c : connections_) {
+      if (c->unwritten) return false;
+    }
+    return true;
+  }
 };
+
+// How long Stop waits for answers already made to be written before it closes their
+// connections: the writing of a reply, not the work, which has finished by then.
+constexpr absl::Duration kStopWritesReplies = absl::Seconds(5);
 
 HttpFront::HttpFront(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpFront::~HttpFront() { Stop(); }
@@ -304,6 +318,13 @@ void HttpFront::Impl::Stop() {
   if (reaper_.joinable()) reaper_.join();
   // Calls at work finish and resume their connections; none starts after.
   if (workers_) workers_->Stop();
+  // A resumed connection's answer is written by the daemon's thread: wait for it, or
+  // MHD_stop_daemon closes the connection with the answer unsent.
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Impl::EveryAnswerWritten),
+                         kStopWritesReplies);
+  }
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
   daemon_ = nullptr;
 }
@@ -462,6 +483,7 @@ void HttpFront::Impl::StartWork(MHD_Connection* connection, Call& call) {
   if (Connection* c = ConnectionOf(connection)) {
     absl::MutexLock lock(&mu_);
     c->at_work = true;
+    c->unwritten = true;
   }
   MHD_suspend_connection(connection);
   Call* work = &call;
@@ -522,6 +544,7 @@ void HttpFront::Impl::Completed(void* cls, MHD_Connection* connection,
     c->request_began = absl::Now();  // The next request's clock starts now.
     c->headers_in = false;
     c->at_work = false;
+    c->unwritten = false;
   }
 }
 
